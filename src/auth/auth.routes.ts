@@ -1,0 +1,167 @@
+import { z } from 'zod';
+import { defineRoute, type AnyRoute } from '../http/route.js';
+import { unauthenticated } from '../platform/errors.js';
+import type { Services } from '../services.js';
+import { SESSION_COOKIE, type Principal } from './auth.service.js';
+
+const userView = z.object({
+  id: z.number().int(),
+  login: z.string(),
+  role: z.enum(['administrator', 'editor', 'subscriber']),
+  capabilities: z.array(z.string()),
+});
+
+const userSummary = z.object({
+  id: z.number().int(),
+  login: z.string(),
+  email: z.string().nullable(),
+  role: z.string(),
+  created_at: z.string(),
+});
+
+const appPasswordView = z.object({
+  id: z.number().int(),
+  name: z.string(),
+  created_at: z.string(),
+  last_used_at: z.string().nullable(),
+  revoked_at: z.string().nullable(),
+});
+
+export function authRoutes({ auth, users, config }: Services): AnyRoute[] {
+  const view = (p: Principal) => ({ id: p.id, login: p.login, role: p.role, capabilities: auth.capabilitiesOf(p.role) });
+  const root = '/api/auth/v1';
+  return [
+    defineRoute({
+      method: 'post',
+      path: `${root}/login`,
+      operationId: 'login',
+      summary: 'Browser login: sets the session cookie and returns a nonce for X-Svc-Nonce',
+      tag: 'auth',
+      access: 'public',
+      body: z.strictObject({ login: z.string().min(1).max(60), password: z.string().min(1).max(1024) }),
+      errors: { 429: 'Too many failed logins for this login and address (`rate_limited`)' },
+      responses: {
+        200: { description: 'Logged in', data: z.object({ nonce: z.string(), expires_at: z.string(), user: userView }) },
+      },
+      handler: async ({ body, ctx }) => {
+        const session = await auth.login(body.login, body.password, ctx.ip);
+        ctx.cookies.set(SESSION_COOKIE, session.cookie, {
+          httpOnly: true,
+          sameSite: 'lax',
+          secure: config.SVC_COOKIE_SECURE,
+          expires: session.expiresAt,
+          path: '/',
+        });
+        return { data: { nonce: session.nonce, expires_at: session.expiresAt.toISOString(), user: view(session.principal) } };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${root}/nonce`,
+      operationId: 'getNonce',
+      summary: 'A fresh nonce for the session cookie (the cookie alone suffices here)',
+      tag: 'auth',
+      access: 'public',
+      responses: { 200: { description: 'A nonce', data: z.object({ nonce: z.string() }) } },
+      handler: async ({ ctx }) => {
+        const session = ctx.state.cookieSession as Principal | undefined;
+        if (!session) throw unauthenticated('No valid session cookie');
+        return { data: { nonce: auth.issueNonce(session.sessionId!) } };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${root}/logout`,
+      operationId: 'logout',
+      summary: 'Ends the browser session',
+      tag: 'auth',
+      access: 'authenticated',
+      responses: { 200: { description: 'Logged out', data: z.object({ logged_out: z.boolean() }) } },
+      handler: async ({ principal, ctx }) => {
+        if (principal.sessionId) await auth.logout(principal.sessionId);
+        ctx.cookies.set(SESSION_COOKIE, '', { expires: new Date(0), path: '/' });
+        return { data: { logged_out: principal.via === 'session' } };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${root}/me`,
+      operationId: 'me',
+      summary: 'The current user and their capabilities',
+      tag: 'auth',
+      access: 'authenticated',
+      responses: { 200: { description: 'Current user', data: userView } },
+      handler: async ({ principal }) => ({ data: view(principal) }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${root}/app-passwords`,
+      operationId: 'listAppPasswords',
+      summary: "The current user's application passwords (never their values)",
+      tag: 'auth',
+      access: 'authenticated',
+      responses: { 200: { description: 'Application passwords', data: z.object({ items: z.array(appPasswordView) }) } },
+      handler: async ({ principal }) => ({ data: { items: await users.listAppPasswords(principal.id) } }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${root}/app-passwords`,
+      operationId: 'createAppPassword',
+      summary: 'Creates an application password for the current user; the value is shown once',
+      tag: 'auth',
+      access: 'authenticated',
+      body: z.strictObject({ name: z.string().min(1).max(100) }),
+      responses: {
+        201: { description: 'Created', data: z.object({ id: z.number().int(), login: z.string(), name: z.string(), password: z.string() }) },
+      },
+      errors: { 409: 'A live application password with that name exists (`conflict`)' },
+      handler: async ({ principal, body }) => ({ status: 201, data: await users.createAppPassword(principal.login, body.name) }),
+    }),
+    defineRoute({
+      method: 'delete',
+      path: `${root}/app-passwords/{id}`,
+      operationId: 'revokeAppPassword',
+      summary: 'Revokes one of the current user\'s application passwords',
+      tag: 'auth',
+      access: 'authenticated',
+      params: z.object({ id: z.coerce.number().int().positive() }),
+      responses: { 200: { description: 'Revoked', data: z.object({ id: z.number().int(), revoked: z.boolean() }) } },
+      handler: async ({ principal, params }) => {
+        await users.revokeAppPassword(principal.id, { id: params.id });
+        return { data: { id: params.id, revoked: true } };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${root}/users`,
+      operationId: 'listUsers',
+      summary: 'Lists users (administrators)',
+      tag: 'auth',
+      access: { capability: 'list_users' },
+      responses: { 200: { description: 'Users', data: z.object({ items: z.array(userSummary) }) } },
+      handler: async () => ({ data: { items: await users.listUsers() } }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${root}/users`,
+      operationId: 'createUser',
+      summary: 'Creates a user; a generated password is returned once when none is given',
+      tag: 'auth',
+      access: { capability: 'create_users' },
+      body: z.strictObject({
+        login: z.string().min(3).max(60),
+        role: z.enum(['administrator', 'editor', 'subscriber']),
+        password: z.string().min(8).max(1024).optional(),
+        email: z.email().max(255).optional(),
+      }),
+      errors: { 409: 'The login is taken (`conflict`)' },
+      responses: {
+        201: {
+          description: 'Created',
+          data: z.object({ id: z.number().int(), login: z.string(), role: z.string(), password: z.string().optional() }),
+        },
+      },
+      handler: async ({ body }) => ({ status: 201, data: await users.createUser(body) }),
+    }),
+  ];
+}

@@ -1,0 +1,152 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Config } from '../config.js';
+import { type KeyRing, randomToken, safeEqual, sha256 } from '../platform/crypto.js';
+import { rateLimited, unauthenticated } from '../platform/errors.js';
+import type { RateLimiter } from '../platform/rate-limit.js';
+import { Session, User } from './auth.entities.js';
+import { capabilitiesOf, hasCapability, type Role } from './capabilities.js';
+import { decoyHash, normaliseAppPassword, verifySecret } from './passwords.js';
+
+/** The caller's identity, passed explicitly into services. */
+export interface Principal {
+  id: number;
+  login: string;
+  role: Role;
+  /** How the request authenticated: an application password or a browser session. */
+  via: 'app_password' | 'session';
+  sessionId?: string;
+  can(capability: string): boolean;
+}
+
+export const SESSION_COOKIE = 'svc_session';
+const LOGIN_WINDOW_SECONDS = 15 * 60;
+
+/**
+ * Authentication of every surface: HTTP Basic with application passwords for external callers,
+ * and a signed session cookie plus X-Svc-Nonce for browsers.
+ */
+export class AuthService {
+  /**
+   * Successful argon2 verifications, keyed by app password id, holding a SHA-256 of the secret.
+   * argon2 is deliberately slow; without this every API call would pay it. Revocation still
+   * applies at once because the row is read on every request.
+   */
+  private readonly verified = new Map<number, string>();
+  private readonly lastUsedWrites = new Map<number, number>();
+
+  constructor(
+    private readonly em: EntityManager,
+    private readonly keys: KeyRing,
+    private readonly limiter: RateLimiter,
+    private readonly config: Config,
+  ) {}
+
+  principal(user: { id: number; login: string; role: string }, via: Principal['via'], sessionId?: string): Principal {
+    const role = user.role as Role;
+    const map = { svc_agent_use: this.config.SVC_AGENT_CAPABILITY };
+    return { id: user.id, login: user.login, role, via, ...(sessionId ? { sessionId } : {}), can: (c) => hasCapability(role, c, map) };
+  }
+
+  capabilitiesOf(role: Role): string[] {
+    return capabilitiesOf(role, { svc_agent_use: this.config.SVC_AGENT_CAPABILITY });
+  }
+
+  private failureBucket(login: string, ip: string) {
+    return `login:${login.toLowerCase()}:${ip}`;
+  }
+
+  /** Refuses further attempts once a login name has failed too often from one address. */
+  private async guardFailures(login: string, ip: string) {
+    const state = await this.limiter.peek(this.failureBucket(login, ip), this.config.SVC_LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS);
+    if (!state.allowed) throw rateLimited(state.retryAfterSeconds);
+  }
+
+  private async recordFailure(login: string, ip: string) {
+    await this.limiter.hit(this.failureBucket(login, ip), this.config.SVC_LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS);
+  }
+
+  /** HTTP Basic with an application password. Throws 401 (or 429 after repeated failures). */
+  async authenticateBasic(login: string, password: string, ip: string): Promise<Principal> {
+    await this.guardFailures(login, ip);
+    const secret = normaliseAppPassword(password);
+    const rows = await this.em.getConnection().execute<{ user_id: number; login: string; role: string; ap_id: number; secret_hash: string }[]>(
+      `select u.id as user_id, u.login, u.role, ap.id as ap_id, ap.secret_hash
+         from users u join app_passwords ap on ap.user_id = u.id and ap.revoked_at is null
+        where u.login = ?`,
+      [login],
+    );
+    const digest = sha256(secret);
+    for (const row of rows) {
+      const cached = this.verified.get(row.ap_id);
+      if (cached && safeEqual(cached, digest)) return this.accept(row);
+    }
+    for (const row of rows) {
+      if (await verifySecret(row.secret_hash, secret)) {
+        this.verified.set(row.ap_id, digest);
+        return this.accept(row);
+      }
+    }
+    if (rows.length === 0) await verifySecret(await decoyHash(), secret);
+    await this.recordFailure(login, ip);
+    throw unauthenticated('Invalid login or application password');
+  }
+
+  private accept(row: { user_id: number; login: string; role: string; ap_id: number }): Principal {
+    const now = Date.now();
+    // last_used_at is informative; write it at most once a minute per password.
+    if ((this.lastUsedWrites.get(row.ap_id) ?? 0) < now - 60_000) {
+      this.lastUsedWrites.set(row.ap_id, now);
+      this.em.getConnection().execute('update app_passwords set last_used_at = now() where id = ?', [row.ap_id]).catch(() => undefined);
+    }
+    return this.principal({ id: row.user_id, login: row.login, role: row.role }, 'app_password');
+  }
+
+  /** Browser login with the account password; returns the cookie value and a first nonce. */
+  async login(login: string, password: string, ip: string): Promise<{ cookie: string; nonce: string; principal: Principal; expiresAt: Date }> {
+    await this.guardFailures(login, ip);
+    const em = this.em.fork();
+    const user = await em.findOne(User, { login });
+    const ok = await verifySecret(user?.passwordHash ?? (await decoyHash()), password);
+    if (!user || !ok) {
+      await this.recordFailure(login, ip);
+      throw unauthenticated('Invalid login or password');
+    }
+    const id = randomToken(24);
+    const expiresAt = new Date(Date.now() + this.config.SVC_SESSION_TTL_HOURS * 3600_000);
+    em.create(Session, { id, user, expiresAt });
+    await em.flush();
+    const expiry = Math.floor(expiresAt.getTime() / 1000);
+    const cookie = `${id}.${expiry}.${this.keys.sign(`session|${id}|${expiry}`)}`;
+    return { cookie, nonce: this.issueNonce(id), principal: this.principal(user, 'session', id), expiresAt };
+  }
+
+  /** A nonce is bound to one session and expires; it proves the request came from our page. */
+  issueNonce(sessionId: string): string {
+    const expiry = Math.floor(Date.now() / 1000 + this.config.SVC_NONCE_TTL_HOURS * 3600);
+    return `${expiry}.${this.keys.sign(`nonce|${sessionId}|${expiry}`)}`;
+  }
+
+  verifyNonce(sessionId: string, nonce: string | undefined): boolean {
+    if (!nonce) return false;
+    const [expiry, signature] = nonce.split('.');
+    if (!expiry || !signature || !/^\d+$/.test(expiry) || Number(expiry) * 1000 < Date.now()) return false;
+    return this.keys.verify(`nonce|${sessionId}|${expiry}`, signature);
+  }
+
+  /** Resolves a session cookie; returns undefined for a forged, expired or revoked one. */
+  async sessionFromCookie(cookie: string): Promise<Principal | undefined> {
+    const [id, expiry, signature] = cookie.split('.');
+    if (!id || !expiry || !signature || !/^\d+$/.test(expiry) || Number(expiry) * 1000 < Date.now()) return undefined;
+    if (!this.keys.verify(`session|${id}|${expiry}`, signature)) return undefined;
+    const rows = await this.em.getConnection().execute<{ id: number; login: string; role: string }[]>(
+      `select u.id, u.login, u.role from sessions s join users u on u.id = s.user_id
+        where s.id = ? and s.revoked_at is null and s.expires_at > now()`,
+      [id],
+    );
+    return rows[0] ? this.principal(rows[0], 'session', id) : undefined;
+  }
+
+  async logout(sessionId: string): Promise<void> {
+    await this.em.getConnection().execute('update sessions set revoked_at = now() where id = ?', [sessionId]);
+  }
+}

@@ -1,0 +1,100 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { AppError, conflict, notFound, validationFailed } from '../platform/errors.js';
+import { randomToken } from '../platform/crypto.js';
+import { AppPassword, User } from './auth.entities.js';
+import { isRole, roles, type Role } from './capabilities.js';
+import { generateAppPassword, hashSecret, normaliseAppPassword } from './passwords.js';
+
+const loginPattern = /^[a-z0-9_.@-]{3,60}$/i;
+
+export interface CreatedUser {
+  id: number;
+  login: string;
+  role: Role;
+  /** Set when the password was generated: shown once, never stored in clear. */
+  password?: string;
+}
+
+/** User and application-password administration, shared by the CLI, bootstrap and the API. */
+export class UsersService {
+  constructor(private readonly em: EntityManager) {}
+
+  async createUser(input: { login: string; role: string; password?: string; email?: string }): Promise<CreatedUser> {
+    const problems = [];
+    if (!loginPattern.test(input.login)) problems.push({ field: 'login', message: '3-60 letters, digits or _.@-' });
+    if (!isRole(input.role)) problems.push({ field: 'role', message: `one of ${roles.join(', ')}` });
+    if (input.password !== undefined && input.password.length < 8) problems.push({ field: 'password', message: 'at least 8 characters' });
+    if (problems.length) throw validationFailed(problems);
+    const em = this.em.fork();
+    if (await em.count(User, { login: input.login })) throw conflict('conflict', `User ${input.login} already exists`, { field: 'login' });
+    const password = input.password ?? randomToken(15);
+    const user = em.create(User, {
+      login: input.login,
+      role: input.role,
+      email: input.email ?? null,
+      passwordHash: await hashSecret(password),
+    });
+    await em.flush();
+    return { id: user.id, login: user.login, role: input.role as Role, ...(input.password ? {} : { password }) };
+  }
+
+  /** Creates an application password; the clear value is returned once and never stored. */
+  async createAppPassword(login: string, name: string, secret?: string): Promise<{ id: number; login: string; name: string; password: string }> {
+    if (!name.trim() || name.length > 100) throw validationFailed([{ field: 'name', message: '1-100 characters' }]);
+    const em = this.em.fork();
+    const user = await em.findOne(User, { login });
+    if (!user) throw notFound(`User ${login}`);
+    if (await em.count(AppPassword, { user, name, revokedAt: null })) {
+      throw conflict('conflict', `User ${login} already has an application password named ${name}`, { field: 'name' });
+    }
+    const password = secret ?? generateAppPassword();
+    const row = em.create(AppPassword, { user, name, secretHash: await hashSecret(normaliseAppPassword(password)) });
+    await em.flush();
+    return { id: row.id, login, name, password };
+  }
+
+  async listAppPasswords(userId: number) {
+    const rows = await this.em.fork().find(AppPassword, { user: userId }, { orderBy: { id: 'asc' } });
+    return rows.map((r) => ({
+      id: r.id,
+      name: r.name,
+      created_at: r.createdAt.toISOString(),
+      last_used_at: r.lastUsedAt?.toISOString() ?? null,
+      revoked_at: r.revokedAt?.toISOString() ?? null,
+    }));
+  }
+
+  /** Revokes by id (scoped to the user) or by name; revocation takes effect on the next request. */
+  async revokeAppPassword(userId: number, selector: { id?: number; name?: string }): Promise<void> {
+    const em = this.em.fork();
+    const row = await em.findOne(AppPassword, { user: userId, revokedAt: null, ...selector });
+    if (!row) throw notFound('Application password');
+    row.revokedAt = new Date();
+    await em.flush();
+  }
+
+  async listUsers() {
+    const rows = await this.em.fork().find(User, {}, { orderBy: { id: 'asc' } });
+    return rows.map((u) => ({ id: u.id, login: u.login, email: u.email ?? null, role: u.role, created_at: u.createdAt.toISOString() }));
+  }
+
+  async findByLogin(login: string) {
+    return this.em.fork().findOne(User, { login });
+  }
+
+  /** First start: create `admin` from SVC_ADMIN_PASSWORD (or a generated password) when no user exists. */
+  async bootstrapAdmin(password?: string, appPassword?: string): Promise<{ created: boolean; password?: string }> {
+    const em = this.em.fork();
+    if ((await em.count(User, {})) > 0) return { created: false };
+    let created: CreatedUser;
+    try {
+      created = await this.createUser({ login: 'admin', role: 'administrator', ...(password ? { password } : {}) });
+    } catch (err) {
+      // Another process bootstrapped at the same moment.
+      if (err instanceof AppError && err.status === 409) return { created: false };
+      throw err;
+    }
+    if (appPassword) await this.createAppPassword('admin', 'bootstrap', appPassword);
+    return { created: true, ...(created.password ? { password: created.password } : {}) };
+  }
+}

@@ -1,0 +1,113 @@
+import { z } from 'zod';
+
+/** Raised when an environment variable holds a value the service cannot use. */
+export class ConfigError extends Error {
+  constructor(public readonly variable: string, detail: string) {
+    super(`${variable}: ${detail}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const port = z.coerce.number().int().min(0).max(65535);
+const byteSize = z
+  .string()
+  .regex(/^\d+(b|kb|mb)?$/i, 'expected a size such as 512kb or 1mb')
+  .transform((v) => {
+    const m = /^(\d+)(b|kb|mb)?$/i.exec(v)!;
+    const unit = (m[2] ?? 'b').toLowerCase();
+    return Number(m[1]) * (unit === 'mb' ? 1024 * 1024 : unit === 'kb' ? 1024 : 1);
+  });
+
+/**
+ * Every variable the service reads. Each field is documented where it is declared; README's
+ * configuration table mirrors this list.
+ */
+const schema = z.object({
+  /** HTTP port of the API. */
+  PORT: port.default(8080),
+  /** Interface the API listens on. */
+  HOST: z.string().min(1).default('0.0.0.0'),
+  /** Which parts this process runs: the API, the Temporal worker, or both. */
+  SVC_ROLE: z.enum(['all', 'api', 'worker']).default('all'),
+  /** Directory for embedded PostgreSQL, the Temporal dev server database and the generated key. */
+  SVC_DATA_DIR: z.string().min(1).default('.data'),
+  /** PostgreSQL connection string. When unset, `start` runs an embedded PostgreSQL. */
+  DATABASE_URL: z.string().url().optional(),
+  /** Port of the embedded PostgreSQL (only when DATABASE_URL is unset). */
+  SVC_EMBEDDED_PG_PORT: port.default(5488),
+  /** Temporal frontend address host:port. When unset, `start` runs the Temporal CLI dev server. */
+  TEMPORAL_ADDRESS: z.string().regex(/^[^\s:]+:\d+$/, 'expected host:port').optional(),
+  /** Temporal namespace. */
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  /** Task queue shared by the API (client) and the worker. */
+  TEMPORAL_TASK_QUEUE: z.string().min(1).default('workflow-svc'),
+  /** Port of the embedded Temporal dev server (only when TEMPORAL_ADDRESS is unset). */
+  TEMPORAL_PORT: port.default(7233),
+  /** Port of the embedded Temporal Web UI. */
+  TEMPORAL_UI_PORT: port.default(8233),
+  /** Base URL of the Temporal Web UI, used for links in execution views. */
+  TEMPORAL_UI_URL: z.string().url().optional(),
+  /** Path of a `temporal` CLI binary to use instead of searching PATH and the cache. */
+  TEMPORAL_CLI: z.string().min(1).optional(),
+  /**
+   * Master key (32 bytes, base64 or hex). Credentials are encrypted and cookies signed under keys
+   * derived from it. When unset, the embedded default generates one into SVC_DATA_DIR.
+   */
+  SVC_ENCRYPTION_KEY: z.string().optional(),
+  /** Password of the `admin` user created on first start. Generated and printed once when unset. */
+  SVC_ADMIN_PASSWORD: z.string().min(8, 'must be at least 8 characters').optional(),
+  /** Becomes an application password of `admin` on first start, so scripts can log in at once. */
+  SVC_ADMIN_APP_PASSWORD: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Capability that `svc_agent_use` maps to. */
+  SVC_AGENT_CAPABILITY: z.string().regex(/^[a-z_]+$/).default('edit_posts'),
+  /** Largest accepted request body. */
+  SVC_BODY_LIMIT: byteSize.default(1024 * 1024),
+  /** Lifetime of a browser session cookie, in hours. */
+  SVC_SESSION_TTL_HOURS: z.coerce.number().positive().max(24 * 365).default(48),
+  /** Lifetime of an X-Svc-Nonce value, in hours. */
+  SVC_NONCE_TTL_HOURS: z.coerce.number().positive().max(24 * 30).default(12),
+  /** Mark the session cookie Secure (set behind HTTPS). */
+  SVC_COOKIE_SECURE: bool.default(false),
+  /** Failed logins allowed per login name and client address in a 15-minute window. */
+  SVC_LOGIN_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
+  /** Take the client address from X-Forwarded-For (only behind a trusted proxy). */
+  TRUST_PROXY: bool.default(false),
+  /** Prebuilt workflow bundle (`svc bundle-workflows --out FILE`); without it workers bundle at start. */
+  SVC_WORKFLOW_BUNDLE: z.string().min(1).optional(),
+  /** pino log level. */
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Config = z.infer<typeof schema>;
+export const configVariables = Object.keys(schema.shape);
+
+/**
+ * Reads the configuration from `env`. Throws a ConfigError naming the first bad variable;
+ * the entry point turns it into one line and a non-zero exit.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const input: Record<string, string> = {};
+  for (const key of configVariables) {
+    const value = env[key];
+    if (value !== undefined && value !== '') input[key] = value;
+  }
+  const parsed = schema.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const variable = String(issue.path[0] ?? 'environment');
+    throw new ConfigError(variable, `${issue.message} (got ${JSON.stringify(input[variable] ?? '')})`);
+  }
+  return parsed.data;
+}
+
+/** Loads `.env` from the working directory when present; real environment variables win. */
+export function loadDotEnv(path = '.env'): void {
+  try {
+    process.loadEnvFile(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+}

@@ -1,0 +1,57 @@
+import Router from '@koa/router';
+import Koa from 'koa';
+import { koaBody } from 'koa-body';
+import { authRoutes } from '../auth/auth.routes.js';
+import { AppError } from '../platform/errors.js';
+import type { Services } from '../services.js';
+import { healthRoutes } from './health.routes.js';
+import { authenticate, errorRenderer, requestContext } from './middleware.js';
+import { buildOpenApi } from './openapi.js';
+import { toMiddleware, type AnyRoute } from './route.js';
+
+export const API_VERSION = '1.0.0';
+
+/** Every route of every feature; the OpenAPI document is generated from this list. */
+export function allRoutes(services: Services): AnyRoute[] {
+  let document: unknown;
+  const routes: AnyRoute[] = [];
+  const openApi = () => (document ??= buildOpenApi(routes, API_VERSION));
+  routes.push(...healthRoutes(services, openApi), ...authRoutes(services));
+  return routes;
+}
+
+/** Builds the Koa application without listening, so tests and entry points share it. */
+export function buildApp(services: Services): { app: Koa; routes: AnyRoute[] } {
+  const { config, logger, auth } = services;
+  const app = new Koa({ proxy: config.TRUST_PROXY, maxIpsCount: config.TRUST_PROXY ? 1 : 0 });
+  app.silent = true;
+  const router = new Router();
+  const routes = allRoutes(services);
+  for (const route of routes) {
+    router[route.method](route.operationId, route.path.replace(/\{(\w+)\}/g, ':$1'), toMiddleware(route));
+  }
+  app.use(requestContext(logger));
+  app.use(errorRenderer());
+  app.use(
+    koaBody({
+      json: true,
+      urlencoded: true,
+      text: false,
+      multipart: false,
+      jsonStrict: true,
+      jsonLimit: config.SVC_BODY_LIMIT,
+      formLimit: config.SVC_BODY_LIMIT,
+      parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] as never,
+    }),
+  );
+  app.use(authenticate(auth));
+  app.use(router.routes());
+  app.use(
+    router.allowedMethods({
+      throw: true,
+      methodNotAllowed: () => new AppError(405, 'method_not_allowed', 'Method not allowed on this path'),
+      notImplemented: () => new AppError(501, 'not_implemented', 'Method not implemented'),
+    }),
+  );
+  return { app, routes };
+}

@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import type { Services } from '../services.js';
+import { temporalHealthy } from '../temporal/connection.js';
+import { AppError } from '../platform/errors.js';
+import { defineRoute, type AnyRoute } from './route.js';
+
+async function postgresHealthy(services: Services): Promise<boolean> {
+  try {
+    await Promise.race([
+      services.orm.em.getConnection().execute('select 1'),
+      new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 2000)),
+    ]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function healthRoutes(services: Services, openApi: () => unknown): AnyRoute[] {
+  const dependencies = z.object({ postgresql: z.enum(['up', 'down']), temporal: z.enum(['up', 'down']) });
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/healthz',
+      operationId: 'liveness',
+      summary: 'Liveness: the process answers',
+      tag: 'health',
+      access: 'public',
+      responses: { 200: { description: 'Alive', data: z.object({ live: z.literal(true) }) } },
+      handler: async () => ({ data: { live: true } }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/readyz',
+      operationId: 'readiness',
+      summary: 'Readiness: PostgreSQL and Temporal are reachable',
+      tag: 'health',
+      access: 'public',
+      responses: { 200: { description: 'Ready', data: dependencies } },
+      handler: async () => {
+        const [pg, temporal] = await Promise.all([postgresHealthy(services), temporalHealthy(services.temporal)]);
+        const state = { postgresql: pg ? 'up' : 'down', temporal: temporal ? 'up' : 'down' } as const;
+        if (!pg || !temporal) throw new AppError(503, 'service_unavailable', 'A dependency is unavailable', state, { 'Retry-After': '5' });
+        return { data: state };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/openapi.json',
+      operationId: 'openApi',
+      summary: 'This OpenAPI 3.1 document',
+      tag: 'health',
+      access: 'public',
+      responses: { 200: { description: 'The document', raw: z.object({ openapi: z.string() }).loose() } },
+      handler: async () => ({ raw: openApi() }),
+    }),
+  ];
+}

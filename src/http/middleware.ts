@@ -1,0 +1,101 @@
+import { randomUUID } from 'node:crypto';
+import type { Context, Next } from 'koa';
+import { SESSION_COOKIE, type AuthService } from '../auth/auth.service.js';
+import { AppError, unauthenticated } from '../platform/errors.js';
+import type { Logger } from '../platform/logger.js';
+
+const requestIdPattern = /^[A-Za-z0-9._-]{8,100}$/;
+
+/** Request id (kept from X-Request-Id when sane), a child logger, and one log line per request. */
+export function requestContext(logger: Logger) {
+  return async (ctx: Context, next: Next) => {
+    const incoming = ctx.get('x-request-id');
+    const id = requestIdPattern.test(incoming) ? incoming : randomUUID();
+    const started = process.hrtime.bigint();
+    ctx.state.requestId = id;
+    ctx.state.logger = logger.child({ request_id: id });
+    ctx.set('X-Request-Id', id);
+    try {
+      await next();
+    } finally {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      // The matched route template is logged, not the URL: paths can carry licence keys.
+      const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)';
+      const line = { method: ctx.method, route, status: ctx.status, ms: Math.round(ms * 10) / 10, user: ctx.state.principal?.login };
+      if (ctx.status >= 500) ctx.state.logger.error(line, 'request failed');
+      else ctx.state.logger.info(line, 'request');
+    }
+  };
+}
+
+const pgUnavailableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08006', '08001', '08003']);
+
+/** Maps any thrown value to the failure envelope; internals stay in the log. */
+export function toAppError(err: unknown): AppError | undefined {
+  if (err instanceof AppError) return err;
+  const e = err as { status?: number; type?: string; code?: string | number; message?: string; name?: string };
+  if (e?.status === 413 || e?.type === 'entity.too.large') return new AppError(413, 'payload_too_large', 'Request body is larger than the limit');
+  if (e?.status === 415 || e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') {
+    return new AppError(415, 'unsupported_media_type', 'Unsupported body encoding or charset');
+  }
+  // Body-parser failures (malformed JSON, bad form encoding) are http-errors with a 4xx status.
+  if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
+    return new AppError(400, 'invalid_request', 'Malformed request body');
+  }
+  if (typeof e?.code === 'string' && pgUnavailableCodes.has(e.code)) {
+    return new AppError(503, 'service_unavailable', 'PostgreSQL is unavailable; retry later', { dependency: 'postgresql' }, { 'Retry-After': '5' });
+  }
+  if (e?.name === 'ServiceError' || (typeof e?.code === 'number' && e.code === 14)) {
+    return new AppError(503, 'service_unavailable', 'Temporal is unavailable; retry later', { dependency: 'temporal' }, { 'Retry-After': '5' });
+  }
+  return undefined;
+}
+
+/** The one place errors become responses. */
+export function errorRenderer() {
+  return async (ctx: Context, next: Next) => {
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined) {
+        throw new AppError(404, 'not_found', `No route for ${ctx.method} ${ctx.path}`);
+      }
+    } catch (err) {
+      const known = toAppError(err);
+      if (!known) ctx.state.logger?.error({ err }, 'unhandled error');
+      else if (known.status >= 500) ctx.state.logger?.warn({ err }, known.message);
+      const error = known ?? new AppError(500, 'internal_error', `Internal error (request ${ctx.state.requestId})`);
+      ctx.status = error.status;
+      for (const [k, v] of Object.entries(error.headers ?? {})) ctx.set(k, v);
+      ctx.body = { status: 'fail', error: error.code, message: error.message, ...(error.data ? { data: error.data } : {}) };
+    }
+  };
+}
+
+/**
+ * Resolves the caller. HTTP Basic (application password) must be right or the request fails;
+ * a session cookie counts only with a valid X-Svc-Nonce, otherwise the request is anonymous
+ * (the cookie alone is kept in `state.cookieSession` for the nonce and logout routes).
+ */
+export function authenticate(auth: AuthService) {
+  return async (ctx: Context, next: Next) => {
+    const header = ctx.get('authorization');
+    if (header) {
+      const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);
+      if (!match) throw unauthenticated('Only HTTP Basic with an application password is accepted');
+      const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
+      const colon = decoded.indexOf(':');
+      if (colon <= 0) throw unauthenticated('Malformed Basic credentials');
+      ctx.state.principal = await auth.authenticateBasic(decoded.slice(0, colon), decoded.slice(colon + 1), ctx.ip);
+    } else {
+      const cookie = ctx.cookies.get(SESSION_COOKIE);
+      if (cookie) {
+        const session = await auth.sessionFromCookie(cookie);
+        if (session) {
+          ctx.state.cookieSession = session;
+          if (auth.verifyNonce(session.sessionId!, ctx.get('x-svc-nonce') || undefined)) ctx.state.principal = session;
+        }
+      }
+    }
+    await next();
+  };
+}

@@ -1,0 +1,125 @@
+import { z } from 'zod';
+import type { AnyRoute } from './route.js';
+
+const errorSchema = {
+  type: 'object',
+  required: ['status', 'error', 'message'],
+  properties: {
+    status: { const: 'fail' },
+    error: { type: 'string', description: 'Stable machine-readable code' },
+    message: { type: 'string', description: 'Human-readable explanation' },
+    data: { type: 'object', additionalProperties: true },
+  },
+} as const;
+
+const genericErrors: Record<number, string> = {
+  400: 'Malformed or invalid request (`invalid_request`, `validation_failed`)',
+  500: 'Internal error (`internal_error`); details are only in the server log',
+  503: 'A dependency (PostgreSQL or Temporal) is unavailable (`service_unavailable`)',
+};
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
+  const out = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Record<string, unknown>;
+  delete out.$schema;
+  return out;
+}
+
+function parameters(route: AnyRoute) {
+  const list: Record<string, unknown>[] = [];
+  for (const [where, schema] of [['path', route.params], ['query', route.query]] as const) {
+    if (!schema) continue;
+    const object = jsonSchema(schema, 'input') as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+    for (const [name, prop] of Object.entries(object.properties ?? {})) {
+      const { description, ...rest } = prop;
+      list.push({
+        name,
+        in: where,
+        required: where === 'path' || (object.required ?? []).includes(name),
+        schema: rest,
+        ...(description ? { description } : {}),
+      });
+    }
+  }
+  return list;
+}
+
+function envelope(data: Record<string, unknown>) {
+  return { type: 'object', required: ['status', 'data'], properties: { status: { const: 'ok' }, data } };
+}
+
+function operation(route: AnyRoute) {
+  const responses: Record<string, unknown> = {};
+  for (const [status, spec] of Object.entries(route.responses)) {
+    const content = spec.contentType
+      ? { [spec.contentType]: { schema: { type: 'string' } } }
+      : {
+          'application/json': {
+            schema: spec.raw ? jsonSchema(spec.raw, 'output') : envelope(spec.data ? jsonSchema(spec.data, 'output') : {}),
+          },
+        };
+    responses[status] = { description: spec.description, content };
+  }
+  const errors: Record<number, string> = { ...genericErrors };
+  errors[401] =
+    route.access === 'public'
+      ? 'Credentials were sent and are wrong (`unauthenticated`); the route itself needs none'
+      : 'Not authenticated (`unauthenticated`)';
+  if (typeof route.access === 'object') errors[403] = `Missing capability ${route.access.capability} (\`forbidden\`)`;
+  if (route.params) errors[404] = 'No such resource (`not_found`)';
+  if (route.body) {
+    errors[413] = 'Body larger than the configured limit (`payload_too_large`)';
+    errors[415] = 'Unsupported content type (`unsupported_media_type`)';
+  }
+  if (route.access !== 'public' || route.errors?.[429]) errors[429] = 'Too many requests (`rate_limited`), see Retry-After';
+  Object.assign(errors, route.errors ?? {});
+  for (const [status, description] of Object.entries(errors)) {
+    responses[status] ??= { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+  }
+  const bodyTypes = route.bodyTypes ?? ['json'];
+  return {
+    operationId: route.operationId,
+    summary: route.summary,
+    ...(route.description ? { description: route.description } : {}),
+    tags: [route.tag],
+    security: route.access === 'public' ? [] : [{ applicationPassword: [] }, { sessionCookie: [], nonce: [] }],
+    ...(typeof route.access === 'object' ? { 'x-capability': route.access.capability } : {}),
+    parameters: parameters(route),
+    ...(route.body
+      ? {
+          requestBody: {
+            required: !route.bodyOptional,
+            content: Object.fromEntries(
+              bodyTypes.map((t) => [t === 'json' ? 'application/json' : 'application/x-www-form-urlencoded', { schema: jsonSchema(route.body!, 'input') }]),
+            ),
+          },
+        }
+      : {}),
+    responses,
+  };
+}
+
+/** Builds the OpenAPI 3.1 document from the same route definitions that validate requests. */
+export function buildOpenApi(routes: AnyRoute[], version: string) {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of routes) (paths[route.path] ??= {})[route.method] = operation(route);
+  return {
+    openapi: '3.1.0',
+    jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    info: {
+      title: 'Workflow automation service',
+      version,
+      description:
+        'Durable workflows on Temporal, a gated chat agent, a records store and licence endpoints. ' +
+        'Success bodies are `{status: "ok", data}`; failures are `{status: "fail", error, message, data?}`.',
+    },
+    paths,
+    components: {
+      schemas: { Error: errorSchema },
+      securitySchemes: {
+        applicationPassword: { type: 'http', scheme: 'basic', description: 'login and application password' },
+        sessionCookie: { type: 'apiKey', in: 'cookie', name: 'svc_session' },
+        nonce: { type: 'apiKey', in: 'header', name: 'X-Svc-Nonce' },
+      },
+    },
+  };
+}

@@ -1,0 +1,150 @@
+import type { Context } from 'koa';
+import { z } from 'zod';
+import type { Principal } from '../auth/auth.service.js';
+import { AppError, forbidden, invalidRequest, unauthenticated, validationFailed, type FieldProblem } from '../platform/errors.js';
+
+/** Who may call a route: anyone, any signed-in user, or a user holding a capability. */
+export type Access = 'public' | 'authenticated' | { capability: string };
+
+export interface ResponseSpec {
+  description: string;
+  /** Schema of `data` inside the success envelope. */
+  data?: z.ZodType;
+  /** Schema of the whole body, for the few routes whose body is not the standard envelope. */
+  raw?: z.ZodType;
+  /** Content type other than JSON (an event stream, say). */
+  contentType?: string;
+}
+
+export interface Reply {
+  status?: number;
+  data?: unknown;
+  raw?: unknown;
+  headers?: Record<string, string>;
+  /** The handler wrote the response itself (streams). */
+  handled?: boolean;
+}
+
+type Input<S> = S extends z.ZodType ? z.output<S> : undefined;
+
+export interface HandlerInput<P, Q, B, A extends Access> {
+  params: Input<P>;
+  query: Input<Q>;
+  body: Input<B>;
+  principal: A extends 'public' ? Principal | undefined : Principal;
+  ctx: Context;
+}
+
+export interface RouteSpec<
+  P extends z.ZodType | undefined = z.ZodType | undefined,
+  Q extends z.ZodType | undefined = z.ZodType | undefined,
+  B extends z.ZodType | undefined = z.ZodType | undefined,
+  A extends Access = Access,
+> {
+  method: 'get' | 'post' | 'patch' | 'put' | 'delete';
+  /** OpenAPI-style path, `{name}` for parameters. */
+  path: string;
+  operationId: string;
+  summary: string;
+  description?: string;
+  tag: string;
+  access: A;
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** A body may be omitted entirely (the schema then sees `{}`). */
+  bodyOptional?: boolean;
+  /** Accepted request content types; JSON unless stated. */
+  bodyTypes?: ('json' | 'form')[];
+  /** Extra error statuses the route can answer, documented beside the generic ones. */
+  errors?: Record<number, string>;
+  responses: Record<number, ResponseSpec>;
+  handler: (input: HandlerInput<P, Q, B, A>) => Promise<Reply>;
+}
+
+// Bivariant view used by the registry and the router.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyRoute = RouteSpec<any, any, any, any>;
+
+/** Identity helper that keeps each route's parameter, query and body types. */
+export function defineRoute<
+  P extends z.ZodType | undefined = undefined,
+  Q extends z.ZodType | undefined = undefined,
+  B extends z.ZodType | undefined = undefined,
+  const A extends Access = Access,
+>(spec: RouteSpec<P, Q, B, A>): RouteSpec<P, Q, B, A> {
+  return spec;
+}
+
+/** Turns zod issues into the envelope's list of field problems. */
+export function problemsOf(error: z.ZodError, location: 'body' | 'query' | 'path'): FieldProblem[] {
+  return error.issues.map((issue) => {
+    const path = issue.path.map(String).join('.');
+    const field = issue.code === 'unrecognized_keys' ? [path, ...issue.keys].filter(Boolean).join('.') : path;
+    const message = issue.code === 'unrecognized_keys' ? 'is not a known field' : issue.message;
+    return { field: field || location, message, in: location };
+  });
+}
+
+function parse<S extends z.ZodType>(schema: S, value: unknown, location: 'body' | 'query' | 'path'): z.output<S> {
+  const result = schema.safeParse(value);
+  if (!result.success) throw validationFailed(problemsOf(result.error, location));
+  return result.data;
+}
+
+/** Koa gives repeated query keys as arrays; every documented parameter takes one value. */
+function singleValued(query: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  const repeated: FieldProblem[] = [];
+  for (const [key, value] of Object.entries(query)) {
+    if (Array.isArray(value)) repeated.push({ field: key, message: 'must be given once' });
+    else if (value !== undefined) out[key] = value;
+  }
+  if (repeated.length) throw validationFailed(repeated);
+  return out;
+}
+
+function checkAccess(access: Access, principal: Principal | undefined) {
+  if (access === 'public') return;
+  if (!principal) throw unauthenticated();
+  if (typeof access === 'object' && !principal.can(access.capability)) throw forbidden(access.capability);
+}
+
+function checkContentType(ctx: Context, route: AnyRoute) {
+  const hasBody = ctx.request.length !== undefined && ctx.request.length > 0 || ctx.get('transfer-encoding') !== '';
+  if (!hasBody) return;
+  const types = route.bodyTypes ?? ['json'];
+  const accepted = types.map((t) => (t === 'json' ? 'json' : 'urlencoded'));
+  if (!ctx.is(...accepted)) {
+    throw new AppError(415, 'unsupported_media_type', `Send the body as ${types.map((t) => (t === 'json' ? 'application/json' : 'application/x-www-form-urlencoded')).join(' or ')}`);
+  }
+}
+
+/** Wraps a route's handler with access control, validation and the success envelope. */
+export function toMiddleware(route: AnyRoute) {
+  return async (ctx: Context) => {
+    const principal = ctx.state.principal as Principal | undefined;
+    checkAccess(route.access, principal);
+    const params = route.params ? parse(route.params, ctx.params ?? {}, 'path') : undefined;
+    const query = route.query
+      ? parse(route.query, singleValued(ctx.query as Record<string, string | string[]>), 'query')
+      : Object.keys(ctx.query).length
+        ? (() => {
+            throw validationFailed(Object.keys(ctx.query).map((k) => ({ field: k, message: 'is not a known parameter' })));
+          })()
+        : undefined;
+    let body: unknown;
+    if (route.body) {
+      checkContentType(ctx, route);
+      const raw = (ctx.request as unknown as { body?: unknown }).body;
+      const empty = raw === undefined || (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && Object.keys(raw).length === 0 && !ctx.request.length);
+      if (empty && !route.bodyOptional) throw invalidRequest('A request body is required');
+      body = parse(route.body, empty ? {} : raw, 'body');
+    }
+    const reply = await route.handler({ params, query, body, principal, ctx });
+    if (reply.handled) return;
+    for (const [k, v] of Object.entries(reply.headers ?? {})) ctx.set(k, v);
+    ctx.status = reply.status ?? 200;
+    ctx.body = reply.raw !== undefined ? reply.raw : { status: 'ok', data: reply.data ?? null };
+  };
+}

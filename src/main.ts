@@ -1,0 +1,186 @@
+import { writeFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig, loadDotEnv, type Config } from './config.js';
+import { withDatabase } from './cli/database.js';
+import { UsersService } from './auth/users.service.js';
+import { migrate } from './db/orm.js';
+import { AppError } from './platform/errors.js';
+import { createLogger, type Logger } from './platform/logger.js';
+import { startStack } from './stack.js';
+import { provisionTemporalCli } from './platform/temporal-server.js';
+import { bundleWorkflows } from './temporal/worker.js';
+
+const usage = `Usage: svc <command> [options]   (npm run svc -- <command>)
+
+Commands:
+  start                          everything SVC_ROLE asks for; embedded PostgreSQL and Temporal
+                                 when DATABASE_URL / TEMPORAL_ADDRESS are unset
+  api                            the HTTP API only (needs DATABASE_URL and TEMPORAL_ADDRESS)
+  worker                         the Temporal worker only (needs DATABASE_URL and TEMPORAL_ADDRESS)
+  migrate                        apply pending database migrations
+  user create --login L --role R [--password P] [--email E]
+  app-password create --login L --name N
+  app-password revoke --login L --name N
+  bundle-workflows --out FILE    prebuild the workflow bundle (SVC_WORKFLOW_BUNDLE)
+  temporal-cli                   find or build the Temporal CLI and print its path
+
+Every command accepts --json and then prints exactly one JSON object on stdout.`;
+
+type Flags = Record<string, string | boolean | undefined>;
+
+function required(flags: Flags, name: string): string {
+  const value = flags[name];
+  if (typeof value !== 'string' || !value) throw new AppError(400, 'invalid_request', `--${name} is required`);
+  return value;
+}
+
+/** Prints a command's result: one JSON object with --json, readable lines otherwise. */
+function output(flags: Flags, result: Record<string, unknown>, human: string) {
+  process.stdout.write(flags.json ? JSON.stringify(result) + '\n' : human + '\n');
+}
+
+async function runServer(config: Config, logger: Logger, roles: { api: boolean; worker: boolean }, embedded: boolean, flags: Flags) {
+  const stack = await startStack(config, logger, {
+    embedded,
+    roles,
+    ...(config.SVC_WORKFLOW_BUNDLE ? { workflowBundle: config.SVC_WORKFLOW_BUNDLE } : {}),
+  });
+  logger.info({ ...stack.urls, roles, admin_created: Boolean(stack.adminPassword) }, 'service ready');
+  if (!flags.json) {
+    const lines = [
+      'Workflow automation service is up.',
+      stack.urls.api && `  API:              ${stack.urls.api}  (OpenAPI: ${stack.urls.api}/api/openapi.json)`,
+      stack.urls.temporalUi && `  Temporal Web UI:  ${stack.urls.temporalUi}`,
+      `  Temporal:         ${stack.urls.temporal}`,
+      `  PostgreSQL:       ${stack.urls.database}`,
+      stack.adminPassword && `  Created user "admin" with password: ${stack.adminPassword}  (shown once)`,
+      '  Ctrl-C stops everything.',
+    ];
+    process.stderr.write(lines.filter(Boolean).join('\n') + '\n');
+  }
+  await new Promise<void>((resolveStop) => {
+    let stopping = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        logger.warn({ signal }, 'second signal: exiting at once');
+        process.exit(130);
+      }
+      stopping = true;
+      logger.info({ signal }, 'stopping');
+      stack.stop().then(resolveStop, resolveStop);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    stack.worker?.done.then(() => {
+      if (!stopping) {
+        logger.error('the worker stopped unexpectedly; stopping the service');
+        onSignal('SIGTERM');
+      }
+    });
+  });
+  logger.info('stopped');
+}
+
+async function main(argv: string[]): Promise<void> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      json: { type: 'boolean' },
+      login: { type: 'string' },
+      role: { type: 'string' },
+      password: { type: 'string' },
+      email: { type: 'string' },
+      name: { type: 'string' },
+      out: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const flags = values as Flags;
+  const [command, sub] = positionals;
+  if (!command || flags.help || command === 'help') {
+    process.stdout.write(usage + '\n');
+    return;
+  }
+  loadDotEnv();
+  const config = loadConfig();
+  const serverCommand = command === 'start' || command === 'api' || command === 'worker';
+  // Server logs go to stdout; one-shot commands keep stdout for their result.
+  const logger = createLogger(serverCommand ? config.LOG_LEVEL : flags.json ? 'warn' : config.LOG_LEVEL, serverCommand ? undefined : (await import('pino')).pino.destination(2));
+
+  switch (command) {
+    case 'start': {
+      const role = config.SVC_ROLE;
+      return runServer(config, logger, { api: role !== 'worker', worker: role !== 'api' }, true, flags);
+    }
+    case 'api':
+      return runServer(config, logger, { api: true, worker: false }, false, flags);
+    case 'worker':
+      return runServer(config, logger, { api: false, worker: true }, false, flags);
+    case 'migrate': {
+      const applied = await withDatabase(config, logger, async (orm) => migrate(orm));
+      return output(flags, { applied }, applied.length ? `Applied: ${applied.join(', ')}` : 'Database is up to date.');
+    }
+    case 'user':
+      if (sub !== 'create') break;
+      return withDatabase(config, logger, async (orm) => {
+        const created = await new UsersService(orm.em).createUser({
+          login: required(flags, 'login'),
+          role: required(flags, 'role'),
+          ...(typeof flags.password === 'string' ? { password: flags.password } : {}),
+          ...(typeof flags.email === 'string' ? { email: flags.email } : {}),
+        });
+        output(flags, { ...created }, `Created ${created.role} ${created.login}${created.password ? ` with password ${created.password}` : ''}`);
+      });
+    case 'app-password':
+      if (sub === 'create') {
+        return withDatabase(config, logger, async (orm) => {
+          const created = await new UsersService(orm.em).createAppPassword(required(flags, 'login'), required(flags, 'name'));
+          output(flags, { login: created.login, name: created.name, password: created.password }, `Application password for ${created.login} (${created.name}): ${created.password}\nIt is shown once; store it now.`);
+        });
+      }
+      if (sub === 'revoke') {
+        return withDatabase(config, logger, async (orm) => {
+          const users = new UsersService(orm.em);
+          const user = await users.findByLogin(required(flags, 'login'));
+          if (!user) throw new AppError(404, 'not_found', `User ${flags.login} not found`);
+          await users.revokeAppPassword(user.id, { name: required(flags, 'name') });
+          output(flags, { login: user.login, name: flags.name, revoked: true }, `Revoked ${flags.name} of ${user.login}`);
+        });
+      }
+      break;
+    case 'temporal-cli': {
+      const path = await provisionTemporalCli(logger, config.TEMPORAL_CLI);
+      return output(flags, { path }, path);
+    }
+    case 'bundle-workflows': {
+      const out = required(flags, 'out');
+      const bundle = await bundleWorkflows();
+      await writeFile(out, bundle.code);
+      return output(flags, { out, bytes: bundle.code.length }, `Wrote ${out}`);
+    }
+  }
+  throw new AppError(400, 'invalid_request', `Unknown command: ${[command, sub].filter(Boolean).join(' ')}\n\n${usage}`);
+}
+
+main(process.argv.slice(2)).then(
+  () => process.exit(0),
+  (err: unknown) => {
+    const json = process.argv.includes('--json');
+    if (err instanceof ConfigError) {
+      process.stderr.write(`Configuration error: ${err.message}\n`);
+      if (json) process.stdout.write(JSON.stringify({ status: 'fail', error: 'invalid_config', variable: err.variable, message: err.message }) + '\n');
+      process.exit(2);
+    }
+    if (err instanceof AppError) {
+      process.stderr.write(`${err.message}\n`);
+      if (json) process.stdout.write(JSON.stringify({ status: 'fail', error: err.code, message: err.message, ...(err.data ? { data: err.data } : {}) }) + '\n');
+      process.exit(1);
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`svc: ${message}\n`);
+    if (json) process.stdout.write(JSON.stringify({ status: 'fail', error: 'command_failed', message }) + '\n');
+    process.exit(1);
+  },
+);

@@ -1,0 +1,71 @@
+import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/** Parses a 32-byte master key written as base64 (44 chars) or hex (64 chars). */
+export function parseMasterKey(text: string): Buffer {
+  const trimmed = text.trim();
+  const key = /^[0-9a-fA-F]{64}$/.test(trimmed) ? Buffer.from(trimmed, 'hex') : Buffer.from(trimmed, 'base64');
+  if (key.length !== 32) throw new Error('must be 32 bytes, written as base64 or hex');
+  return key;
+}
+
+export const generateMasterKey = () => randomBytes(32).toString('base64');
+
+/**
+ * Keys derived from the one master key, each for a single purpose, so a leak of one use (say a
+ * cookie signature) says nothing about another (credential encryption).
+ */
+export class KeyRing {
+  /** Short identifier of the master key, stored beside ciphertexts so keys can be rotated. */
+  readonly keyId: string;
+  private readonly encryption: Buffer;
+  private readonly signing: Buffer;
+
+  constructor(master: Buffer, private readonly previous: KeyRing[] = []) {
+    this.keyId = createHash('sha256').update(master).digest('hex').slice(0, 8);
+    this.encryption = Buffer.from(hkdfSync('sha256', master, '', 'svc/encryption/v1', 32));
+    this.signing = Buffer.from(hkdfSync('sha256', master, '', 'svc/signing/v1', 32));
+  }
+
+  /** AES-256-GCM with a random 96-bit IV; output `keyId:iv:tag:ciphertext`, all base64url. */
+  encrypt(plaintext: string): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.encryption, iv);
+    const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    return [this.keyId, iv, cipher.getAuthTag(), body].map((p) => (typeof p === 'string' ? p : p.toString('base64url'))).join(':');
+  }
+
+  decrypt(sealed: string): string {
+    const [keyId, iv, tag, body] = sealed.split(':');
+    if (!keyId || !iv || !tag || body === undefined) throw new Error('malformed ciphertext');
+    const ring = keyId === this.keyId ? this : this.previous.find((r) => r.keyId === keyId);
+    if (!ring) throw new Error(`no key with id ${keyId}`);
+    const decipher = createDecipheriv('aes-256-gcm', ring.encryption, Buffer.from(iv, 'base64url'));
+    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+    return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8');
+  }
+
+  /** Raw bytes of the encryption key, for the Temporal payload codec. */
+  get payloadKey(): Buffer {
+    return this.encryption;
+  }
+
+  sign(value: string): string {
+    return createHmac('sha256', this.signing).update(value).digest('base64url');
+  }
+
+  verify(value: string, signature: string): boolean {
+    return safeEqual(this.sign(value), signature);
+  }
+}
+
+/** Constant-time string comparison that does not leak the length through an early return. */
+export function safeEqual(a: string, b: string): boolean {
+  const ha = createHash('sha256').update(a).digest();
+  const hb = createHash('sha256').update(b).digest();
+  return timingSafeEqual(ha, hb) && a.length === b.length;
+}
+
+export const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
+
+/** URL-safe random token of `bytes` bytes of entropy. */
+export const randomToken = (bytes = 24) => randomBytes(bytes).toString('base64url');

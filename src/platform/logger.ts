@@ -1,0 +1,37 @@
+import { pino, type Logger } from 'pino';
+
+export type { Logger };
+
+/** Paths whose values never reach a log line, whatever object they sit in. */
+const redactPaths = [
+  'password',
+  '*.password',
+  'cred',
+  '*.cred',
+  'token',
+  '*.token',
+  'secret',
+  '*.secret',
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'req.headers["x-svc-nonce"]',
+  'res.headers["set-cookie"]',
+  'headers.authorization',
+  'headers.cookie',
+  // Parser errors carry the raw request body, which can hold passwords.
+  'err.body',
+  'err.rawBody',
+];
+
+/** Structured JSON logs; secrets are censored by path before serialisation. */
+export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
+  return pino(
+    {
+      level,
+      base: { service: 'workflow-svc' },
+      redact: { paths: redactPaths, censor: '[redacted]' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    destination,
+  );
+}

@@ -1,0 +1,47 @@
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { AuthService } from './auth/auth.service.js';
+import { UsersService } from './auth/users.service.js';
+import type { Config } from './config.js';
+import { openOrm } from './db/orm.js';
+import type { KeyRing } from './platform/crypto.js';
+import type { Logger } from './platform/logger.js';
+import { RateLimiter } from './platform/rate-limit.js';
+import { connectTemporal, type TemporalHandle } from './temporal/connection.js';
+
+/** Everything a route, activity or command needs, built once per process and passed explicitly. */
+export interface Services {
+  config: Config;
+  logger: Logger;
+  orm: MikroORM;
+  keys: KeyRing;
+  limiter: RateLimiter;
+  auth: AuthService;
+  users: UsersService;
+  temporal: TemporalHandle;
+}
+
+export interface Endpoints {
+  databaseUrl: string;
+  temporalAddress: string;
+}
+
+export async function createServices(config: Config, logger: Logger, keys: KeyRing, endpoints: Endpoints): Promise<Services> {
+  const orm = await openOrm(endpoints.databaseUrl, logger);
+  const em = orm.em;
+  const limiter = new RateLimiter(em.getKnex());
+  return {
+    config,
+    logger,
+    orm,
+    keys,
+    limiter,
+    auth: new AuthService(em, keys, limiter, config),
+    users: new UsersService(em),
+    temporal: connectTemporal(config, endpoints.temporalAddress),
+  };
+}
+
+export async function closeServices(services: Services): Promise<void> {
+  await services.temporal.connection.close().catch(() => undefined);
+  await services.orm.close(true);
+}

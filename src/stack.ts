@@ -1,0 +1,172 @@
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import type { Server } from 'node:http';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import type { Config } from './config.js';
+import { ConfigError } from './config.js';
+import { migrate } from './db/orm.js';
+import { buildApp } from './http/app.js';
+import { KeyRing, generateMasterKey, parseMasterKey } from './platform/crypto.js';
+import { EmbeddedPostgres } from './platform/embedded-postgres.js';
+import type { Logger } from './platform/logger.js';
+import { TemporalDevServer, provisionTemporalCli } from './platform/temporal-server.js';
+import { closeServices, createServices, type Services } from './services.js';
+import { startWorker, type RunningWorker } from './temporal/worker.js';
+
+export interface StackOptions {
+  /** Start embedded PostgreSQL / Temporal when DATABASE_URL / TEMPORAL_ADDRESS are unset. */
+  embedded: boolean;
+  roles: { api: boolean; worker: boolean };
+  /** Prebuilt workflow bundle (tests and production images). */
+  workflowBundle?: string;
+}
+
+export interface Stack {
+  services: Services;
+  server?: Server;
+  worker?: RunningWorker;
+  urls: { api?: string; temporalUi?: string; temporal: string; database: string };
+  adminPassword?: string;
+  /** Child processes started by the stack (embedded PostgreSQL, Temporal dev server). */
+  childPids: number[];
+  stop(): Promise<void>;
+}
+
+export const EMBEDDED_DATABASE = 'svc';
+
+/** Creates database `name` on the server behind `serverUrl` when it does not exist yet. */
+export async function ensureDatabase(serverUrl: string, name: string): Promise<string> {
+  const client = new pg.Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    const exists = await client.query('select 1 from pg_database where datname = $1', [name]);
+    if (!exists.rowCount) await client.query(`create database ${client.escapeIdentifier(name)}`);
+  } finally {
+    await client.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** The master key: SVC_ENCRYPTION_KEY, or (embedded default only) one generated into the data dir. */
+export async function loadKeyRing(config: Config, embeddedDatabase: boolean): Promise<KeyRing> {
+  if (config.SVC_ENCRYPTION_KEY) {
+    try {
+      return new KeyRing(parseMasterKey(config.SVC_ENCRYPTION_KEY));
+    } catch (err) {
+      throw new ConfigError('SVC_ENCRYPTION_KEY', (err as Error).message);
+    }
+  }
+  if (!embeddedDatabase) {
+    throw new ConfigError('SVC_ENCRYPTION_KEY', 'required when DATABASE_URL is set (every process must share the key)');
+  }
+  const file = resolve(config.SVC_DATA_DIR, 'encryption.key');
+  if (!existsSync(file)) {
+    await mkdir(config.SVC_DATA_DIR, { recursive: true });
+    await writeFile(file, generateMasterKey() + '\n', { mode: 0o600, flag: 'wx' }).catch((err) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+  }
+  return new KeyRing(parseMasterKey(await readFile(file, 'utf8')));
+}
+
+const mask = (url: string) => url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+
+/**
+ * Brings up everything the configuration asks for, in dependency order, and returns a handle
+ * whose stop() takes it down in reverse order. A failure half-way stops what had started.
+ */
+export async function startStack(config: Config, logger: Logger, options: StackOptions): Promise<Stack> {
+  const cleanups: (() => Promise<void>)[] = [];
+  const childPids: number[] = [];
+  const stopAll = async () => {
+    for (const cleanup of cleanups.reverse()) {
+      await cleanup().catch((err) => logger.error({ err }, 'error while stopping'));
+    }
+    cleanups.length = 0;
+  };
+  try {
+    let databaseUrl = config.DATABASE_URL;
+    if (!databaseUrl) {
+      if (!options.embedded) throw new ConfigError('DATABASE_URL', 'required for this command');
+      const pgServer = new EmbeddedPostgres({ dataDir: join(config.SVC_DATA_DIR, 'pg'), port: config.SVC_EMBEDDED_PG_PORT, logger });
+      logger.info('starting embedded PostgreSQL');
+      const serverUrl = await pgServer.start();
+      cleanups.push(() => pgServer.stop());
+      childPids.push(pgServer.pid!);
+      databaseUrl = await ensureDatabase(serverUrl, EMBEDDED_DATABASE);
+    }
+    let temporalAddress = config.TEMPORAL_ADDRESS;
+    let temporalUi: string | undefined = config.TEMPORAL_UI_URL;
+    if (!temporalAddress) {
+      if (!options.embedded) throw new ConfigError('TEMPORAL_ADDRESS', 'required for this command');
+      const cli = await provisionTemporalCli(logger, config.TEMPORAL_CLI);
+      const devServer = new TemporalDevServer({
+        cli,
+        port: config.TEMPORAL_PORT,
+        uiPort: config.TEMPORAL_UI_PORT,
+        dbFile: resolve(config.SVC_DATA_DIR, 'temporal.db'),
+        codecEndpoint: `http://localhost:${config.PORT}/api/temporal-codec`,
+        logger,
+      });
+      logger.info('starting the Temporal dev server');
+      temporalAddress = await devServer.start();
+      cleanups.push(() => devServer.stop());
+      childPids.push(devServer.pid!);
+      temporalUi ??= `http://localhost:${config.TEMPORAL_UI_PORT}`;
+    }
+    const keys = await loadKeyRing(config, !config.DATABASE_URL);
+    const services = await createServices(config, logger, keys, { databaseUrl, temporalAddress });
+    cleanups.push(() => closeServices(services));
+    const applied = await migrate(services.orm);
+    if (applied.length) logger.info({ migrations: applied }, 'migrations applied');
+    const admin = await services.users.bootstrapAdmin(config.SVC_ADMIN_PASSWORD, config.SVC_ADMIN_APP_PASSWORD);
+
+    let worker: RunningWorker | undefined;
+    if (options.roles.worker) {
+      worker = await startWorker(services, temporalAddress, options.workflowBundle ? { bundlePath: options.workflowBundle } : {});
+      cleanups.push(() => worker!.shutdown());
+    }
+    let server: Server | undefined;
+    let apiUrl: string | undefined;
+    if (options.roles.api) {
+      const { app } = buildApp(services);
+      server = await new Promise<Server>((ok, fail) => {
+        const s = app.listen(config.PORT, config.HOST, () => ok(s));
+        s.once('error', fail);
+      });
+      server.keepAliveTimeout = 65_000;
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : config.PORT;
+      apiUrl = `http://${config.HOST === '0.0.0.0' ? 'localhost' : config.HOST}:${port}`;
+      const listening = server;
+      cleanups.push(
+        () =>
+          new Promise<void>((ok) => {
+            listening.close(() => ok());
+            listening.closeIdleConnections();
+            setTimeout(() => listening.closeAllConnections(), 5000).unref();
+          }),
+      );
+    }
+    return {
+      services,
+      ...(server ? { server } : {}),
+      ...(worker ? { worker } : {}),
+      urls: {
+        ...(apiUrl ? { api: apiUrl } : {}),
+        ...(temporalUi ? { temporalUi } : {}),
+        temporal: temporalAddress,
+        database: mask(databaseUrl),
+      },
+      ...(admin.password ? { adminPassword: admin.password } : {}),
+      childPids,
+      stop: stopAll,
+    };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}

@@ -1,0 +1,59 @@
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { DefaultLogger, NativeConnection, Runtime, Worker, bundleWorkflowCode, type LogLevel, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { Logger } from '../platform/logger.js';
+import { createActivities } from '../../activities/index.js';
+import type { Services } from '../services.js';
+
+export const workflowsPath = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
+
+/** Bundles the deterministic workflow code once; workers reuse the bundle. */
+export async function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
+  return bundleWorkflowCode({ workflowsPath, logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
+}
+
+let runtimeInstalled = false;
+
+/** Routes the Temporal SDK's own log lines into the service's JSON log (once per process). */
+export function installTemporalRuntime(logger: Logger): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  const levels: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' };
+  const child = logger.child({ component: 'temporal-sdk' });
+  Runtime.install({ logger: new DefaultLogger('WARN', (entry) => child[levels[entry.level]](entry.meta ?? {}, entry.message)) });
+}
+
+export interface RunningWorker {
+  worker: Worker;
+  /** Resolves when the worker has stopped (after shutdown or a fatal error). */
+  done: Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Starts a Temporal worker on the service's task queue. `bundlePath` points at a prebuilt
+ * workflow bundle (SVC_WORKFLOW_BUNDLE); without it the workflows are bundled at start.
+ */
+export async function startWorker(services: Services, address: string, options: { taskQueue?: string; bundlePath?: string } = {}): Promise<RunningWorker> {
+  installTemporalRuntime(services.logger);
+  const connection = await NativeConnection.connect({ address });
+  const workflowBundle = options.bundlePath ? { code: await readFile(options.bundlePath, 'utf8') } : await bundleWorkflows();
+  const worker = await Worker.create({
+    connection,
+    namespace: services.config.TEMPORAL_NAMESPACE,
+    taskQueue: options.taskQueue ?? services.config.TEMPORAL_TASK_QUEUE,
+    workflowBundle,
+    activities: createActivities(services),
+    shutdownGraceTime: '10s',
+  });
+  const done = worker.run().finally(() => connection.close().catch(() => undefined));
+  done.catch((err) => services.logger.error({ err }, 'Temporal worker stopped with an error'));
+  return {
+    worker,
+    done: done.catch(() => undefined),
+    async shutdown() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await done.catch(() => undefined);
+    },
+  };
+}
