@@ -77,6 +77,12 @@ const schema = z.object({
   TRUST_PROXY: bool.default(false),
   /** Prebuilt workflow bundle (`svc bundle-workflows --out FILE`); without it workers bundle at start. */
   SVC_WORKFLOW_BUNDLE: z.string().min(1).optional(),
+  /** Largest output a workflow node may produce; a larger one fails the node with `output_too_large`. */
+  SVC_NODE_OUTPUT_LIMIT: byteSize.default(512 * 1024),
+  /** Run pure nodes (transform, condition, switch, fail) as Temporal local activities. */
+  SVC_LOCAL_PURE_NODES: bool.default(true),
+  /** How long a connection test waits for the target. */
+  SVC_PROBE_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   /** pino log level. */
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

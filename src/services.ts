@@ -2,22 +2,32 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { AuthService } from './auth/auth.service.js';
 import { UsersService } from './auth/users.service.js';
 import type { Config } from './config.js';
+import { ConnectionService } from './connections/connection.service.js';
 import { openOrm } from './db/orm.js';
+import { Sql } from './db/sql.js';
+import { ExecutionService } from './executions/execution.service.js';
 import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { RateLimiter } from './platform/rate-limit.js';
 import { connectTemporal, type TemporalHandle } from './temporal/connection.js';
+import { WorkflowSchedules } from './workflows/workflow.schedules.js';
+import { WorkflowService } from './workflows/workflow.service.js';
 
 /** Everything a route, activity or command needs, built once per process and passed explicitly. */
 export interface Services {
   config: Config;
   logger: Logger;
   orm: MikroORM;
+  /** Plain SQL with bound parameters, for queries the ORM does not model. */
+  sql: Sql;
   keys: KeyRing;
   limiter: RateLimiter;
   auth: AuthService;
   users: UsersService;
   temporal: TemporalHandle;
+  connections: ConnectionService;
+  workflows: WorkflowService;
+  executions: ExecutionService;
 }
 
 export interface Endpoints {
@@ -29,15 +39,22 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const orm = await openOrm(endpoints.databaseUrl, logger);
   const em = orm.em;
   const limiter = new RateLimiter(em.getKnex());
+  const sql = new Sql(em.getKnex());
+  const temporal = connectTemporal(config, endpoints.temporalAddress, keys);
+  const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal));
   return {
     config,
     logger,
     orm,
+    sql,
     keys,
     limiter,
-    auth: new AuthService(em, keys, limiter, config),
+    auth: new AuthService(em, sql, keys, limiter, config),
     users: new UsersService(em),
-    temporal: connectTemporal(config, endpoints.temporalAddress),
+    temporal,
+    connections: new ConnectionService(em, sql, keys),
+    workflows,
+    executions: new ExecutionService(sql, temporal, workflows),
   };
 }
 

@@ -128,6 +128,13 @@ export async function startStack(config: Config, logger: Logger, options: StackO
     if (options.roles.worker) {
       worker = await startWorker(services, temporalAddress, options.workflowBundle ? { bundlePath: options.workflowBundle } : {});
       cleanups.push(() => worker!.shutdown());
+      // Runs ended from outside (terminated in the Web UI, timed out) never report back
+      // themselves; the worker reconciles their mirror records with Temporal.
+      const sweeper = setInterval(() => {
+        services.executions.sweep(60_000).catch((err) => logger.warn({ err }, 'execution sweep failed'));
+      }, 30_000);
+      sweeper.unref();
+      cleanups.push(async () => clearInterval(sweeper));
     }
     let server: Server | undefined;
     let apiUrl: string | undefined;

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
+import type { Sql } from '../db/sql.js';
 import { type KeyRing, randomToken, safeEqual, sha256 } from '../platform/crypto.js';
 import { rateLimited, unauthenticated } from '../platform/errors.js';
 import type { RateLimiter } from '../platform/rate-limit.js';
@@ -36,6 +37,7 @@ export class AuthService {
 
   constructor(
     private readonly em: EntityManager,
+    private readonly sql: Sql,
     private readonly keys: KeyRing,
     private readonly limiter: RateLimiter,
     private readonly config: Config,
@@ -69,7 +71,7 @@ export class AuthService {
   async authenticateBasic(login: string, password: string, ip: string): Promise<Principal> {
     await this.guardFailures(login, ip);
     const secret = normaliseAppPassword(password);
-    const rows = await this.em.getConnection().execute<{ user_id: number; login: string; role: string; ap_id: number; secret_hash: string }[]>(
+    const rows = await this.sql.query<{ user_id: number; login: string; role: string; ap_id: number; secret_hash: string }>(
       `select u.id as user_id, u.login, u.role, ap.id as ap_id, ap.secret_hash
          from users u join app_passwords ap on ap.user_id = u.id and ap.revoked_at is null
         where u.login = ?`,
@@ -96,7 +98,7 @@ export class AuthService {
     // last_used_at is informative; write it at most once a minute per password.
     if ((this.lastUsedWrites.get(row.ap_id) ?? 0) < now - 60_000) {
       this.lastUsedWrites.set(row.ap_id, now);
-      this.em.getConnection().execute('update app_passwords set last_used_at = now() where id = ?', [row.ap_id]).catch(() => undefined);
+      this.sql.query('update app_passwords set last_used_at = now() where id = ?', [row.ap_id]).catch(() => undefined);
     }
     return this.principal({ id: row.user_id, login: row.login, role: row.role }, 'app_password');
   }
@@ -138,7 +140,7 @@ export class AuthService {
     const [id, expiry, signature] = cookie.split('.');
     if (!id || !expiry || !signature || !/^\d+$/.test(expiry) || Number(expiry) * 1000 < Date.now()) return undefined;
     if (!this.keys.verify(`session|${id}|${expiry}`, signature)) return undefined;
-    const rows = await this.em.getConnection().execute<{ id: number; login: string; role: string }[]>(
+    const rows = await this.sql.query<{ id: number; login: string; role: string }>(
       `select u.id, u.login, u.role from sessions s join users u on u.id = s.user_id
         where s.id = ? and s.revoked_at is null and s.expires_at > now()`,
       [id],
@@ -147,6 +149,6 @@ export class AuthService {
   }
 
   async logout(sessionId: string): Promise<void> {
-    await this.em.getConnection().execute('update sessions set revoked_at = now() where id = ?', [sessionId]);
+    await this.sql.query('update sessions set revoked_at = now() where id = ?', [sessionId]);
   }
 }

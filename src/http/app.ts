@@ -2,6 +2,11 @@ import Router from '@koa/router';
 import Koa from 'koa';
 import { koaBody } from 'koa-body';
 import { authRoutes } from '../auth/auth.routes.js';
+import { connectionRoutes } from '../connections/connection.routes.js';
+import { executionRoutes } from '../executions/execution.routes.js';
+import { codecCors, codecRoutes } from '../temporal/codec.routes.js';
+import { webhookRoutes } from '../workflows/webhook.routes.js';
+import { workflowRoutes } from '../workflows/workflow.routes.js';
 import { AppError } from '../platform/errors.js';
 import type { Services } from '../services.js';
 import { healthRoutes } from './health.routes.js';
@@ -16,7 +21,15 @@ export function allRoutes(services: Services): AnyRoute[] {
   let document: unknown;
   const routes: AnyRoute[] = [];
   const openApi = () => (document ??= buildOpenApi(routes, API_VERSION));
-  routes.push(...healthRoutes(services, openApi), ...authRoutes(services));
+  routes.push(
+    ...healthRoutes(services, openApi),
+    ...authRoutes(services),
+    ...workflowRoutes(services),
+    ...webhookRoutes(services),
+    ...connectionRoutes(services),
+    ...executionRoutes(services),
+    ...codecRoutes(services),
+  );
   return routes;
 }
 
@@ -32,6 +45,7 @@ export function buildApp(services: Services): { app: Koa; routes: AnyRoute[] } {
   }
   app.use(requestContext(logger));
   app.use(errorRenderer());
+  app.use(codecCors(services.temporal.uiUrl));
   app.use(
     koaBody({
       json: true,

@@ -7,7 +7,7 @@ import { defineRoute, type AnyRoute } from './route.js';
 async function postgresHealthy(services: Services): Promise<boolean> {
   try {
     await Promise.race([
-      services.orm.em.getConnection().execute('select 1'),
+      services.sql.query('select 1'),
       new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 2000)),
     ]);
     return true;

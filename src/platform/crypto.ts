@@ -44,9 +44,21 @@ export class KeyRing {
     return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8');
   }
 
-  /** Raw bytes of the encryption key, for the Temporal payload codec. */
-  get payloadKey(): Buffer {
-    return this.encryption;
+  /** AES-256-GCM over bytes (Temporal payloads): `iv | tag | ciphertext`. */
+  encryptBytes(plain: Uint8Array): Buffer {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.encryption, iv);
+    const body = Buffer.concat([cipher.update(plain), cipher.final()]);
+    return Buffer.concat([iv, cipher.getAuthTag(), body]);
+  }
+
+  decryptBytes(sealed: Uint8Array, keyId: string): Buffer {
+    const ring = keyId === this.keyId ? this : this.previous.find((r) => r.keyId === keyId);
+    if (!ring) throw new Error(`no key with id ${keyId}`);
+    const data = Buffer.from(sealed);
+    const decipher = createDecipheriv('aes-256-gcm', ring.encryption, data.subarray(0, 12));
+    decipher.setAuthTag(data.subarray(12, 28));
+    return Buffer.concat([decipher.update(data.subarray(28)), decipher.final()]);
   }
 
   sign(value: string): string {

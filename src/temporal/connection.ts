@@ -1,9 +1,15 @@
 import { Client, Connection } from '@temporalio/client';
+import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import type { Config } from '../config.js';
+import type { KeyRing } from '../platform/crypto.js';
+import { EncryptionCodec } from './codec.js';
 
 export interface TemporalHandle {
   connection: Connection;
   client: Client;
+  codec: EncryptionCodec;
+  /** Decodes one payload (decrypt, then JSON) as found in raw history events. */
+  decode(payload: Payload): Promise<unknown>;
   /** Web UI base URL for links to runs. */
   uiUrl: string;
   taskQueue: string;
@@ -14,12 +20,18 @@ export interface TemporalHandle {
  * A lazy connection: the API starts and answers 503 while Temporal is down instead of refusing
  * to start, and reconnects by itself when it comes back.
  */
-export function connectTemporal(config: Config, address: string): TemporalHandle {
+export function connectTemporal(config: Config, address: string, keys: KeyRing): TemporalHandle {
   const connection = Connection.lazy({ address, connectTimeout: '5s' });
-  const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  const codec = new EncryptionCodec(keys);
+  const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: { payloadCodecs: [codec] } });
   return {
     connection,
     client,
+    codec,
+    async decode(payload) {
+      const [plain] = await codec.decode([payload]);
+      return defaultPayloadConverter.fromPayload(plain!);
+    },
     uiUrl: config.TEMPORAL_UI_URL ?? `http://localhost:${config.TEMPORAL_UI_PORT}`,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     namespace: config.TEMPORAL_NAMESPACE,

@@ -44,6 +44,7 @@ export async function startWorker(services: Services, address: string, options: 
     taskQueue: options.taskQueue ?? services.config.TEMPORAL_TASK_QUEUE,
     workflowBundle,
     activities: createActivities(services),
+    dataConverter: { payloadCodecs: [services.temporal.codec] },
     shutdownGraceTime: '10s',
   });
   const done = worker.run().finally(() => connection.close().catch(() => undefined));

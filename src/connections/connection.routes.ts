@@ -1,0 +1,99 @@
+import { z } from 'zod';
+import { defineRoute, type AnyRoute } from '../http/route.js';
+import { idParam, queryBoolean } from '../http/pagination.js';
+import { AppError } from '../platform/errors.js';
+import type { Services } from '../services.js';
+import { connectionTypes } from './connection.entity.js';
+import { probe } from './probe.js';
+
+const root = '/api/workflow/v1/connections';
+const manage = { capability: 'svc_manage_connections' } as const;
+const extra = z
+  .looseObject({
+    base_url: z.url({ protocol: /^https?$/, error: 'an http(s) URL' }).max(2000),
+    header_name: z.string().regex(/^[A-Za-z0-9-]{1,100}$/).optional(),
+  })
+  .describe('`base_url` of the service; `header_name` for http_header connections (default X-API-Key)');
+const view = z.object({
+  id: z.number().int(),
+  type: z.enum(connectionTypes),
+  label: z.string(),
+  cred_preview: z.string(),
+  extra: z.record(z.string(), z.unknown()),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+export function connectionRoutes({ connections, config }: Services): AnyRoute[] {
+  return [
+    defineRoute({
+      method: 'get',
+      path: root,
+      operationId: 'listConnections',
+      summary: 'Connections, credentials masked',
+      tag: 'connections',
+      access: manage,
+      responses: { 200: { description: 'Connections', data: z.object({ items: z.array(view) }) } },
+      handler: async () => ({ data: { items: await connections.list() } }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: root,
+      operationId: 'createConnection',
+      summary: 'Stores a credential, encrypted at write time; only a masked preview is ever returned',
+      tag: 'connections',
+      access: manage,
+      body: z.strictObject({ type: z.enum(connectionTypes), label: z.string().trim().min(1).max(200), cred: z.string().min(1).max(10_000), extra }),
+      responses: { 201: { description: 'Created', data: view } },
+      handler: async ({ body, principal }) => ({ status: 201, data: await connections.create({ ...body, extra: body.extra as never }, principal.id) }),
+    }),
+    defineRoute({
+      method: 'patch',
+      path: `${root}/{id}`,
+      operationId: 'updateConnection',
+      summary: 'Relabels a connection, changes its extra settings or rotates its credential',
+      tag: 'connections',
+      access: manage,
+      params: idParam,
+      body: z.strictObject({ label: z.string().trim().min(1).max(200).optional(), cred: z.string().min(1).max(10_000).optional(), extra: extra.optional() }),
+      responses: { 200: { description: 'Updated', data: view } },
+      handler: async ({ params, body }) => ({ data: await connections.update(params.id, { ...body, extra: body.extra as never }) }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${root}/{id}/test`,
+      operationId: 'testConnection',
+      summary: 'Sends a probe with the credential applied (GET base_url; for openai GET /models)',
+      tag: 'connections',
+      access: manage,
+      params: idParam,
+      errors: { 422: 'The probe failed (`probe_failed`); `data.error` says why' },
+      responses: { 200: { description: 'The probe passed', data: z.object({ probe_status: z.number().int() }) } },
+      handler: async ({ params }) => {
+        await connections.get(params.id);
+        const result = await probe(await connections.resolve(params.id), config.SVC_PROBE_TIMEOUT_MS);
+        if (!result.ok) throw new AppError(422, 'probe_failed', `The probe failed: ${result.error}`, { error: result.error, ...(result.status ? { probe_status: result.status } : {}) });
+        return { data: { probe_status: result.status! } };
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: `${root}/{id}`,
+      operationId: 'deleteConnection',
+      summary: 'Deletes a connection; refused while an active workflow uses it unless force=true',
+      description: 'After a forced delete, the workflows that used it fail at their next run with the node error `connection_missing`.',
+      tag: 'connections',
+      access: manage,
+      params: idParam,
+      query: z.strictObject({ force: queryBoolean.optional() }),
+      errors: { 409: 'Used by active workflows (`connection_in_use`); `data.workflows` lists them' },
+      responses: {
+        200: {
+          description: 'Deleted',
+          data: z.object({ id: z.number().int(), deleted: z.literal(true), workflows: z.array(z.object({ id: z.number().int(), slug: z.string(), title: z.string() })) }),
+        },
+      },
+      handler: async ({ params, query }) => ({ data: await connections.delete(params.id, query.force ?? false) }),
+    }),
+  ];
+}

@@ -1,0 +1,76 @@
+import type { ResolvedConnection } from './connection.service.js';
+
+export interface HttpResult {
+  status: number;
+  headers: Record<string, string>;
+  body: unknown;
+}
+
+/** A network-level failure (DNS, refused, reset, timeout), described for people. */
+export class HttpCallError extends Error {
+  constructor(message: string, readonly reason: 'dns' | 'refused' | 'timeout' | 'network' | 'invalid_url') {
+    super(message);
+    this.name = 'HttpCallError';
+  }
+}
+
+const MAX_BODY_BYTES = 10 * 1024 * 1024;
+
+/** Joins a connection's base URL and a relative path without losing the base's own path. */
+export function joinUrl(base: string, path: string, query?: Record<string, unknown>): URL {
+  let url: URL;
+  try {
+    url = new URL(base.replace(/\/+$/, '') + (path ? (path.startsWith('/') ? path : `/${path}`) : ''));
+  } catch {
+    throw new HttpCallError(`Invalid URL from base ${base} and path ${path}`, 'invalid_url');
+  }
+  for (const [k, v] of Object.entries(query ?? {})) {
+    if (v !== undefined && v !== null) url.searchParams.append(k, typeof v === 'string' ? v : JSON.stringify(v));
+  }
+  return url;
+}
+
+function describe(err: unknown, url: URL, timeoutMs: number): HttpCallError {
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  const code = cause?.code ?? (err as { code?: string }).code;
+  if ((err as Error).name === 'TimeoutError') return new HttpCallError(`No answer from ${url.host} within ${timeoutMs} ms`, 'timeout');
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return new HttpCallError(`Host ${url.hostname} could not be resolved`, 'dns');
+  if (code === 'ECONNREFUSED') return new HttpCallError(`Connection to ${url.host} was refused`, 'refused');
+  return new HttpCallError(`Request to ${url.host} failed: ${cause?.message ?? (err as Error).message}`, 'network');
+}
+
+/** One HTTP request with the connection's credential applied and a bounded wait. */
+export async function httpCall(
+  connection: ResolvedConnection,
+  request: { method: string; path: string; headers?: Record<string, string>; query?: Record<string, unknown>; body?: unknown },
+  options: { timeoutMs: number; signal?: AbortSignal },
+): Promise<HttpResult> {
+  const url = joinUrl(connection.baseUrl, request.path, request.query);
+  const headers: Record<string, string> = { accept: 'application/json, */*;q=0.5' };
+  for (const [k, v] of Object.entries(request.headers ?? {})) headers[k.toLowerCase()] = v;
+  connection.authorize(headers);
+  let body: string | undefined;
+  if (request.body !== undefined && request.body !== null && request.method !== 'GET' && request.method !== 'HEAD') {
+    body = typeof request.body === 'string' ? request.body : JSON.stringify(request.body);
+    headers['content-type'] ??= typeof request.body === 'string' ? 'text/plain' : 'application/json';
+  }
+  const signals = [AbortSignal.timeout(options.timeoutMs), ...(options.signal ? [options.signal] : [])];
+  let response: Response;
+  try {
+    response = await fetch(url, { method: request.method, headers, ...(body !== undefined ? { body } : {}), signal: AbortSignal.any(signals), redirect: 'follow' });
+  } catch (err) {
+    throw describe(err, url, options.timeoutMs);
+  }
+  const buffer = Buffer.from(await response.arrayBuffer());
+  if (buffer.length > MAX_BODY_BYTES) throw new HttpCallError(`Response from ${url.host} is larger than ${MAX_BODY_BYTES} bytes`, 'network');
+  const text = buffer.toString('utf8');
+  let parsed: unknown = text;
+  if ((response.headers.get('content-type') ?? '').includes('json') && text) {
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = text;
+    }
+  }
+  return { status: response.status, headers: Object.fromEntries(response.headers), body: parsed };
+}

@@ -1,0 +1,92 @@
+import { z } from 'zod';
+import { defineRoute, type AnyRoute } from '../http/route.js';
+import { idParam, pageOf, pagination } from '../http/pagination.js';
+import type { Services } from '../services.js';
+
+const root = '/api/workflow/v1/executions';
+const statuses = ['running', 'success', 'failed', 'partial', 'cancelled'] as const;
+const isoTimestamp = z.iso.datetime({ offset: true }).transform((v) => new Date(v));
+
+const summary = z.object({
+  id: z.number().int(),
+  workflow_id: z.number().int(),
+  workflow_version: z.number().int(),
+  status: z.enum(statuses),
+  trigger: z.string(),
+  started_at: z.string(),
+  finished_at: z.string().nullable(),
+  duration_ms: z.number().int().nullable(),
+  replay_of: z.number().int().nullable(),
+});
+const nodeError = z.object({ code: z.string(), message: z.string() });
+const detail = summary.extend({
+  trigger_payload: z.unknown(),
+  error: nodeError.extend({ node_id: z.string().optional() }).nullable(),
+  output: z.unknown(),
+  temporal: z.object({ workflow_id: z.string(), run_id: z.string().nullable(), ui_url: z.string() }),
+  timeline: z.array(
+    z.object({
+      node_id: z.string(),
+      node_type: z.string(),
+      status: z.enum(['running', 'success', 'failed', 'skipped']),
+      started_at: z.string().nullable(),
+      finished_at: z.string().nullable(),
+      duration_ms: z.number().int().nullable(),
+      attempts: z.number().int(),
+      input: z.unknown(),
+      output: z.unknown(),
+      error: nodeError.nullable(),
+      reused: z.boolean().describe('Carried over from the replayed execution, not run again'),
+    }),
+  ),
+});
+
+/** The executions surface is read-only apart from replay. */
+export function executionRoutes({ executions }: Services): AnyRoute[] {
+  return [
+    defineRoute({
+      method: 'get',
+      path: root,
+      operationId: 'listExecutions',
+      summary: 'Executions of the workflows visible to the caller, newest first',
+      tag: 'executions',
+      access: 'authenticated',
+      query: z.strictObject({
+        workflow_id: z.coerce.number().int().positive().optional(),
+        status: z.enum(statuses).optional(),
+        since: isoTimestamp.optional().describe('Started at or after (ISO 8601)'),
+        until: isoTimestamp.optional().describe('Started at or before (ISO 8601)'),
+        ...pagination(100),
+      }),
+      responses: { 200: { description: 'A page of executions', data: pageOf(summary) } },
+      handler: async ({ query, principal }) => ({ data: await executions.list(principal, query) }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${root}/{id}`,
+      operationId: 'getExecution',
+      summary: 'One execution with its full timeline and a link to the run in the Temporal Web UI',
+      tag: 'executions',
+      access: 'authenticated',
+      params: idParam,
+      responses: { 200: { description: 'The execution', data: detail } },
+      handler: async ({ params, principal }) => ({ data: await executions.view(principal, params.id) }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${root}/{id}/replay`,
+      operationId: 'replayExecution',
+      summary: 'Replays an execution as a new one; 202 with the new execution id',
+      description:
+        '`from_node_id` alone resets the Temporal run to just before that node, so earlier nodes are not run again; `with_payload` starts a new run with that trigger payload; both together start a new run that reuses the recorded outputs of the nodes upstream of `from_node_id`.',
+      tag: 'executions',
+      access: { capability: 'svc_manage_workflows' },
+      params: idParam,
+      body: z.strictObject({ from_node_id: z.string().min(1).max(64).optional(), with_payload: z.unknown().optional() }),
+      bodyOptional: true,
+      errors: { 409: 'Still running (`execution_running`), or the node never ran (`node_not_run`)' },
+      responses: { 202: { description: 'Replay started', data: z.object({ execution_id: z.number().int() }) } },
+      handler: async ({ params, body, principal }) => ({ status: 202, data: { execution_id: (await executions.replay(principal, params.id, body)).executionId } }),
+    }),
+  ];
+}

@@ -1,0 +1,17 @@
+import { z } from 'zod';
+
+/** `page` (1-based) and `per_page` (1..max) query parameters; out of range is a 400, never clamped. */
+export function pagination(max: number, fallback = 20) {
+  return {
+    page: z.coerce.number().int().min(1).max(1_000_000).default(1),
+    per_page: z.coerce.number().int().min(1).max(max).default(fallback),
+  };
+}
+
+export const pageOf = <T extends z.ZodType>(item: T) =>
+  z.object({ items: z.array(item), total: z.number().int(), page: z.number().int(), per_page: z.number().int() });
+
+/** Query booleans: `true`/`false`/`1`/`0`. */
+export const queryBoolean = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+
+export const idParam = z.object({ id: z.coerce.number().int().positive().max(2_147_483_647) });

@@ -1,0 +1,39 @@
+import type { z } from 'zod';
+import type { GraphNode, RunNodeOutput } from '../../workflows/defs.js';
+import type { Services } from '../services.js';
+import type { ResolvedConnection } from '../connections/connection.service.js';
+
+/** What a node implementation receives; the credential is loaded and decrypted only on demand. */
+export interface NodeRunContext<C> {
+  node: GraphNode;
+  /** The configuration with every `{{ }}` evaluated and validated against the node's schema. */
+  config: C;
+  services: Services;
+  execution: { id: number; workflowId: number; ownerId: number };
+  signal: AbortSignal;
+  connection(): Promise<ResolvedConnection>;
+  heartbeat(details?: unknown): void;
+}
+
+/** One node type: its configuration schema, documentation and implementation. */
+export interface NodeType<C = unknown> {
+  type: string;
+  /** No side effects: may run as a Temporal local activity. */
+  pure: boolean;
+  description: string;
+  /** Uses `connection_id` (validated to exist when the workflow is saved). */
+  needsConnection?: boolean;
+  /** Schema of the stored configuration (strings may still hold `{{ }}`). */
+  configSchema: z.ZodType;
+  /** Schema after expressions are evaluated; defaults to configSchema. */
+  resolvedSchema?: z.ZodType<C>;
+  /** Keys of the configuration left unevaluated (evaluated by the node itself). */
+  rawKeys?: string[];
+  /** Branch names edges may carry, or 'any' when they depend on the configuration. */
+  branches?: (config: Record<string, unknown>) => string[];
+  /**
+   * Activity nodes run here. `delay` and `run_workflow` have none: the workflow itself runs them
+   * as a durable timer and a child workflow.
+   */
+  run?(ctx: NodeRunContext<C>): Promise<RunNodeOutput>;
+}

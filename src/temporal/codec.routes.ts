@@ -1,0 +1,66 @@
+import type { Context, Next } from 'koa';
+import { z } from 'zod';
+import type { Principal } from '../auth/auth.service.js';
+import { defineRoute, type AnyRoute } from '../http/route.js';
+import { forbidden, unauthenticated } from '../platform/errors.js';
+import type { Services } from '../services.js';
+
+const payloads = z.strictObject({
+  payloads: z
+    .array(z.strictObject({ metadata: z.record(z.string(), z.string()).optional(), data: z.string().optional() }))
+    .max(1000),
+});
+const b64 = (bytes: Uint8Array | null | undefined) => Buffer.from(bytes ?? new Uint8Array()).toString('base64');
+
+/**
+ * The codec server the Temporal Web UI calls to show encrypted payloads to an operator. The UI
+ * sends the browser's session cookie but cannot send a nonce, so a session cookie alone is
+ * accepted here: decoding changes nothing, and CORS lets only the UI's origin read answers.
+ */
+export function codecRoutes({ temporal }: Services): AnyRoute[] {
+  const route = (operation: 'decode' | 'encode') =>
+    defineRoute({
+      method: 'post',
+      path: `/api/temporal-codec/${operation}`,
+      operationId: `codec${operation[0]!.toUpperCase()}${operation.slice(1)}`,
+      summary: `Temporal codec server: ${operation}s payloads (for the Temporal Web UI)`,
+      description: 'Needs `svc_manage_workflows`, by application password or by the session cookie alone.',
+      tag: 'temporal',
+      access: 'public',
+      body: payloads,
+      errors: { 403: 'Missing capability svc_manage_workflows (`forbidden`)' },
+      responses: { 200: { description: 'The payloads', raw: payloads } },
+      handler: async ({ body, ctx }) => {
+        const caller = (ctx.state.principal ?? ctx.state.cookieSession) as Principal | undefined;
+        if (!caller) throw unauthenticated();
+        if (!caller.can('svc_manage_workflows')) throw forbidden('svc_manage_workflows');
+        const input = body.payloads.map((p) => ({
+          metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
+          data: Buffer.from(p.data ?? '', 'base64'),
+        }));
+        const output = await temporal.codec[operation](input);
+        return { raw: { payloads: output.map((p) => ({ metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, b64(v)])), data: b64(p.data) })) } };
+      },
+    });
+  return [route('decode'), route('encode')];
+}
+
+/** CORS for the codec endpoints, allowing only the Temporal Web UI's origin (with credentials). */
+export function codecCors(uiUrl: string) {
+  const origin = new URL(uiUrl).origin;
+  return async (ctx: Context, next: Next) => {
+    if (!ctx.path.startsWith('/api/temporal-codec/')) return next();
+    if (ctx.get('origin') === origin) {
+      ctx.set('Access-Control-Allow-Origin', origin);
+      ctx.set('Access-Control-Allow-Credentials', 'true');
+      ctx.set('Vary', 'Origin');
+    }
+    if (ctx.method === 'OPTIONS') {
+      ctx.set('Access-Control-Allow-Methods', 'POST');
+      ctx.set('Access-Control-Allow-Headers', 'Content-Type, X-Namespace, Authorization');
+      ctx.status = 204;
+      return;
+    }
+    return next();
+  };
+}

@@ -1,0 +1,65 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+
+export interface SeenRequest {
+  method: string;
+  url: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+}
+
+export interface HttpTarget {
+  url: string;
+  requests: SeenRequest[];
+  /** Requests seen for a path (without query). */
+  count(path: string): number;
+  close(): Promise<void>;
+}
+
+type Handler = (req: SeenRequest) => { status?: number; body?: unknown; delayMs?: number; headers?: Record<string, string> } | undefined;
+
+/** A scripted HTTP server on loopback that records every request (to count side effects). */
+export async function startHttpTarget(handler: Handler = () => undefined): Promise<HttpTarget> {
+  const requests: SeenRequest[] = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', async () => {
+      const seen = { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, body };
+      requests.push(seen);
+      const answer = handler(seen) ?? {};
+      if (answer.delayMs) await new Promise((r) => setTimeout(r, answer.delayMs));
+      const payload = answer.body === undefined ? { ok: true, path: seen.url } : answer.body;
+      res.writeHead(answer.status ?? 200, { 'content-type': typeof payload === 'string' ? 'text/plain' : 'application/json', ...answer.headers });
+      res.end(typeof payload === 'string' ? payload : JSON.stringify(payload));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    count: (path) => requests.filter((r) => r.url.split('?')[0] === path).length,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** Polls `fn` until it returns a truthy value or `timeoutMs` passes. */
+export async function eventually<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await fn();
+      if (value) return value;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+}

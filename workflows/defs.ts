@@ -1,0 +1,101 @@
+/**
+ * Shared between the Temporal workflow code, the activities and the API: workflow type names,
+ * payload types, signals/queries/updates. Pure types and constants only.
+ */
+
+export const RUN_GRAPH_WORKFLOW = 'runGraph';
+
+export interface NodeRetry {
+  max_attempts?: number;
+  initial_interval_ms?: number;
+  backoff_coefficient?: number;
+  max_interval_ms?: number;
+}
+
+export interface GraphNode {
+  id: string;
+  type: string;
+  name?: string;
+  connection_id?: number;
+  config: Record<string, unknown>;
+  retry?: NodeRetry;
+  timeout_ms?: number;
+  on_error?: 'fail' | 'continue';
+}
+
+export interface GraphEdge {
+  from: string;
+  to: string;
+  /** For condition (`true`/`false`) and switch (a case value or `default`) sources. */
+  branch?: string;
+}
+
+export interface Graph {
+  nodes: GraphNode[];
+  edges: GraphEdge[];
+}
+
+/** Arguments of one run. The graph itself is loaded by the first activity, so schedules stay short. */
+export interface RunGraphInput {
+  workflowId: number;
+  /** Definition version to run; the current one when absent (schedule and record triggers). */
+  version?: number;
+  payload: unknown;
+  trigger: 'manual' | 'webhook' | 'schedule' | 'record' | 'replay' | 'child';
+  /** Replay with from_node_id and a payload: outputs of upstream nodes reused, not re-run. */
+  seed?: Record<string, unknown>;
+  startAt?: string;
+  /** Execution being replayed, for the replay_of link. */
+  replayOf?: number;
+}
+
+export interface BeganExecution {
+  executionId: number;
+  version: number;
+  graph: Graph;
+  /** Pure node types are run as local activities (decided by the worker's configuration). */
+  localPureNodes: boolean;
+  pureTypes: string[];
+}
+
+export type NodeStatus = 'success' | 'failed' | 'skipped';
+export type ExecutionStatus = 'running' | 'success' | 'failed' | 'partial' | 'cancelled';
+
+export interface NodeError {
+  code: string;
+  message: string;
+}
+
+export interface RunGraphResult {
+  executionId: number;
+  status: Exclude<ExecutionStatus, 'running'>;
+  /** Output of the node that finished last (webhook `respond: "last_node"`). */
+  lastOutput?: unknown;
+  error?: NodeError & { node_id?: string };
+}
+
+export interface RunNodeInput {
+  node: GraphNode;
+  /** Expression context: trigger payload and outputs of the nodes that ran before. */
+  context: { trigger: unknown; nodes: Record<string, unknown> };
+}
+
+export interface RunNodeOutput {
+  output: unknown;
+  /** For branching nodes: the branch taken. */
+  branch?: string;
+}
+
+/** Error types thrown by node activities as non-retryable ApplicationFailures. */
+export const NODE_ERROR_TYPES = [
+  'validation_failed',
+  'expression_error',
+  'connection_missing',
+  'http_error',
+  'node_failed',
+  'output_too_large',
+  'timeout',
+] as const;
+
+/** Activity ids of node activities; replay-from-node finds a node's events by this id. */
+export const nodeActivityId = (nodeId: string) => `node:${nodeId}`;
