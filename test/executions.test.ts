@@ -1,0 +1,303 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
+
+let app: TestApp;
+let target: HttpTarget;
+let connectionId: number;
+const W = '/api/workflow/v1/workflows';
+const E = '/api/workflow/v1/executions';
+let flakyCalls = 0;
+
+beforeAll(async () => {
+  app = await startTestApp({ worker: true });
+  target = await startHttpTarget((req) => {
+    if (req.url.startsWith('/flaky')) return ++flakyCalls <= 2 ? { status: 500, body: { error: 'try again' } } : { body: { ok: true, calls: flakyCalls } };
+    if (req.url.startsWith('/missing')) return { status: 404, body: { error: 'no such thing' } };
+    if (req.url.startsWith('/echo')) return { body: { echoed: req.body ? JSON.parse(req.body) : null, auth: req.headers.authorization } };
+    return undefined;
+  });
+  const conn = await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'target', cred: 'tok-secret-1234', extra: { base_url: target.url } });
+  connectionId = conn.body.data.id;
+});
+afterAll(async () => {
+  await app?.close();
+  await target?.close();
+});
+
+async function create(def: Record<string, unknown>) {
+  const res = await app.admin.post(W, { title: `wf ${Math.random()}`, trigger: { type: 'manual' }, edges: [], ...def });
+  expect(res.status, res.text).toBe(201);
+  return res.body.data.id as number;
+}
+
+async function runAndWait(workflowId: number, payload: unknown = {}) {
+  const res = await app.admin.post(`${W}/${workflowId}/run?wait=true&timeout_ms=30000`, { payload });
+  expect(res.status, res.text).toBe(200);
+  return view(res.body.data.execution_id);
+}
+
+async function view(executionId: number) {
+  const res = await app.admin.get(`${E}/${executionId}`);
+  expect(res.status, res.text).toBe(200);
+  return res.body.data;
+}
+
+const nodeOf = (execution: { timeline: { node_id: string }[] }, id: string) => execution.timeline.find((t) => t.node_id === id) as any;
+
+describe('runs', () => {
+  it('answers 202 with an execution id that can be polled', async () => {
+    const id = await create({ nodes: [{ id: 'a', type: 'transform', config: { value: '{{ trigger.v }}' } }] });
+    const res = await app.admin.post(`${W}/${id}/run`, { payload: { v: 5 } });
+    expect(res.status).toBe(202);
+    const done = await eventually(async () => {
+      const v = await view(res.body.data.execution_id);
+      return v.status === 'success' ? v : undefined;
+    });
+    expect(done).toMatchObject({ workflow_id: id, trigger: 'manual', trigger_payload: { v: 5 }, output: 5, error: null });
+    expect(done.temporal.ui_url).toContain(`/workflows/execution-${res.body.data.execution_id}`);
+    expect(done.duration_ms).toBeGreaterThanOrEqual(0);
+    expect(nodeOf(done, 'a')).toMatchObject({ status: 'success', attempts: 1, input: { value: 5 }, output: 5, error: null });
+  });
+
+  it('runs parallel branches and joins, with the http_request node using the connection', async () => {
+    const id = await create({
+      nodes: [
+        { id: 'start', type: 'transform', config: { value: { n: 1 } } },
+        { id: 'left', type: 'http_request', connection_id: connectionId, config: { method: 'POST', path: '/echo', body: { side: 'left' } } },
+        { id: 'right', type: 'transform', config: { value: 'right' } },
+        { id: 'join', type: 'transform', config: { value: { l: '{{ nodes.left.body.echoed.side }}', r: '{{ nodes.right }}', auth: '{{ nodes.left.body.auth }}' } } },
+      ],
+      edges: [
+        { from: 'start', to: 'left' },
+        { from: 'start', to: 'right' },
+        { from: 'left', to: 'join' },
+        { from: 'right', to: 'join' },
+      ],
+    });
+    const execution = await runAndWait(id);
+    expect(execution.status).toBe('success');
+    expect(execution.output).toEqual({ l: 'left', r: 'right', auth: 'Bearer tok-secret-1234' });
+    // The credential is applied on the wire but never shown in the node's recorded input.
+    expect(JSON.stringify(nodeOf(execution, 'left').input)).not.toContain('tok-secret');
+  });
+
+  it('ends partial when a node fails with on_error continue and the rest runs', async () => {
+    const id = await create({
+      nodes: [
+        { id: 'a', type: 'transform', config: { value: 1 } },
+        { id: 'bad', type: 'fail', on_error: 'continue', config: { message: 'expected failure', code: 'custom_code' } },
+        { id: 'after', type: 'transform', config: { value: '{{ nodes.bad.error.code }}' } },
+        { id: 'other', type: 'transform', config: { value: 'other' } },
+      ],
+      edges: [
+        { from: 'a', to: 'bad' },
+        { from: 'bad', to: 'after' },
+        { from: 'a', to: 'other' },
+      ],
+    });
+    const execution = await runAndWait(id);
+    expect(execution.status).toBe('partial');
+    expect(nodeOf(execution, 'bad')).toMatchObject({ status: 'failed', error: { code: 'custom_code', message: 'expected failure' } });
+    expect(nodeOf(execution, 'after')).toMatchObject({ status: 'success', output: 'custom_code' });
+    expect(nodeOf(execution, 'other').status).toBe('success');
+  });
+
+  it('ends failed when a node fails; later nodes are recorded as skipped', async () => {
+    const id = await create({
+      nodes: [
+        { id: 'call', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/missing' } },
+        { id: 'never', type: 'transform', config: { value: 1 } },
+      ],
+      edges: [{ from: 'call', to: 'never' }],
+    });
+    const execution = await runAndWait(id);
+    expect(execution.status).toBe('failed');
+    expect(execution.error).toMatchObject({ code: 'http_error', node_id: 'call' });
+    expect(nodeOf(execution, 'call')).toMatchObject({ status: 'failed', attempts: 1 }); // a 404 is not retried
+    expect(nodeOf(execution, 'never').status).toBe('skipped');
+  });
+
+  it('retries a node on 5xx and records the attempts', async () => {
+    flakyCalls = 0;
+    const id = await create({
+      nodes: [{ id: 'flaky', type: 'http_request', connection_id: connectionId, retry: { max_attempts: 4, initial_interval_ms: 50 }, config: { method: 'GET', path: '/flaky' } }],
+    });
+    const execution = await runAndWait(id);
+    expect(execution.status).toBe('success');
+    expect(nodeOf(execution, 'flaky')).toMatchObject({ status: 'success', attempts: 3, output: { status: 200, body: { ok: true, calls: 3 } } });
+  });
+
+  it('fails a node whose expression is broken at run time, without retrying', async () => {
+    const id = await create({ nodes: [{ id: 'x', type: 'transform', config: { value: '{{ $number("abc") + $notAFunction() }}' } }] });
+    const execution = await runAndWait(id);
+    expect(execution.status).toBe('failed');
+    expect(nodeOf(execution, 'x')).toMatchObject({ status: 'failed', attempts: 1, error: { code: 'expression_error' } });
+  });
+
+  it('refuses an output over the size limit with output_too_large', async () => {
+    const id = await create({ nodes: [{ id: 'big', type: 'transform', config: { value: "{{ $pad('', 600000, 'x') }}" } }] });
+    const execution = await runAndWait(id);
+    expect(nodeOf(execution, 'big')).toMatchObject({ status: 'failed', error: { code: 'output_too_large' } });
+    expect(nodeOf(execution, 'big').error.message).toContain('SVC_NODE_OUTPUT_LIMIT');
+  });
+
+  it('takes the switch branch matching the value, else default', async () => {
+    const id = await create({
+      nodes: [
+        { id: 'route', type: 'switch', config: { value: '{{ trigger.kind }}', cases: ['lead', 'customer'] } },
+        { id: 'lead', type: 'transform', config: { value: 'L' } },
+        { id: 'customer', type: 'transform', config: { value: 'C' } },
+        { id: 'fallback', type: 'transform', config: { value: 'D' } },
+      ],
+      edges: [
+        { from: 'route', to: 'lead', branch: 'lead' },
+        { from: 'route', to: 'customer', branch: 'customer' },
+        { from: 'route', to: 'fallback', branch: 'default' },
+      ],
+    });
+    const customer = await runAndWait(id, { kind: 'customer' });
+    expect(customer.output).toBe('C');
+    expect(nodeOf(customer, 'lead').status).toBe('skipped');
+    expect((await runAndWait(id, { kind: 'martian' })).output).toBe('D');
+  });
+
+  it('runs another workflow as a child with run_workflow', async () => {
+    const child = await create({ nodes: [{ id: 'double', type: 'transform', config: { value: '{{ trigger.n * 2 }}' } }] });
+    const parent = await create({ nodes: [{ id: 'call', type: 'run_workflow', config: { workflow_id: child, payload: { n: '{{ trigger.n }}' } } }] });
+    const execution = await runAndWait(parent, { n: 21 });
+    expect(execution.status).toBe('success');
+    expect(nodeOf(execution, 'call').output).toMatchObject({ status: 'success', output: 42 });
+    const childRun = await view(nodeOf(execution, 'call').output.execution_id);
+    expect(childRun).toMatchObject({ workflow_id: child, trigger: 'child', status: 'success' });
+  });
+
+  it('waits on a delay node as a durable timer', async () => {
+    const id = await create({ nodes: [{ id: 'pause', type: 'delay', config: { duration_ms: 300 } }] });
+    const execution = await runAndWait(id);
+    expect(nodeOf(execution, 'pause')).toMatchObject({ status: 'success', output: { waited_ms: 300 } });
+    expect(nodeOf(execution, 'pause').duration_ms).toBeGreaterThanOrEqual(250);
+  });
+});
+
+describe('ended from Temporal', () => {
+  const longRun = () => create({ nodes: [{ id: 'wait', type: 'delay', config: { duration_ms: 60_000 } }, { id: 'after', type: 'transform', config: { value: 1 } }], edges: [{ from: 'wait', to: 'after' }] });
+
+  it('a cancel (as from the Temporal Web UI) ends the execution cancelled', async () => {
+    const id = await longRun();
+    const started = (await app.admin.post(`${W}/${id}/run`, { payload: {} })).body.data.execution_id;
+    await eventually(async () => nodeOf(await view(started), 'wait')?.status === 'running', 10_000, 'delay to start');
+    await app.stack.services.temporal.client.workflow.getHandle(`execution-${started}`).cancel();
+    const done = await eventually(async () => {
+      const v = await view(started);
+      return v.status === 'cancelled' ? v : undefined;
+    });
+    expect(nodeOf(done, 'after').status).toBe('skipped');
+  });
+
+  it('a terminated run is reconciled to failed', async () => {
+    const id = await longRun();
+    const started = (await app.admin.post(`${W}/${id}/run`, { payload: {} })).body.data.execution_id;
+    await eventually(async () => nodeOf(await view(started), 'wait'), 10_000, 'delay to start');
+    await app.stack.services.temporal.client.workflow.getHandle(`execution-${started}`).terminate('operator stopped it');
+    const done = await eventually(async () => {
+      const v = await view(started);
+      return v.status === 'failed' ? v : undefined;
+    });
+    expect(done.error).toMatchObject({ code: 'terminated' });
+  });
+});
+
+describe('replay', () => {
+  it('from a middle node resets the run: upstream nodes do not run again', async () => {
+    const before = { one: target.count('/one'), two: target.count('/two') };
+    const id = await create({
+      nodes: [
+        { id: 'one', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/one' } },
+        { id: 'two', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/two' } },
+        { id: 'out', type: 'transform', config: { value: '{{ nodes.two.body.path }}' } },
+      ],
+      edges: [
+        { from: 'one', to: 'two' },
+        { from: 'two', to: 'out' },
+      ],
+    });
+    const original = await runAndWait(id, { tag: 'first' });
+    expect(original.status).toBe('success');
+    expect(target.count('/one') - before.one).toBe(1);
+
+    const replay = await app.admin.post(`${E}/${original.id}/replay`, { from_node_id: 'two' });
+    expect(replay.status, replay.text).toBe(202);
+    const newId = replay.body.data.execution_id;
+    expect(newId).not.toBe(original.id);
+    const done = await eventually(async () => {
+      const v = await view(newId);
+      return v.status !== 'running' ? v : undefined;
+    }, 30_000);
+    expect(done).toMatchObject({ status: 'success', replay_of: original.id, output: '/two', trigger_payload: { tag: 'first' } });
+    expect(target.count('/one') - before.one).toBe(1); // not run again
+    expect(target.count('/two') - before.two).toBe(2);
+    expect(nodeOf(done, 'one')).toMatchObject({ status: 'success', reused: true });
+    expect(nodeOf(done, 'two')).toMatchObject({ status: 'success', reused: false });
+    // The original keeps its own record.
+    expect((await view(original.id)).status).toBe('success');
+  });
+
+  it('with a payload starts a new run; with both, upstream outputs are reused', async () => {
+    const before = target.count('/one');
+    const id = await create({
+      nodes: [
+        { id: 'one', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/one' } },
+        { id: 'out', type: 'transform', config: { value: { from_one: '{{ nodes.one.status }}', payload: '{{ trigger.v }}' } } },
+      ],
+      edges: [{ from: 'one', to: 'out' }],
+    });
+    const original = await runAndWait(id, { v: 'old' });
+    const rerun = await app.admin.post(`${E}/${original.id}/replay`, { with_payload: { v: 'new' } });
+    expect(rerun.status).toBe(202);
+    const rerunDone = await eventually(async () => {
+      const v = await view(rerun.body.data.execution_id);
+      return v.status !== 'running' ? v : undefined;
+    });
+    expect(rerunDone).toMatchObject({ output: { from_one: 200, payload: 'new' }, replay_of: original.id });
+    expect(target.count('/one') - before).toBe(2);
+
+    const both = await app.admin.post(`${E}/${original.id}/replay`, { with_payload: { v: 'both' }, from_node_id: 'out' });
+    const bothDone = await eventually(async () => {
+      const v = await view(both.body.data.execution_id);
+      return v.status !== 'running' ? v : undefined;
+    });
+    expect(bothDone.output).toEqual({ from_one: 200, payload: 'both' });
+    expect(target.count('/one') - before).toBe(2); // reused, not called
+    expect(nodeOf(bothDone, 'one').reused).toBe(true);
+  });
+
+  it('answers bad replays with 4xx', async () => {
+    const id = await create({ nodes: [{ id: 'a', type: 'transform', config: { value: 1 } }] });
+    const original = await runAndWait(id);
+    expect((await app.admin.post(`${E}/${original.id}/replay`, { from_node_id: 'nope' })).status).toBe(400);
+    expect((await app.admin.post(`${E}/999999/replay`, {})).status).toBe(404);
+    expect((await app.admin.post(`${E}/${original.id}/replay`, { from_node_id: 5 })).status).toBe(400);
+  });
+});
+
+describe('listing executions', () => {
+  it('filters by workflow, status and time, and bounds per_page', async () => {
+    const id = await create({ nodes: [{ id: 'a', type: 'transform', config: { value: 1 } }] });
+    const since = new Date(Date.now() - 1000).toISOString();
+    await runAndWait(id);
+    await runAndWait(id);
+    const list = await app.admin.get(`${E}?workflow_id=${id}`);
+    expect(list.body.data.total).toBe(2);
+    expect(list.body.data.items[0]).toMatchObject({ workflow_id: id, status: 'success' });
+    expect((await app.admin.get(`${E}?workflow_id=${id}&status=failed`)).body.data.total).toBe(0);
+    expect((await app.admin.get(`${E}?workflow_id=${id}&since=${encodeURIComponent(since)}`)).body.data.total).toBe(2);
+    expect((await app.admin.get(`${E}?workflow_id=${id}&until=${encodeURIComponent(since)}`)).body.data.total).toBe(0);
+    expect((await app.admin.get(`${E}?per_page=101`)).status).toBe(400);
+    expect((await app.admin.get(`${E}?since=yesterday`)).status).toBe(400);
+    expect((await app.admin.get(`${E}?status=exploded`)).status).toBe(400);
+    const other = await app.createUser('editor');
+    expect((await other.client.get(`${E}?workflow_id=${id}`)).body.data.total).toBe(0);
+    expect((await other.client.get(`${E}/${list.body.data.items[0].id}`)).status).toBe(404);
+  });
+});
