@@ -1,7 +1,9 @@
 import type { Payload, PayloadCodec } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
+import proto from '@temporalio/proto';
 import type { KeyRing } from '../platform/crypto.js';
 
+// @temporalio/proto is CommonJS: under plain Node ESM only its default export is importable.
+const { Payload: PayloadMessage } = proto.temporal.api.common.v1;
 const ENCODING = 'binary/encrypted';
 const text = new TextEncoder();
 const read = new TextDecoder();
@@ -16,7 +18,7 @@ export class EncryptionCodec implements PayloadCodec {
   async encode(payloads: Payload[]): Promise<Payload[]> {
     return payloads.map((payload) => ({
       metadata: { encoding: text.encode(ENCODING), 'encryption-key-id': text.encode(this.keys.keyId) },
-      data: this.keys.encryptBytes(temporal.api.common.v1.Payload.encode(payload).finish()),
+      data: this.keys.encryptBytes(PayloadMessage.encode(payload).finish()),
     }));
   }
 
@@ -26,7 +28,7 @@ export class EncryptionCodec implements PayloadCodec {
       if (!encoding || read.decode(encoding) !== ENCODING) return payload;
       const keyId = read.decode(payload.metadata!['encryption-key-id'] ?? new Uint8Array());
       const plain = this.keys.decryptBytes(payload.data ?? new Uint8Array(), keyId);
-      return temporal.api.common.v1.Payload.decode(plain) as Payload;
+      return PayloadMessage.decode(plain) as Payload;
     });
   }
 }

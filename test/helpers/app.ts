@@ -56,8 +56,19 @@ async function cloneDatabase(): Promise<string> {
  * and Temporal servers, on its own database and task queue. Every response the returned
  * clients receive is checked against the OpenAPI document.
  */
-export async function startTestApp(options: { worker?: boolean; env?: Record<string, string>; logs?: string[] } = {}): Promise<TestApp> {
-  const databaseUrl = await cloneDatabase();
+export interface TestAppOptions {
+  /** Run the Temporal worker in this process too. */
+  worker?: boolean;
+  /** Configuration overrides. */
+  env?: Record<string, string>;
+  /** Collects the JSON log lines. */
+  logs?: string[];
+  /** Reuse another app's database (a second API process, a restart). */
+  databaseUrl?: string;
+}
+
+export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const databaseUrl = options.databaseUrl ?? (await cloneDatabase());
   const config = loadConfig({
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     DATABASE_URL: databaseUrl,

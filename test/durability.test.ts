@@ -1,0 +1,139 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { cleanEnv, projectRoot } from './helpers/cli.js';
+import { eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
+
+let app: TestApp;
+let target: HttpTarget;
+let connectionId: number;
+const workers: ChildProcess[] = [];
+const W = '/api/workflow/v1/workflows';
+
+/** A worker in its own process, as `svc worker` runs in production. */
+function startWorker(): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'worker'], {
+    cwd: projectRoot,
+    env: {
+      ...cleanEnv(),
+      DATABASE_URL: app.databaseUrl,
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      TEMPORAL_TASK_QUEUE: app.config.TEMPORAL_TASK_QUEUE,
+      SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!,
+      SVC_WORKFLOW_BUNDLE: inject('workflowBundle'),
+      LOG_LEVEL: 'warn',
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  workers.push(child);
+  return child;
+}
+
+function kill(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGKILL');
+  });
+}
+
+beforeAll(async () => {
+  app = await startTestApp({ worker: false });
+  target = await startHttpTarget((req) => (req.url.startsWith('/slow') ? { delayMs: 3000 } : undefined));
+  connectionId = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 't', cred: 'x', extra: { base_url: target.url } })).body.data.id;
+});
+afterAll(async () => {
+  await Promise.all(workers.map(kill));
+  await app?.close();
+  await target?.close();
+});
+
+const call = (id: string, path: string) => ({ id, type: 'http_request', connection_id: connectionId, config: { method: 'GET', path } });
+
+async function finished(executionId: number, client = app.admin, timeoutMs = 60_000) {
+  return eventually(async () => {
+    const v = (await client.get(`/api/workflow/v1/executions/${executionId}`)).body.data;
+    return v.status !== 'running' ? v : undefined;
+  }, timeoutMs, `execution ${executionId} to finish`);
+}
+
+describe('a worker killed in the middle of a run', () => {
+  it('inside a slow node: the run finishes on a new worker, completed nodes do not run again, the timeline is whole', async () => {
+    const workflow = (
+      await app.admin.post(W, {
+        title: 'Slow middle',
+        trigger: { type: 'manual' },
+        nodes: [call('first', '/k1-first'), call('slow', '/slow-k1'), call('last', '/k1-last')],
+        edges: [
+          { from: 'first', to: 'slow' },
+          { from: 'slow', to: 'last' },
+        ],
+      })
+    ).body.data;
+    const worker = startWorker();
+    const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: {} })).body.data.execution_id;
+    await eventually(async () => target.count('/slow-k1') > 0, 60_000, 'the slow node to start');
+    await kill(worker);
+    startWorker();
+    const done = await finished(run);
+    expect(done.status).toBe('success');
+    expect(target.count('/k1-first')).toBe(1);
+    expect(target.count('/k1-last')).toBe(1);
+    expect(target.count('/slow-k1')).toBeGreaterThanOrEqual(2); // it had not completed, so it ran again
+    expect(done.timeline.map((t: { node_id: string; status: string }) => [t.node_id, t.status])).toEqual([
+      ['first', 'success'],
+      ['slow', 'success'],
+      ['last', 'success'],
+    ]);
+    expect(done.timeline[1].attempts).toBeGreaterThanOrEqual(2);
+  }, 120_000);
+
+  it('between two nodes, during a delay: the timer survives and nothing runs twice', async () => {
+    const workflow = (
+      await app.admin.post(W, {
+        title: 'Delay between',
+        trigger: { type: 'manual' },
+        nodes: [call('before', '/k2-before'), { id: 'pause', type: 'delay', config: { duration_ms: 4000 } }, call('after', '/k2-after')],
+        edges: [
+          { from: 'before', to: 'pause' },
+          { from: 'pause', to: 'after' },
+        ],
+      })
+    ).body.data;
+    const worker = workers.at(-1)!;
+    const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: {} })).body.data.execution_id;
+    await eventually(async () => target.count('/k2-before') > 0, 30_000, 'the first node');
+    await kill(worker);
+    await new Promise((r) => setTimeout(r, 1000));
+    startWorker();
+    const done = await finished(run);
+    expect(done.status).toBe('success');
+    expect(target.count('/k2-before')).toBe(1);
+    expect(target.count('/k2-after')).toBe(1);
+    expect(done.timeline.map((t: { status: string }) => t.status)).toEqual(['success', 'success', 'success']);
+  }, 120_000);
+});
+
+describe('the API restarted', () => {
+  it('loses nothing: a run started before the restart is visible and finishes after it', async () => {
+    const workflow = (
+      await app.admin.post(W, {
+        title: 'Across an API restart',
+        trigger: { type: 'manual' },
+        nodes: [{ id: 'pause', type: 'delay', config: { duration_ms: 2000 } }, call('done', '/k3-done')],
+        edges: [{ from: 'pause', to: 'done' }],
+      })
+    ).body.data;
+    const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: { keep: true } })).body.data.execution_id;
+    const env = { SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!, TEMPORAL_TASK_QUEUE: app.config.TEMPORAL_TASK_QUEUE };
+    const second = await startTestApp({ databaseUrl: app.databaseUrl, env });
+    try {
+      await app.stack.server!.close();
+      const done = await finished(run, second.admin);
+      expect(done).toMatchObject({ status: 'success', trigger_payload: { keep: true } });
+      expect(target.count('/k3-done')).toBe(1);
+    } finally {
+      await second.close();
+    }
+  }, 120_000);
+});
