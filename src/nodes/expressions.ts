@@ -16,15 +16,15 @@ export interface ExpressionContext {
 
 const WHOLE = /^\s*\{\{([\s\S]+?)\}\}\s*$/;
 const PART = /\{\{([\s\S]+?)\}\}/g;
-const TIME_LIMIT_MS = 1000;
-const DEPTH_LIMIT = 300;
+/** Guardrails of JSONata itself: a definition cannot hang or exhaust a worker. */
+const GUARDRAILS = { timeout: 1000, stack: 500, sequence: 100_000 };
 const compiled = new Map<string, jsonata.Expression>();
 
 function compile(source: string): jsonata.Expression {
   let expression = compiled.get(source);
   if (!expression) {
     try {
-      expression = jsonata(source);
+      expression = jsonata(source, GUARDRAILS);
     } catch (err) {
       const e = err as { message?: string; position?: number };
       throw new ExpressionError(`Invalid expression "${source.trim()}": ${e.message}${e.position !== undefined ? ` at ${e.position}` : ''}`, source);
@@ -54,30 +54,15 @@ export function checkTemplates(value: unknown, path = 'config'): { field: string
   return problems;
 }
 
-/**
- * Evaluates one JSONata expression with a time and depth box, so a definition cannot hang a
- * worker with an endless recursion.
- */
+/** Evaluates one JSONata expression against the run's context. */
 export async function evaluate(source: string, context: ExpressionContext): Promise<unknown> {
   const expression = compile(source);
-  const started = Date.now();
-  let depth = 0;
-  const bindings = {
-    __evaluate_entry: () => {
-      depth++;
-      if (depth > DEPTH_LIMIT) throw new ExpressionError(`Expression "${source.trim()}" nests too deeply`, source);
-      if (Date.now() - started > TIME_LIMIT_MS) throw new ExpressionError(`Expression "${source.trim()}" ran longer than ${TIME_LIMIT_MS} ms`, source);
-    },
-    __evaluate_exit: () => {
-      depth--;
-    },
-  };
   try {
-    return await expression.evaluate(context, bindings);
+    return await expression.evaluate(context);
   } catch (err) {
-    if (err instanceof ExpressionError) throw err;
-    const e = err as { message?: string };
-    throw new ExpressionError(`Expression "${source.trim()}" failed: ${e.message}`, source);
+    const e = err as { message?: string; code?: string };
+    const reason = e.code === 'D1012' ? 'ran too long' : e.code === 'D1011' ? 'nests too deeply' : e.code === 'D2015' ? 'built too long a sequence' : `failed: ${e.message}`;
+    throw new ExpressionError(`Expression "${source.trim()}" ${reason}`, source);
   }
 }
 
