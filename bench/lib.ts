@@ -1,0 +1,70 @@
+import { appendFileSync, chmodSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** One line of the benchmark table: ours against a baseline run side by side. */
+export interface BenchRow {
+  benchmark: string;
+  metric: string;
+  baseline: number;
+  ours: number;
+  unit: string;
+  /** `ours / baseline`, compared with the target. */
+  ratio: number;
+  target: string;
+  pass: boolean;
+}
+
+export function row(benchmark: string, metric: string, unit: string, baseline: number, ours: number, target: { max?: number; min?: number }): BenchRow {
+  const ratio = baseline === 0 ? Infinity : ours / baseline;
+  const pass = (target.max === undefined || ratio <= target.max) && (target.min === undefined || ratio >= target.min);
+  const text = target.max !== undefined ? `<= ${target.max}x` : `>= ${target.min}x`;
+  return { benchmark, metric, baseline: round(baseline), ours: round(ours), unit, ratio: round(ratio), target: text, pass };
+}
+
+export const round = (n: number) => (Math.abs(n) >= 100 ? Math.round(n) : Math.round(n * 100) / 100);
+
+export function percentile(samples: number[], p: number): number {
+  if (!samples.length) return NaN;
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** Runs `total` calls of `fn` with `concurrency` in flight; returns latencies (ms) and throughput. */
+export async function load(concurrency: number, total: number, fn: (i: number) => Promise<unknown>) {
+  const latencies: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) {
+        const i = next++;
+        const t = performance.now();
+        await fn(i);
+        latencies.push(performance.now() - t);
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  return { latencies, perSecond: total / seconds, p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99) };
+}
+
+/** Prints rows as a Markdown table and, when BENCH_RESULTS_FILE is set, appends them as JSON lines. */
+export function report(rows: BenchRow[]): void {
+  process.stdout.write(table(rows) + '\n');
+  const file = process.env.BENCH_RESULTS_FILE;
+  if (file) for (const r of rows) appendFileSync(file, JSON.stringify(r) + '\n');
+}
+
+export function table(rows: BenchRow[]): string {
+  const head = '| benchmark | metric | baseline | ours | unit | ratio | target | met |\n|---|---|---|---|---|---|---|---|';
+  const lines = rows.map((r) => `| ${r.benchmark} | ${r.metric} | ${r.baseline} | ${r.ours} | ${r.unit} | ${r.ratio}x | ${r.target} | ${r.pass ? 'yes' : 'no'} |`);
+  return [head, ...lines].join('\n');
+}
+
+/** A scratch directory PostgreSQL (run as the postgres user when we are root) can enter. */
+export function scratchDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  chmodSync(dir, 0o755);
+  return dir;
+}
