@@ -56,6 +56,13 @@ export interface RouteSpec<
   bodyOptional?: boolean;
   /** Accepted request content types; JSON unless stated. */
   bodyTypes?: ('json' | 'form')[];
+  /**
+   * Runs first, before access control and validation, so that malformed requests count too
+   * (per-address rate limits of public endpoints).
+   */
+  guard?: (ctx: Context) => Promise<void>;
+  /** Code of a request that fails its schemas; `validation_failed` unless a contract names another. */
+  invalidCode?: 'validation_failed' | 'invalid_request';
   /** Extra error statuses the route can answer, documented beside the generic ones. */
   errors?: Record<number, string>;
   responses: Record<number, ResponseSpec>;
@@ -86,10 +93,12 @@ export function problemsOf(error: z.ZodError, location: 'body' | 'query' | 'path
   });
 }
 
-function parse<S extends z.ZodType>(schema: S, value: unknown, location: 'body' | 'query' | 'path'): z.output<S> {
+function parse<S extends z.ZodType>(schema: S, value: unknown, location: 'body' | 'query' | 'path', code: AnyRoute['invalidCode']): z.output<S> {
   const result = schema.safeParse(value);
-  if (!result.success) throw validationFailed(problemsOf(result.error, location));
-  return result.data;
+  if (result.success) return result.data;
+  const problems = problemsOf(result.error, location);
+  if (code !== 'invalid_request') throw validationFailed(problems);
+  throw invalidRequest(problems.map((p) => `${p.field}: ${p.message}`).join('; '), { errors: problems });
 }
 
 /** Koa gives repeated query keys as arrays; every documented parameter takes one value. */
@@ -123,11 +132,12 @@ function checkContentType(ctx: Context, route: AnyRoute) {
 /** Wraps a route's handler with access control, validation and the success envelope. */
 export function toMiddleware(route: AnyRoute) {
   return async (ctx: Context) => {
+    if (route.guard) await route.guard(ctx);
     const principal = ctx.state.principal as Principal | undefined;
     checkAccess(route.access, principal);
-    const params = route.params ? parse(route.params, ctx.params ?? {}, 'path') : undefined;
+    const params = route.params ? parse(route.params, ctx.params ?? {}, 'path', route.invalidCode) : undefined;
     const query = route.query
-      ? parse(route.query, singleValued(ctx.query as Record<string, string | string[]>), 'query')
+      ? parse(route.query, singleValued(ctx.query as Record<string, string | string[]>), 'query', route.invalidCode)
       : Object.keys(ctx.query).length
         ? (() => {
             throw validationFailed(Object.keys(ctx.query).map((k) => ({ field: k, message: 'is not a known parameter' })));
@@ -139,7 +149,7 @@ export function toMiddleware(route: AnyRoute) {
       const raw = (ctx.request as unknown as { body?: unknown }).body;
       const empty = raw === undefined || (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && Object.keys(raw).length === 0 && !ctx.request.length);
       if (empty && !route.bodyOptional) throw invalidRequest('A request body is required');
-      body = parse(route.body, empty ? {} : raw, 'body');
+      body = parse(route.body, empty ? {} : raw, 'body', route.invalidCode);
     }
     const reply = await route.handler({ params, query, body, principal, ctx });
     if (reply.handled) return;
