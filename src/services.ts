@@ -3,6 +3,7 @@ import { AuthService } from './auth/auth.service.js';
 import { UsersService } from './auth/users.service.js';
 import type { Config } from './config.js';
 import { openOrm } from './db/orm.js';
+import { LicenseService } from './licenses/license.service.js';
 import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { RateLimiter } from './platform/rate-limit.js';
@@ -17,6 +18,7 @@ export interface Services {
   limiter: RateLimiter;
   auth: AuthService;
   users: UsersService;
+  licenses: LicenseService;
   temporal: TemporalHandle;
 }
 
@@ -37,6 +39,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     limiter,
     auth: new AuthService(em, keys, limiter, config),
     users: new UsersService(em),
+    licenses: new LicenseService(em),
     temporal: connectTemporal(config, endpoints.temporalAddress),
   };
 }

@@ -2,6 +2,8 @@ import Router from '@koa/router';
 import Koa from 'koa';
 import { koaBody } from 'koa-body';
 import { authRoutes } from '../auth/auth.routes.js';
+import { licenseAdminRoutes } from '../licenses/license-admin.routes.js';
+import { licenseRoutes } from '../licenses/license.routes.js';
 import { AppError } from '../platform/errors.js';
 import type { Services } from '../services.js';
 import { healthRoutes } from './health.routes.js';
@@ -17,6 +19,7 @@ export function allRoutes(services: Services): AnyRoute[] {
   const routes: AnyRoute[] = [];
   const openApi = () => (document ??= buildOpenApi(routes, API_VERSION));
   routes.push(...healthRoutes(services, openApi), ...authRoutes(services));
+  routes.push(...licenseRoutes(services), ...licenseAdminRoutes(services));
   return routes;
 }
 

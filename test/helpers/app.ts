@@ -56,8 +56,16 @@ async function cloneDatabase(): Promise<string> {
  * and Temporal servers, on its own database and task queue. Every response the returned
  * clients receive is checked against the OpenAPI document.
  */
-export async function startTestApp(options: { worker?: boolean; env?: Record<string, string>; logs?: string[] } = {}): Promise<TestApp> {
-  const databaseUrl = await cloneDatabase();
+export async function startTestApp(
+  options: {
+    worker?: boolean;
+    env?: Record<string, string>;
+    logs?: string[];
+    /** Another app's database, for tests of several API processes sharing one store. */
+    databaseUrl?: string;
+  } = {},
+): Promise<TestApp> {
+  const databaseUrl = options.databaseUrl ?? (await cloneDatabase());
   const config = loadConfig({
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     DATABASE_URL: databaseUrl,
