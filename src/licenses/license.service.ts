@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { LockMode, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { directQuery } from '../db/direct-query.js';
 import { randomToken, sha256 } from '../platform/crypto.js';
 import { invalidRequest, notFound } from '../platform/errors.js';
 import { siteDomain } from './domain.js';
@@ -267,18 +268,25 @@ export class LicenseService {
   async verify(key: string, siteFingerprint?: string): Promise<VerifyResult> {
     const filter = keyFilter(key);
     const [column, value] = 'referenceId' in filter ? ['reference_id', filter.referenceId] : ['token_hash', filter.tokenHash];
-    const rows = await this.em.getConnection().execute<
-      { status: string; expires_at: Date | string | null; domain_limit: number; product_slug: string; product_name: string; site_match: boolean }[]
-    >(
+    const rows = await directQuery<{
+      status: string;
+      expires_at: Date | string | null;
+      domain_limit: number;
+      product_slug: string;
+      product_name: string;
+      site_match: boolean;
+    }>(
+      this.em.getKnex(),
       `select l.status, l.expires_at, l.domain_limit, l.product_slug, l.product_name,
               exists (select 1 from license_activations a
-                       where a.license_id = l.id and a.site_fingerprint = ? and a.status = 'active') as site_match
-         from licenses l where l.${column} = ?`,
+                       where a.license_id = l.id and a.site_fingerprint = $1 and a.status = 'active') as site_match
+         from licenses l where l.${column} = $2`,
       [siteFingerprint ?? null, value],
+      `license_verify_by_${column}`,
     );
     const row = rows[0];
     if (!row) throw licenseNotFound();
-    // MikroORM's driver hands timestamps of raw queries back as text.
+    // The ORM's driver hands timestamps back as text.
     const expiresAt = row.expires_at === null ? null : new Date(row.expires_at);
     assertUsable({ status: row.status, expiresAt });
     return {
