@@ -49,6 +49,15 @@ describe('licence endpoint rate limit', () => {
       expect(retryAfter).toBeGreaterThanOrEqual(1);
       expect(retryAfter).toBeLessThanOrEqual(60);
     }
+    // Past the limit the answer is 429 whatever the key or body would have given (verify's lookup
+    // runs alongside the count, but never answers for it).
+    for (const res of [
+      await portal(first.anonymous, 'unknown-key', 'verify'),
+      await portal(second.anonymous, license.token, 'verify', { unknown_field: 'x' }),
+      await portal(first.anonymous, license.token, 'activate', {}),
+    ]) {
+      expect(res.status).toBe(429);
+    }
     // Without TRUST_PROXY a forwarded address is ignored: the caller is still 127.0.0.1.
     const spoofed = await portal(second.anonymous, license.token, 'verify', {}, { 'x-forwarded-for': '198.51.100.1' });
     expect(spoofed.status).toBe(429);

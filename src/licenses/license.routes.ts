@@ -105,6 +105,8 @@ export function licenseRoutes({ licenses, limiter, config }: Services): AnyRoute
         'The success body is not the data envelope: `{status: "ok", license_status, expires_at, domain_limit, site_match, product_slug, product_name}`. A licence in billing grace reports `active`. Clients treat a network error as no news; only a definitive answer (200, 403, 404) changes a site\'s edition.',
       body: z.strictObject({ site_fingerprint: fingerprint.optional().or(z.literal('').transform(() => undefined)) }),
       bodyOptional: true,
+      // Verify only reads, so its lookup runs while the rate limit is counted.
+      readOnly: true,
       responses: {
         200: {
           description: 'The licence is usable',
