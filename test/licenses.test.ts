@@ -209,6 +209,17 @@ describe('activation state machine (SPEC section 3)', () => {
     expect(refused.body.error).toBe('site_limit_reached');
   });
 
+  it('a site that moves to another domain keeps its activation, and the old domain its slot no longer', async () => {
+    const license = await issueLicense(app, { domain_limit: 1 });
+    const fingerprint = site('https://old-home.example').site_fingerprint;
+    const first = await activate(license.token, { site_url: 'https://old-home.example', site_fingerprint: fingerprint });
+    const moved = await activate(license.token, { site_url: 'https://new-home.example', site_fingerprint: fingerprint });
+    expect(moved.body.data).toEqual({ activation_id: first.body.data.activation_id, reactivated: true });
+    expect((await activationsOf(license.id)).map((a) => a.domain)).toEqual(['new-home.example']);
+    expect((await licenseState(license.id)).active_domains).toBe(1);
+    expect((await activate(license.token, site('https://old-home.example'))).status).toBe(409);
+  });
+
   it('409 site_limit_reached states the limit in data.site_limit once every domain slot is used', async () => {
     const license = await issueLicense(app, { domain_limit: 2 });
     expect((await activate(license.token, site('https://one.example'))).status).toBe(200);

@@ -42,7 +42,7 @@ describe('siteDomain', () => {
     expect(siteDomain(`https://${host}`)?.local).toBe(false);
   });
 
-  it.each([[''], ['   '], ['https://'], ['ftp://example.com'], ['mailto:someone@example.com'], ['http://exa mple.com'], ['https://.'], ['example.com:port/x'], ['http://a..b']])(
+  it.each([[''], ['   '], ['https://'], ['ftp://example.com'], ['mailto:someone@example.com'], ['http://exa mple.com'], ['https://.'], ['example.com:port/x'], ['http://a..b'], [`https://${'abcdefghi.'.repeat(26)}com`]])(
     '%j names no usable domain',
     (url) => {
       expect(siteDomain(url)).toBeUndefined();

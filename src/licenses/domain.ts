@@ -41,6 +41,7 @@ export function siteDomain(siteUrl: string): SiteDomain | undefined {
   let domain = url.hostname.startsWith('[') ? url.hostname : domainToASCII(url.hostname);
   domain = domain.toLowerCase().replace(/\.$/, '');
   if (domain.startsWith('www.')) domain = domain.slice(4);
-  if (!domain || domain.startsWith('.') || domain.includes('..')) return undefined;
+  // 253 characters is the most DNS allows in a name.
+  if (!domain || domain.length > 253 || domain.startsWith('.') || domain.includes('..')) return undefined;
   return { domain, local: isLocal(domain) };
 }
