@@ -46,11 +46,27 @@ describe('RateLimiter (batched writes)', () => {
     expect(short.retryAfterSeconds).toBeLessThanOrEqual(60);
   });
 
-  it('fails the waiting hits when PostgreSQL refuses the write, and recovers', async () => {
+  it('stores long or unusual bucket names under a digest, so they count like any other', async () => {
     const limiter = new RateLimiter(app.stack.services.orm.em.getKnex());
-    const tooLong = 'x'.repeat(300); // the bucket column holds 200 characters
-    const results = await Promise.allSettled([limiter.hit(tooLong, 5, 60), limiter.hit('test:fine', 5, 60)]);
-    expect(results[0]!.status).toBe('rejected');
-    expect((await limiter.hit('test:after', 5, 60)).hits).toBe(1);
+    const long = `login:${'x'.repeat(300)}:10.0.0.1`;
+    const odd = 'login:\u00fcber\u0000:10.0.0.1';
+    const [a, b, c] = await Promise.all([limiter.hit(long, 5, 60), limiter.hit(long, 5, 60), limiter.hit(odd, 5, 60)]);
+    expect([a.hits, b.hits].sort()).toEqual([1, 2]);
+    expect(c.hits).toBe(1);
+    expect((await limiter.peek(long, 5, 60)).hits).toBe(2);
+    expect((await limiter.peek(`login:${'x'.repeat(300)}:10.0.0.2`, 5, 60)).hits).toBe(0);
+  });
+
+  it('fails the waiting hits when PostgreSQL refuses the write, and works again afterwards', async () => {
+    const limiter = new RateLimiter(app.stack.services.orm.em.getKnex());
+    await app.sql('alter table rate_limit_counters rename to rate_limit_counters_away');
+    let results: PromiseSettledResult<unknown>[];
+    try {
+      results = await Promise.allSettled([limiter.hit('test:down-1', 5, 60), limiter.hit('test:down-2', 5, 60)]);
+    } finally {
+      await app.sql('alter table rate_limit_counters_away rename to rate_limit_counters');
+    }
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect((await limiter.hit('test:down-1', 5, 60)).hits).toBe(1);
   });
 });

@@ -43,7 +43,8 @@ const limited = { 429: 'More than SVC_LICENSE_RATE_LIMIT requests this minute fr
 /** The public licence endpoints of SPEC's licence root: form-encoded (JSON too), no session. */
 export function licenseRoutes({ licenses, limiter, config }: Services): AnyRoute[] {
   // One budget per client address over all three endpoints, counted in PostgreSQL so that every
-  // API process shares it. It runs before validation: malformed requests count too.
+  // API process shares it. Malformed requests count too: the guard runs before validation (for
+  // verify, alongside it).
   const guard = async (ctx: Context) => {
     const decision = await limiter.hit(`license:${ctx.ip}`, config.SVC_LICENSE_RATE_LIMIT, RATE_WINDOW_SECONDS);
     if (!decision.allowed) throw rateLimited(decision.retryAfterSeconds);

@@ -1,5 +1,6 @@
 import type { Knex } from '@mikro-orm/knex';
 import { directQuery } from '../db/direct-query.js';
+import { sha256 } from './crypto.js';
 
 export interface RateDecision {
   allowed: boolean;
@@ -16,6 +17,15 @@ interface PendingHit {
 
 /** Largest number of counters one statement updates. */
 const MAX_BATCH = 500;
+
+/**
+ * Bucket names carry caller-chosen text (login names, forwarded addresses). A long or unusual one
+ * is stored under a digest, so that it fits the column and cannot fail a batch it shares.
+ */
+function storedBucket(bucket: string): string {
+  if (bucket.length <= 200 && /^[\x20-\x7e]*$/.test(bucket)) return bucket;
+  return `${bucket.slice(0, 100).replace(/[^\x20-\x7e]/g, '?')}#${sha256(bucket)}`;
+}
 
 /**
  * Fixed-window counters in PostgreSQL, so every API process shares the same count. A window
@@ -42,7 +52,7 @@ export class RateLimiter {
   async hit(bucket: string, limit: number, windowSeconds: number): Promise<RateDecision> {
     const { start, retryAfterSeconds } = this.window(windowSeconds);
     const hits = await new Promise<number>((resolve, reject) => {
-      this.queue.push({ bucket, start, resolve, reject });
+      this.queue.push({ bucket: storedBucket(bucket), start, resolve, reject });
       if (!this.flushing) void this.flush();
     });
     this.maybePrune();
@@ -98,7 +108,7 @@ export class RateLimiter {
     const { start, retryAfterSeconds } = this.window(windowSeconds);
     const result = await this.knex.raw<{ rows: { hits: number }[] }>(
       'select hits from rate_limit_counters where bucket = ? and window_start = ?',
-      [bucket, start],
+      [storedBucket(bucket), start],
     );
     const hits = result.rows[0]?.hits ?? 0;
     return { allowed: hits < limit, hits, retryAfterSeconds };
