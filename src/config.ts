@@ -73,6 +73,8 @@ const schema = z.object({
   SVC_COOKIE_SECURE: bool.default(false),
   /** Failed logins allowed per login name and client address in a 15-minute window. */
   SVC_LOGIN_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
+  /** Requests per minute per client address over the licence endpoints (activate, verify, deactivate). */
+  SVC_LICENSE_RATE_LIMIT: z.coerce.number().int().min(1).default(60),
   /** Take the client address from X-Forwarded-For (only behind a trusted proxy). */
   TRUST_PROXY: bool.default(false),
   /** Prebuilt workflow bundle (`svc bundle-workflows --out FILE`); without it workers bundle at start. */

@@ -4,7 +4,9 @@ import { ConfigError, loadConfig, loadDotEnv, type Config } from './config.js';
 import { withDatabase } from './cli/database.js';
 import { UsersService } from './auth/users.service.js';
 import { migrate } from './db/orm.js';
-import { AppError } from './platform/errors.js';
+import { createLicenseBody, type LicenseView } from './licenses/license.schemas.js';
+import { LicenseService } from './licenses/license.service.js';
+import { AppError, validationFailed } from './platform/errors.js';
 import { createLogger, type Logger } from './platform/logger.js';
 import { startStack } from './stack.js';
 import { provisionTemporalCli } from './platform/temporal-server.js';
@@ -21,6 +23,10 @@ Commands:
   user create --login L --role R [--password P] [--email E]
   app-password create --login L --name N
   app-password revoke --login L --name N
+  license create --product-slug S --product-name N --domain-limit K [--expires-at T] [--status S]
+                                 issue a licence; prints its token (once) and reference id
+  license show <key>             a licence by token or reference id (also --key)
+  license revoke <key>           set a licence to revoked (also --key)
   bundle-workflows --out FILE    prebuild the workflow bundle (SVC_WORKFLOW_BUNDLE)
   temporal-cli                   find or build the Temporal CLI and print its path
 
@@ -32,6 +38,27 @@ function required(flags: Flags, name: string): string {
   const value = flags[name];
   if (typeof value !== 'string' || !value) throw new AppError(400, 'invalid_request', `--${name} is required`);
   return value;
+}
+
+/** Reads `license create` flags with the same schema as the management API. */
+function licenseInput(flags: Flags) {
+  const limit = required(flags, 'domain-limit');
+  const parsed = createLicenseBody.safeParse({
+    product_slug: required(flags, 'product-slug'),
+    product_name: required(flags, 'product-name'),
+    domain_limit: /^\d+$/.test(limit) ? Number(limit) : limit,
+    ...(typeof flags['expires-at'] === 'string' ? { expires_at: flags['expires-at'] } : {}),
+    ...(typeof flags.status === 'string' ? { status: flags.status } : {}),
+  });
+  if (parsed.success) return parsed.data;
+  throw validationFailed(parsed.error.issues.map((i) => ({ field: `--${String(i.path[0] ?? '').replace(/_/g, '-')}`, message: i.message })));
+}
+
+function describeLicense(l: LicenseView): string {
+  return [
+    `Licence ${l.id} (${l.reference_id}): ${l.product_name} [${l.product_slug}]`,
+    `  status ${l.status}; ${l.active_domains} of ${l.domain_limit} domains in use; ${l.expires_at ? `expires ${l.expires_at}` : 'no expiry'}`,
+  ].join('\n');
 }
 
 /** Prints a command's result: one JSON object with --json, readable lines otherwise. */
@@ -94,6 +121,12 @@ async function main(argv: string[]): Promise<void> {
       email: { type: 'string' },
       name: { type: 'string' },
       out: { type: 'string' },
+      key: { type: 'string' },
+      status: { type: 'string' },
+      'product-slug': { type: 'string' },
+      'product-name': { type: 'string' },
+      'domain-limit': { type: 'string' },
+      'expires-at': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -150,6 +183,23 @@ async function main(argv: string[]): Promise<void> {
         });
       }
       break;
+    case 'license': {
+      if (sub === 'create') {
+        const input = licenseInput(flags);
+        return withDatabase(config, logger, async (orm) => {
+          const issued = await new LicenseService(orm.em).create(input);
+          output(flags, { ...issued }, `${describeLicense(issued)}\n  token: ${issued.token}\n  It is shown once; store it now.`);
+        });
+      }
+      if (sub !== 'show' && sub !== 'revoke') break;
+      const key = positionals[2] ?? flags.key;
+      if (typeof key !== 'string' || !key) throw new AppError(400, 'invalid_request', `license ${sub} needs a token or reference id (or --key)`);
+      return withDatabase(config, logger, async (orm) => {
+        const licenses = new LicenseService(orm.em);
+        const license = sub === 'show' ? await licenses.getByKey(key) : await licenses.revoke(key);
+        output(flags, { ...license }, describeLicense(license));
+      });
+    }
     case 'temporal-cli': {
       const path = await provisionTemporalCli(logger, config.TEMPORAL_CLI);
       return output(flags, { path }, path);

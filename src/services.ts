@@ -6,6 +6,7 @@ import { ConnectionService } from './connections/connection.service.js';
 import { openOrm } from './db/orm.js';
 import { Sql } from './db/sql.js';
 import { ExecutionService } from './executions/execution.service.js';
+import { LicenseService } from './licenses/license.service.js';
 import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { RateLimiter } from './platform/rate-limit.js';
@@ -24,6 +25,7 @@ export interface Services {
   limiter: RateLimiter;
   auth: AuthService;
   users: UsersService;
+  licenses: LicenseService;
   temporal: TemporalHandle;
   connections: ConnectionService;
   workflows: WorkflowService;
@@ -55,6 +57,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     connections: new ConnectionService(em, sql, keys),
     workflows,
     executions: new ExecutionService(sql, temporal, workflows),
+    licenses: new LicenseService(em),
   };
 }
 

@@ -7,6 +7,8 @@ import { executionRoutes } from '../executions/execution.routes.js';
 import { codecCors, codecRoutes } from '../temporal/codec.routes.js';
 import { webhookRoutes } from '../workflows/webhook.routes.js';
 import { workflowRoutes } from '../workflows/workflow.routes.js';
+import { licenseAdminRoutes } from '../licenses/license-admin.routes.js';
+import { licenseRoutes } from '../licenses/license.routes.js';
 import { AppError } from '../platform/errors.js';
 import type { Services } from '../services.js';
 import { healthRoutes } from './health.routes.js';
@@ -29,6 +31,8 @@ export function allRoutes(services: Services): AnyRoute[] {
     ...connectionRoutes(services),
     ...executionRoutes(services),
     ...codecRoutes(services),
+    ...licenseRoutes(services),
+    ...licenseAdminRoutes(services),
   );
   return routes;
 }

@@ -56,6 +56,18 @@ export interface RouteSpec<
   bodyOptional?: boolean;
   /** Accepted request content types; JSON unless stated. */
   bodyTypes?: ('json' | 'form')[];
+  /**
+   * Runs first, before access control and validation, so that malformed requests count too
+   * (per-address rate limits of public endpoints).
+   */
+  guard?: (ctx: Context) => Promise<void>;
+  /**
+   * The handler changes nothing (and does not stream), so it may run while the guard decides;
+   * the guard's refusal still wins over whatever the handler answered.
+   */
+  readOnly?: boolean;
+  /** Code of a request that fails its schemas; `validation_failed` unless a contract names another. */
+  invalidCode?: 'validation_failed' | 'invalid_request';
   /** Extra error statuses the route can answer, documented beside the generic ones. */
   errors?: Record<number, string>;
   responses: Record<number, ResponseSpec>;
@@ -86,10 +98,12 @@ export function problemsOf(error: z.ZodError, location: 'body' | 'query' | 'path
   });
 }
 
-function parse<S extends z.ZodType>(schema: S, value: unknown, location: 'body' | 'query' | 'path'): z.output<S> {
+function parse<S extends z.ZodType>(schema: S, value: unknown, location: 'body' | 'query' | 'path', code: AnyRoute['invalidCode']): z.output<S> {
   const result = schema.safeParse(value);
-  if (!result.success) throw validationFailed(problemsOf(result.error, location));
-  return result.data;
+  if (result.success) return result.data;
+  const problems = problemsOf(result.error, location);
+  if (code !== 'invalid_request') throw validationFailed(problems);
+  throw invalidRequest(problems.map((p) => `${p.field}: ${p.message}`).join('; '), { errors: problems });
 }
 
 /** Koa gives repeated query keys as arrays; every documented parameter takes one value. */
@@ -120,31 +134,45 @@ function checkContentType(ctx: Context, route: AnyRoute) {
   }
 }
 
-/** Wraps a route's handler with access control, validation and the success envelope. */
+/** Wraps a route's handler with its guard, access control, validation and the success envelope. */
 export function toMiddleware(route: AnyRoute) {
   return async (ctx: Context) => {
-    const principal = ctx.state.principal as Principal | undefined;
-    checkAccess(route.access, principal);
-    const params = route.params ? parse(route.params, ctx.params ?? {}, 'path') : undefined;
-    const query = route.query
-      ? parse(route.query, singleValued(ctx.query as Record<string, string | string[]>), 'query')
-      : Object.keys(ctx.query).length
-        ? (() => {
-            throw validationFailed(Object.keys(ctx.query).map((k) => ({ field: k, message: 'is not a known parameter' })));
-          })()
-        : undefined;
-    let body: unknown;
-    if (route.body) {
-      checkContentType(ctx, route);
-      const raw = (ctx.request as unknown as { body?: unknown }).body;
-      const empty = raw === undefined || (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && Object.keys(raw).length === 0 && !ctx.request.length);
-      if (empty && !route.bodyOptional) throw invalidRequest('A request body is required');
-      body = parse(route.body, empty ? {} : raw, 'body');
+    if (!route.guard) return respond(route, ctx);
+    if (!route.readOnly) {
+      await route.guard(ctx);
+      return respond(route, ctx);
     }
-    const reply = await route.handler({ params, query, body, principal, ctx });
-    if (reply.handled) return;
-    for (const [k, v] of Object.entries(reply.headers ?? {})) ctx.set(k, v);
-    ctx.status = reply.status ?? 200;
-    ctx.body = reply.raw !== undefined ? reply.raw : { status: 'ok', data: reply.data ?? null };
+    // Nothing a read-only handler does needs undoing, so it runs while the guard decides (one
+    // round trip of latency instead of two); a refusal by the guard still replaces its answer.
+    const [guard, answer] = await Promise.allSettled([route.guard(ctx), respond(route, ctx)]);
+    if (guard.status === 'rejected') throw guard.reason;
+    if (answer.status === 'rejected') throw answer.reason;
   };
+}
+
+/** Access control, validation, the handler and the success envelope. */
+async function respond(route: AnyRoute, ctx: Context): Promise<void> {
+  const principal = ctx.state.principal as Principal | undefined;
+  checkAccess(route.access, principal);
+  const params = route.params ? parse(route.params, ctx.params ?? {}, 'path', route.invalidCode) : undefined;
+  const query = route.query
+    ? parse(route.query, singleValued(ctx.query as Record<string, string | string[]>), 'query', route.invalidCode)
+    : Object.keys(ctx.query).length
+      ? (() => {
+          throw validationFailed(Object.keys(ctx.query).map((k) => ({ field: k, message: 'is not a known parameter' })));
+        })()
+      : undefined;
+  let body: unknown;
+  if (route.body) {
+    checkContentType(ctx, route);
+    const raw = (ctx.request as unknown as { body?: unknown }).body;
+    const empty = raw === undefined || (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && Object.keys(raw).length === 0 && !ctx.request.length);
+    if (empty && !route.bodyOptional) throw invalidRequest('A request body is required');
+    body = parse(route.body, empty ? {} : raw, 'body', route.invalidCode);
+  }
+  const reply = await route.handler({ params, query, body, principal, ctx });
+  if (reply.handled) return;
+  for (const [k, v] of Object.entries(reply.headers ?? {})) ctx.set(k, v);
+  ctx.status = reply.status ?? 200;
+  ctx.body = reply.raw !== undefined ? reply.raw : { status: 'ok', data: reply.data ?? null };
 }

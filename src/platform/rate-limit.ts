@@ -1,4 +1,6 @@
 import type { Knex } from '@mikro-orm/knex';
+import { directQuery } from '../db/direct-query.js';
+import { sha256 } from './crypto.js';
 
 export interface RateDecision {
   allowed: boolean;
@@ -6,12 +8,37 @@ export interface RateDecision {
   retryAfterSeconds: number;
 }
 
+interface PendingHit {
+  bucket: string;
+  start: Date;
+  resolve: (hits: number) => void;
+  reject: (err: unknown) => void;
+}
+
+/** Largest number of counters one statement updates. */
+const MAX_BATCH = 500;
+
+/**
+ * Bucket names carry caller-chosen text (login names, forwarded addresses). A long or unusual one
+ * is stored under a digest, so that it fits the column and cannot fail a batch it shares.
+ */
+function storedBucket(bucket: string): string {
+  if (bucket.length <= 200 && /^[\x20-\x7e]*$/.test(bucket)) return bucket;
+  return `${bucket.slice(0, 100).replace(/[^\x20-\x7e]/g, '?')}#${sha256(bucket)}`;
+}
+
 /**
  * Fixed-window counters in PostgreSQL, so every API process shares the same count. A window
  * is `windowSeconds` long; the first request past `limit` in a window is refused.
+ *
+ * Hits that arrive while a write is in flight are sent together in the next statement (one
+ * round trip for many requests under load, none delayed when idle). Every hit is still counted
+ * in PostgreSQL before its caller hears the decision, so the count stays exact across processes.
  */
 export class RateLimiter {
   private calls = 0;
+  private queue: PendingHit[] = [];
+  private flushing = false;
 
   constructor(private readonly knex: Knex) {}
 
@@ -24,15 +51,56 @@ export class RateLimiter {
   /** Counts one request in `bucket` and says whether it is within `limit`. */
   async hit(bucket: string, limit: number, windowSeconds: number): Promise<RateDecision> {
     const { start, retryAfterSeconds } = this.window(windowSeconds);
-    const result = await this.knex.raw<{ rows: { hits: number }[] }>(
-      `insert into rate_limit_counters (bucket, window_start, hits) values (?, ?, 1)
-       on conflict (bucket, window_start) do update set hits = rate_limit_counters.hits + 1
-       returning hits`,
-      [bucket, start],
-    );
-    const hits = result.rows[0]!.hits;
+    const hits = await new Promise<number>((resolve, reject) => {
+      this.queue.push({ bucket: storedBucket(bucket), start, resolve, reject });
+      if (!this.flushing) void this.flush();
+    });
     this.maybePrune();
     return { allowed: hits <= limit, hits, retryAfterSeconds };
+  }
+
+  /** Writes queued hits, one statement per batch, until the queue is empty. */
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    try {
+      while (this.queue.length) await this.write(this.queue.splice(0, MAX_BATCH));
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  private async write(batch: PendingHit[]): Promise<void> {
+    // One row per counter (a statement may not update a row twice), in a fixed order so that
+    // batches of several processes lock shared counters in the same order and cannot deadlock.
+    const counters = new Map<string, { bucket: string; start: Date; waiters: PendingHit[] }>();
+    for (const hit of batch) {
+      const key = `${hit.start.getTime()}|${hit.bucket}`;
+      const counter = counters.get(key) ?? counters.set(key, { bucket: hit.bucket, start: hit.start, waiters: [] }).get(key)!;
+      counter.waiters.push(hit);
+    }
+    const keys = [...counters.keys()].sort();
+    try {
+      const rows = await directQuery<{ key: string; hits: number }>(
+        this.knex,
+        `insert into rate_limit_counters (bucket, window_start, hits)
+         select bucket, to_timestamp(start_ms / 1000.0), n
+           from unnest($1::varchar[], $2::bigint[], $3::int[]) with ordinality as x(bucket, start_ms, n, position)
+          order by position
+         on conflict (bucket, window_start) do update set hits = rate_limit_counters.hits + excluded.hits
+         returning (extract(epoch from window_start) * 1000)::bigint || '|' || bucket as key, hits`,
+        [keys.map((k) => counters.get(k)!.bucket), keys.map((k) => counters.get(k)!.start.getTime()), keys.map((k) => counters.get(k)!.waiters.length)],
+        'rate_limit_hit',
+      );
+      const totals = new Map(rows.map((r) => [r.key, r.hits]));
+      for (const [key, counter] of counters) {
+        const total = totals.get(key);
+        if (total === undefined) throw new Error(`rate limiter: no count returned for ${key}`);
+        // The waiters of one counter are its last n hits, in arrival order.
+        counter.waiters.forEach((w, i) => w.resolve(total - counter.waiters.length + i + 1));
+      }
+    } catch (err) {
+      for (const hit of batch) hit.reject(err);
+    }
   }
 
   /** Reads the count of `bucket` in the current window without adding to it. */
@@ -40,7 +108,7 @@ export class RateLimiter {
     const { start, retryAfterSeconds } = this.window(windowSeconds);
     const result = await this.knex.raw<{ rows: { hits: number }[] }>(
       'select hits from rate_limit_counters where bucket = ? and window_start = ?',
-      [bucket, start],
+      [storedBucket(bucket), start],
     );
     const hits = result.rows[0]?.hits ?? 0;
     return { allowed: hits < limit, hits, retryAfterSeconds };

@@ -1,0 +1,77 @@
+import { z } from 'zod';
+import { defineRoute, type AnyRoute } from '../http/route.js';
+import type { Services } from '../services.js';
+import {
+  activationView,
+  createLicenseBody,
+  issuedLicenseView,
+  licenseView,
+  listActivationsQuery,
+  listLicensesQuery,
+  pageOf,
+  updateLicenseBody,
+} from './license.schemas.js';
+
+const root = '/api/management/v1/licenses';
+const idParams = z.object({ id: z.coerce.number().int().positive() });
+
+/** Issuing and managing licences; every route needs svc_manage_licenses. */
+export function licenseAdminRoutes({ licenses }: Services): AnyRoute[] {
+  const common = { tag: 'licenses', access: { capability: 'svc_manage_licenses' } } as const;
+  return [
+    defineRoute({
+      ...common,
+      method: 'post',
+      path: root,
+      operationId: 'createLicense',
+      summary: 'Issues a licence; the token is in this response only',
+      body: createLicenseBody,
+      responses: { 201: { description: 'Issued', data: issuedLicenseView } },
+      handler: async ({ body }) => ({ status: 201, data: await licenses.create(body) }),
+    }),
+    defineRoute({
+      ...common,
+      method: 'get',
+      path: root,
+      operationId: 'listLicenses',
+      summary: 'Lists licences, newest first',
+      query: listLicensesQuery,
+      responses: { 200: { description: 'A page of licences', data: pageOf(licenseView) } },
+      handler: async ({ query }) => ({ data: await licenses.list(query) }),
+    }),
+    defineRoute({
+      ...common,
+      method: 'get',
+      path: `${root}/{id}`,
+      operationId: 'getLicense',
+      summary: 'One licence (without its token)',
+      params: idParams,
+      responses: { 200: { description: 'The licence', data: licenseView } },
+      handler: async ({ params }) => ({ data: await licenses.get(params.id) }),
+    }),
+    defineRoute({
+      ...common,
+      method: 'patch',
+      path: `${root}/{id}`,
+      operationId: 'updateLicense',
+      summary: 'Changes status, expiry or domain limit',
+      description:
+        'Lowering domain_limit below the domains in use deactivates nothing; new domains are refused until enough sites leave. expires_at null removes the expiry.',
+      params: idParams,
+      body: updateLicenseBody,
+      responses: { 200: { description: 'The updated licence', data: licenseView } },
+      handler: async ({ params, body }) => ({ data: await licenses.update(params.id, body) }),
+    }),
+    defineRoute({
+      ...common,
+      method: 'get',
+      path: `${root}/{id}/activations`,
+      operationId: 'listLicenseActivations',
+      summary: "The licence's activations, most recently activated first",
+      params: idParams,
+      query: listActivationsQuery,
+      responses: { 200: { description: 'A page of activations', data: pageOf(activationView) } },
+      handler: async ({ params, query }) => ({ data: await licenses.activations(params.id, query) }),
+    }),
+  ];
+}

@@ -1,0 +1,321 @@
+import { randomBytes } from 'node:crypto';
+import { LockMode, type FilterQuery } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { directQuery } from '../db/direct-query.js';
+import { randomToken, sha256 } from '../platform/crypto.js';
+import { invalidRequest, notFound } from '../platform/errors.js';
+import { siteDomain } from './domain.js';
+import { License, LicenseActivation, type ActivationStatus } from './license.entities.js';
+import { activationNotFound, alreadyDeactivated, licenseExpired, licenseInactive, licenseNotFound, siteLimitReached } from './license.errors.js';
+import {
+  formatSpecTimestamp,
+  type ActivationView,
+  type CreateLicenseInput,
+  type IssuedLicenseView,
+  type LicenseFilter,
+  type LicenseView,
+  type UpdateLicenseInput,
+} from './license.schemas.js';
+
+/** What a site sends when it activates. Versions left out keep their recorded values. */
+export interface SiteInput {
+  siteUrl: string;
+  siteFingerprint: string;
+  wpVersion?: string | undefined;
+  phpVersion?: string | undefined;
+  pluginVersion?: string | undefined;
+}
+
+export interface VerifyResult {
+  license_status: 'active';
+  expires_at: string | null;
+  domain_limit: number;
+  site_match: boolean;
+  product_slug: string;
+  product_name: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  total: number;
+  page: number;
+  per_page: number;
+}
+
+const base32 = 'abcdefghijklmnopqrstuvwxyz234567';
+/** `lic_` plus 20 base32 characters (100 random bits), drawn independently of the token. */
+const referencePattern = /^lic_[a-z2-7]{20}$/;
+
+function randomId(prefix: string): string {
+  // 256 is a multiple of 32, so masking keeps every character equally likely.
+  return prefix + Array.from(randomBytes(20), (b) => base32[b & 31]).join('');
+}
+
+/**
+ * A key in the path is a reference id when it has that shape (tokens are 43 characters, so the
+ * two forms never overlap) and otherwise a token, looked up by its SHA-256.
+ */
+function keyFilter(key: string): { referenceId: string } | { tokenHash: string } {
+  return referencePattern.test(key) ? { referenceId: key } : { tokenHash: sha256(key) };
+}
+
+/** Fails with the first reason, in DESIGN section 7's order, that a licence cannot be used. */
+function assertUsable(license: { status: string; expiresAt?: Date | null }, now = new Date()): void {
+  if (license.expiresAt && license.expiresAt.getTime() <= now.getTime()) throw licenseExpired(license.expiresAt);
+  if (license.status !== 'active' && license.status !== 'grace') throw licenseInactive(license.status);
+}
+
+const iso = (date: Date | null | undefined) => (date ? date.toISOString() : null);
+
+function activationView(a: LicenseActivation): ActivationView {
+  return {
+    activation_id: a.id,
+    site_url: a.siteUrl,
+    domain: a.domain,
+    site_fingerprint: a.siteFingerprint,
+    counts_slot: a.countsSlot,
+    status: a.status,
+    wp_version: a.wpVersion ?? null,
+    php_version: a.phpVersion ?? null,
+    plugin_version: a.pluginVersion ?? null,
+    activated_at: a.activatedAt.toISOString(),
+    deactivated_at: iso(a.deactivatedAt),
+    updated_at: a.updatedAt.toISOString(),
+  };
+}
+
+/** Issuing and managing licences (CLI, management API) and the public activation protocol. */
+export class LicenseService {
+  constructor(private readonly em: EntityManager) {}
+
+  // ---- issuing and management ------------------------------------------------------------
+
+  async create(input: CreateLicenseInput): Promise<IssuedLicenseView> {
+    const em = this.em.fork();
+    const token = randomToken(32);
+    const license = em.create(License, {
+      tokenHash: sha256(token),
+      tokenHint: token.slice(-4),
+      referenceId: randomId('lic_'),
+      status: input.status,
+      expiresAt: input.expires_at ?? null,
+      domainLimit: input.domain_limit,
+      productSlug: input.product_slug,
+      productName: input.product_name,
+    });
+    await em.flush();
+    return { ...(await this.views(em, [license]))[0]!, token };
+  }
+
+  async list(filter: LicenseFilter): Promise<Page<LicenseView>> {
+    const em = this.em.fork();
+    const where: FilterQuery<License> = {};
+    if (filter.status) where.status = filter.status;
+    if (filter.product_slug) where.productSlug = filter.product_slug;
+    if (filter.q) {
+      const like = `%${filter.q.replace(/[\\%_]/g, '\\$&')}%`;
+      where.$or = [
+        { referenceId: filter.q },
+        { tokenHash: sha256(filter.q) },
+        { productSlug: { $ilike: like } },
+        { productName: { $ilike: like } },
+      ];
+    }
+    const [rows, total] = await em.findAndCount(License, where, {
+      orderBy: { id: 'desc' },
+      limit: filter.per_page,
+      offset: (filter.page - 1) * filter.per_page,
+    });
+    return { items: await this.views(em, rows), total, page: filter.page, per_page: filter.per_page };
+  }
+
+  async get(id: number): Promise<LicenseView> {
+    const em = this.em.fork();
+    const license = await em.findOne(License, { id });
+    if (!license) throw notFound('Licence');
+    return (await this.views(em, [license]))[0]!;
+  }
+
+  /** The licence behind a token or reference id (CLI `license show`). */
+  async getByKey(key: string): Promise<LicenseView> {
+    const em = this.em.fork();
+    const license = await em.findOne(License, keyFilter(key));
+    if (!license) throw licenseNotFound();
+    return (await this.views(em, [license]))[0]!;
+  }
+
+  /**
+   * Changes status, expiry or limit. Lowering the limit below the domains in use deactivates
+   * nothing: those sites keep working, and new domains are refused until enough leave.
+   */
+  async update(id: number, changes: UpdateLicenseInput): Promise<LicenseView> {
+    const em = this.em.fork();
+    const license = await em.findOne(License, { id });
+    if (!license) throw notFound('Licence');
+    if (changes.status !== undefined) license.status = changes.status;
+    if (changes.expires_at !== undefined) license.expiresAt = changes.expires_at;
+    if (changes.domain_limit !== undefined) license.domainLimit = changes.domain_limit;
+    await em.flush();
+    return (await this.views(em, [license]))[0]!;
+  }
+
+  async revoke(key: string): Promise<LicenseView> {
+    const em = this.em.fork();
+    const license = await em.findOne(License, keyFilter(key));
+    if (!license) throw licenseNotFound();
+    license.status = 'revoked';
+    await em.flush();
+    return (await this.views(em, [license]))[0]!;
+  }
+
+  async activations(id: number, filter: { status?: ActivationStatus | undefined; page: number; per_page: number }): Promise<Page<ActivationView>> {
+    const em = this.em.fork();
+    if (!(await em.count(License, { id }))) throw notFound('Licence');
+    const [rows, total] = await em.findAndCount(
+      LicenseActivation,
+      { license: id, ...(filter.status ? { status: filter.status } : {}) },
+      { orderBy: { activatedAt: 'desc', id: 'asc' }, limit: filter.per_page, offset: (filter.page - 1) * filter.per_page },
+    );
+    return { items: rows.map(activationView), total, page: filter.page, per_page: filter.per_page };
+  }
+
+  private async views(em: EntityManager, licenses: License[]): Promise<LicenseView[]> {
+    const ids = licenses.map((l) => l.id);
+    const counts = new Map<number, number>();
+    if (ids.length) {
+      const rows = await em.getConnection().execute<{ license_id: number; domains: string }[]>(
+        `select license_id, count(distinct domain) as domains from license_activations
+          where license_id in (${ids.map(() => '?').join(', ')}) and status = 'active' and counts_slot
+          group by license_id`,
+        ids,
+      );
+      for (const row of rows) counts.set(row.license_id, Number(row.domains));
+    }
+    return licenses.map((l) => ({
+      id: l.id,
+      reference_id: l.referenceId,
+      token_hint: l.tokenHint,
+      status: l.status,
+      expires_at: iso(l.expiresAt),
+      domain_limit: l.domainLimit,
+      active_domains: counts.get(l.id) ?? 0,
+      product_slug: l.productSlug,
+      product_name: l.productName,
+      created_at: l.createdAt.toISOString(),
+      updated_at: l.updatedAt.toISOString(),
+    }));
+  }
+
+  // ---- the public protocol ---------------------------------------------------------------
+
+  /**
+   * Activates a site. The licence row is locked for the whole decision, so concurrent
+   * activations are counted one after another and never exceed the domain limit.
+   */
+  async activate(key: string, site: SiteInput): Promise<{ activation_id: string; reactivated?: true }> {
+    const place = siteDomain(site.siteUrl);
+    if (!place) throw invalidRequest('site_url: names no usable domain', { errors: [{ field: 'site_url', message: 'names no usable domain', in: 'body' }] });
+    return this.em.fork().transactional(async (em) => {
+      const license = await em.findOne(License, keyFilter(key), { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!license) throw licenseNotFound();
+      assertUsable(license);
+      const existing = await em.findOne(LicenseActivation, { license, siteFingerprint: site.siteFingerprint });
+      const versions = {
+        ...(site.wpVersion !== undefined ? { wpVersion: site.wpVersion } : {}),
+        ...(site.phpVersion !== undefined ? { phpVersion: site.phpVersion } : {}),
+        ...(site.pluginVersion !== undefined ? { pluginVersion: site.pluginVersion } : {}),
+      };
+      // The same site again: nothing to count, only its recorded versions change.
+      if (existing?.status === 'active' && existing.domain === place.domain) {
+        em.assign(existing, { ...versions, siteUrl: site.siteUrl });
+        return { activation_id: existing.id, reactivated: true as const };
+      }
+      if (!place.local) {
+        const others = await em.find(
+          LicenseActivation,
+          { license, status: 'active', countsSlot: true, ...(existing ? { id: { $ne: existing.id } } : {}) },
+          { fields: ['domain'] },
+        );
+        const domains = new Set(others.map((a) => a.domain));
+        // A domain that already holds a slot (another plugin of the suite) takes no new one.
+        if (!domains.has(place.domain) && domains.size >= license.domainLimit) throw siteLimitReached(license.domainLimit);
+      }
+      const now = new Date();
+      const fields = { siteUrl: site.siteUrl, domain: place.domain, countsSlot: !place.local, status: 'active' as const, deactivatedAt: null };
+      if (existing) {
+        const wasActive = existing.status === 'active';
+        em.assign(existing, { ...fields, ...versions, ...(wasActive ? {} : { activatedAt: now }) });
+        return wasActive ? { activation_id: existing.id, reactivated: true as const } : { activation_id: existing.id };
+      }
+      const created = em.create(LicenseActivation, {
+        id: randomId('act_'),
+        license,
+        siteFingerprint: site.siteFingerprint,
+        ...fields,
+        wpVersion: site.wpVersion ?? null,
+        phpVersion: site.phpVersion ?? null,
+        pluginVersion: site.pluginVersion ?? null,
+        activatedAt: now,
+      });
+      return { activation_id: created.id };
+    });
+  }
+
+  /**
+   * Describes a usable licence; with a fingerprint, says whether that site holds an active
+   * activation. One indexed query: this is the endpoint every site calls on a schedule.
+   */
+  async verify(key: string, siteFingerprint?: string): Promise<VerifyResult> {
+    const filter = keyFilter(key);
+    const [column, value] = 'referenceId' in filter ? ['reference_id', filter.referenceId] : ['token_hash', filter.tokenHash];
+    const rows = await directQuery<{
+      status: string;
+      expires_at: Date | string | null;
+      domain_limit: number;
+      product_slug: string;
+      product_name: string;
+      site_match: boolean;
+    }>(
+      this.em.getKnex(),
+      `select l.status, l.expires_at, l.domain_limit, l.product_slug, l.product_name,
+              exists (select 1 from license_activations a
+                       where a.license_id = l.id and a.site_fingerprint = $1 and a.status = 'active') as site_match
+         from licenses l where l.${column} = $2`,
+      [siteFingerprint ?? null, value],
+      `license_verify_by_${column}`,
+    );
+    const row = rows[0];
+    if (!row) throw licenseNotFound();
+    // The ORM's driver hands timestamps back as text.
+    const expiresAt = row.expires_at === null ? null : new Date(row.expires_at);
+    assertUsable({ status: row.status, expiresAt });
+    return {
+      license_status: 'active',
+      expires_at: expiresAt ? formatSpecTimestamp(expiresAt) : null,
+      domain_limit: row.domain_limit,
+      site_match: row.site_match,
+      product_slug: row.product_slug,
+      product_name: row.product_name,
+    };
+  }
+
+  /**
+   * Deactivates a site whatever the licence's status (a site may always give its slot back).
+   * The slot is freed when no other active activation holds the same domain.
+   */
+  async deactivate(key: string, siteFingerprint: string): Promise<{ activation_id: string; slot_freed: boolean }> {
+    return this.em.fork().transactional(async (em) => {
+      // Locked like activate, so two deactivations of one site cannot both succeed.
+      const license = await em.findOne(License, keyFilter(key), { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!license) throw licenseNotFound();
+      const activation = await em.findOne(LicenseActivation, { license, siteFingerprint });
+      if (!activation) throw activationNotFound();
+      if (activation.status === 'deactivated') throw alreadyDeactivated();
+      em.assign(activation, { status: 'deactivated', deactivatedAt: new Date() });
+      const sharing = activation.countsSlot
+        ? await em.count(LicenseActivation, { license, domain: activation.domain, status: 'active', id: { $ne: activation.id } })
+        : 0;
+      return { activation_id: activation.id, slot_freed: activation.countsSlot && sharing === 0 };
+    });
+  }
+}

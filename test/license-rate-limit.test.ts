@@ -1,0 +1,81 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { issueLicense, portal, site } from './helpers/licenses.js';
+
+// Two API instances (separate pools and limiters) on one database with the default limit (60 per minute per address), and a
+// third behind a "proxy" (TRUST_PROXY) with a small limit.
+let first: TestApp;
+let second: TestApp;
+let proxied: TestApp;
+
+beforeAll(async () => {
+  first = await startTestApp();
+  second = await startTestApp({ databaseUrl: first.databaseUrl });
+  proxied = await startTestApp({ databaseUrl: first.databaseUrl, env: { TRUST_PROXY: 'true', SVC_LICENSE_RATE_LIMIT: '5' } });
+});
+afterAll(async () => {
+  await proxied?.close();
+  await second?.close();
+  await first?.close();
+});
+
+/** Counting windows are whole minutes; start a burst only with `room` ms of the window left. */
+async function windowWithRoom(room: number) {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < room) await sleep(left + 100);
+}
+
+describe('licence endpoint rate limit', () => {
+  it('shares one count of 60 per minute per address across two API instances and all three endpoints', async () => {
+    const license = await issueLicense(first);
+    const s = site('https://counted.example');
+    await windowWithRoom(20_000);
+    const calls = [];
+    for (let i = 0; i < 60; i++) {
+      const app = i % 2 ? second : first;
+      const action = (['verify', 'activate', 'deactivate'] as const)[i % 3]!;
+      // Successes, refusals and malformed requests all count.
+      const form = action === 'verify' ? {} : i % 5 === 0 ? {} : s;
+      calls.push(portal(app.anonymous, i % 7 === 0 ? 'unknown-key' : license.token, action, form));
+    }
+    const statuses = (await Promise.all(calls)).map((r) => r.status);
+    expect(statuses).not.toContain(429);
+    for (const [app, action] of [[first, 'verify'], [second, 'activate'], [first, 'deactivate']] as const) {
+      const res = await portal(app.anonymous, license.token, action, action === 'verify' ? {} : s);
+      expect(res.status).toBe(429);
+      expect(res.body).toMatchObject({ status: 'fail', error: 'rate_limited' });
+      const retryAfter = Number(res.headers.get('retry-after'));
+      expect(retryAfter).toBeGreaterThanOrEqual(1);
+      expect(retryAfter).toBeLessThanOrEqual(60);
+    }
+    // Past the limit the answer is 429 whatever the key or body would have given (verify's lookup
+    // runs alongside the count, but never answers for it).
+    for (const res of [
+      await portal(first.anonymous, 'unknown-key', 'verify'),
+      await portal(second.anonymous, license.token, 'verify', { unknown_field: 'x' }),
+      await portal(first.anonymous, license.token, 'activate', {}),
+    ]) {
+      expect(res.status).toBe(429);
+    }
+    // Without TRUST_PROXY a forwarded address is ignored: the caller is still 127.0.0.1.
+    const spoofed = await portal(second.anonymous, license.token, 'verify', {}, { 'x-forwarded-for': '198.51.100.1' });
+    expect(spoofed.status).toBe(429);
+    // Other surfaces are not limited by it.
+    expect((await first.admin.get('/api/auth/v1/me')).status).toBe(200);
+  });
+
+  it('with TRUST_PROXY counts the address from X-Forwarded-For (its last hop)', async () => {
+    const license = await issueLicense(first);
+    await windowWithRoom(10_000);
+    const from = (ip: string) => portal(proxied.anonymous, license.token, 'verify', {}, { 'x-forwarded-for': ip });
+    for (let i = 0; i < 5; i++) expect((await from('203.0.113.5')).status).toBe(200);
+    const limited = await from('203.0.113.5');
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    // A client cannot escape by prepending its own hop: the proxy appends the real address last.
+    expect((await from('192.0.2.99, 203.0.113.5')).status).toBe(429);
+    expect((await from('203.0.113.6')).status).toBe(200);
+    expect((await from('192.0.2.99, 203.0.113.7')).status).toBe(200);
+  });
+});
