@@ -6,6 +6,8 @@ import { openOrm } from './db/orm.js';
 import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { RateLimiter } from './platform/rate-limit.js';
+import { RecordsDatabase } from './records/database.js';
+import { EntityService } from './records/entity.service.js';
 import { connectTemporal, type TemporalHandle } from './temporal/connection.js';
 
 /** Everything a route, activity or command needs, built once per process and passed explicitly. */
@@ -18,6 +20,7 @@ export interface Services {
   auth: AuthService;
   users: UsersService;
   temporal: TemporalHandle;
+  entities: EntityService;
 }
 
 export interface Endpoints {
@@ -29,6 +32,8 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const orm = await openOrm(endpoints.databaseUrl, logger);
   const em = orm.em;
   const limiter = new RateLimiter(em.getKnex());
+  const recordsDb = new RecordsDatabase(em.getKnex());
+  const entities = new EntityService(recordsDb);
   return {
     config,
     logger,
@@ -38,6 +43,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     auth: new AuthService(em, keys, limiter, config),
     users: new UsersService(em),
     temporal: connectTemporal(config, endpoints.temporalAddress),
+    entities,
   };
 }
 

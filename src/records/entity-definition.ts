@@ -55,17 +55,57 @@ export type FieldDefinition = z.infer<typeof fieldSchema>;
 export type FieldType = FieldDefinition['type'];
 
 const capabilityName = z.enum(capabilities);
+const formSchema = z.strictObject({ layout: z.array(z.array(z.string()).max(20)).max(200) });
+const listsSchema = z.record(z.string(), z.strictObject({ columns: z.array(z.string()).max(200), sort: z.string().max(500).optional() }));
+const capabilitiesSchema = z.strictObject({
+  view: capabilityName.optional(),
+  create: capabilityName.optional(),
+  edit: capabilityName.optional(),
+  delete: capabilityName.optional(),
+});
 
 export const definitionSchema = z.strictObject({
   slug: z.string().min(1).max(40),
   name: text(200),
   schema: z.strictObject({ fields: z.record(z.string(), fieldSchema) }),
-  form: z.strictObject({ layout: z.array(z.array(z.string()).max(20)).max(200) }).optional(),
-  lists: z.record(z.string(), z.strictObject({ columns: z.array(z.string()).max(200), sort: z.string().max(500).optional() })).optional(),
-  capabilities: z
-    .strictObject({ view: capabilityName.optional(), create: capabilityName.optional(), edit: capabilityName.optional(), delete: capabilityName.optional() })
-    .optional(),
+  form: formSchema.optional(),
+  lists: listsSchema.optional(),
+  capabilities: capabilitiesSchema.optional(),
 });
+
+/**
+ * Body of PATCH /entities/{slug}. `schema.fields` is merged field by field: an object replaces
+ * that field's whole definition, null removes the field, unnamed fields stay. The other parts
+ * replace their current value when present. The slug cannot change.
+ */
+export const definitionPatchSchema = z.strictObject({
+  slug: z.string().optional(),
+  name: text(200).optional(),
+  schema: z.strictObject({ fields: z.record(z.string(), fieldSchema.nullable()) }).optional(),
+  form: formSchema.optional(),
+  lists: listsSchema.optional(),
+  capabilities: capabilitiesSchema.optional(),
+});
+
+export type DefinitionPatch = z.infer<typeof definitionPatchSchema>;
+
+/** The definition `patch` makes of `current` (see definitionPatchSchema for the rules). */
+export function applyPatch(current: EntityDefinition, patch: DefinitionPatch): EntityDefinition {
+  const fields = { ...current.schema.fields };
+  for (const [name, field] of Object.entries(patch.schema?.fields ?? {})) {
+    // defineProperty keeps a key such as __proto__ an own property, so validation sees and refuses it.
+    if (field === null) delete fields[name];
+    else Object.defineProperty(fields, name, { value: field, enumerable: true, writable: true, configurable: true });
+  }
+  return {
+    slug: current.slug,
+    name: patch.name ?? current.name,
+    schema: { fields },
+    form: patch.form ?? current.form,
+    lists: patch.lists ?? current.lists,
+    capabilities: patch.capabilities ? { ...defaultCapabilities, ...patch.capabilities } : current.capabilities,
+  };
+}
 
 export type DefinitionInput = z.infer<typeof definitionSchema>;
 
