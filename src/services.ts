@@ -8,6 +8,9 @@ import type { Logger } from './platform/logger.js';
 import { RateLimiter } from './platform/rate-limit.js';
 import { RecordsDatabase } from './records/database.js';
 import { EntityService } from './records/entity.service.js';
+import { RecordEventBus } from './records/record-events.js';
+import { RecordValidator } from './records/record-validation.js';
+import { RecordService } from './records/record.service.js';
 import { connectTemporal, type TemporalHandle } from './temporal/connection.js';
 
 /** Everything a route, activity or command needs, built once per process and passed explicitly. */
@@ -21,6 +24,9 @@ export interface Services {
   users: UsersService;
   temporal: TemporalHandle;
   entities: EntityService;
+  records: RecordService;
+  /** Record created/updated/deleted notifications, published after commit (the workflow `record` trigger). */
+  recordEvents: RecordEventBus;
 }
 
 export interface Endpoints {
@@ -34,6 +40,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const limiter = new RateLimiter(em.getKnex());
   const recordsDb = new RecordsDatabase(em.getKnex());
   const entities = new EntityService(recordsDb);
+  const recordEvents = new RecordEventBus(logger);
   return {
     config,
     logger,
@@ -44,6 +51,8 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     users: new UsersService(em),
     temporal: connectTemporal(config, endpoints.temporalAddress),
     entities,
+    records: new RecordService(recordsDb, entities, new RecordValidator(), recordEvents),
+    recordEvents,
   };
 }
 

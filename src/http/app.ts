@@ -4,6 +4,7 @@ import { koaBody } from 'koa-body';
 import { authRoutes } from '../auth/auth.routes.js';
 import { AppError } from '../platform/errors.js';
 import { entityRoutes } from '../records/entity.routes.js';
+import { recordRoutes } from '../records/record.routes.js';
 import type { Services } from '../services.js';
 import { healthRoutes } from './health.routes.js';
 import { authenticate, errorRenderer, requestContext } from './middleware.js';
@@ -18,7 +19,7 @@ export function allRoutes(services: Services): AnyRoute[] {
   const routes: AnyRoute[] = [];
   const openApi = () => (document ??= buildOpenApi(routes, API_VERSION));
   routes.push(...healthRoutes(services, openApi), ...authRoutes(services));
-  routes.push(...entityRoutes(services));
+  routes.push(...entityRoutes(services), ...recordRoutes(services));
   return routes;
 }
 
