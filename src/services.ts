@@ -7,7 +7,8 @@ import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { RateLimiter } from './platform/rate-limit.js';
 import { RecordsDatabase } from './records/database.js';
-import { EntityService } from './records/entity.service.js';
+import { EntityCache } from './records/entity-cache.js';
+import { EntityService, type StoredEntity } from './records/entity.service.js';
 import { RecordEventBus } from './records/record-events.js';
 import { RecordValidator } from './records/record-validation.js';
 import { RecordService } from './records/record.service.js';
@@ -39,7 +40,8 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const em = orm.em;
   const limiter = new RateLimiter(em.getKnex());
   const recordsDb = new RecordsDatabase(em.getKnex());
-  const entities = new EntityService(recordsDb);
+  const entityCache = new EntityCache<StoredEntity>(endpoints.databaseUrl, logger);
+  const entities = new EntityService(recordsDb, entityCache);
   const recordEvents = new RecordEventBus(logger);
   return {
     config,
@@ -57,6 +59,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
 }
 
 export async function closeServices(services: Services): Promise<void> {
+  await services.entities.close();
   await services.temporal.connection.close().catch(() => undefined);
   await services.orm.close(true);
 }

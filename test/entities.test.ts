@@ -1,6 +1,9 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import * as addFormatsModule from 'ajv-formats';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { RecordsDatabase } from '../src/records/database.js';
+import { EntityCache } from '../src/records/entity-cache.js';
+import { EntityService, type StoredEntity } from '../src/records/entity.service.js';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 
 const addFormats = (addFormatsModule as unknown as { default: (ajv: Ajv2020) => void }).default;
@@ -228,6 +231,28 @@ describe('PATCH runs the reconciler', () => {
     expect((await app.admin.patch(`${root}/entities/deal`, { slug: 'deal2' })).status).toBe(400);
     expect((await app.admin.patch(`${root}/entities/deal?dry_run=maybe`, { name: 'x' })).status).toBe(400);
     expect((await app.admin.patch(`${root}/entities/ghost`, { name: 'x' })).status).toBe(404);
+  });
+});
+
+describe('definition cache', () => {
+  it('serves definitions from memory and drops them when another process changes the entity', async () => {
+    // A second service on the same database stands in for another API process.
+    const other = new EntityService(new RecordsDatabase(app.stack.services.orm.em.getKnex()), new EntityCache<StoredEntity>(app.databaseUrl));
+    try {
+      const catalogueReads = vi.spyOn(RecordsDatabase.prototype, 'query');
+      await vi.waitFor(async () => {
+        catalogueReads.mockClear();
+        await other.require('deal');
+        await other.require('deal');
+        expect(catalogueReads.mock.calls.filter(([sql]) => sql.includes('from entities'))).toHaveLength(0);
+      });
+      catalogueReads.mockRestore();
+      expect((await other.require('deal')).definition.name).toBe('Deal');
+      expect((await app.admin.patch(`${root}/entities/deal`, { name: 'Renamed deal' })).status).toBe(200);
+      await vi.waitFor(async () => expect((await other.require('deal')).definition.name).toBe('Renamed deal'));
+    } finally {
+      await other.close();
+    }
   });
 });
 

@@ -11,6 +11,7 @@ import {
   type RecordAction,
 } from './entity-definition.js';
 import { problemsOf } from '../http/route.js';
+import { ENTITY_CHANNEL, type EntityCache } from './entity-cache.js';
 import { qualifiedTable } from './naming.js';
 import { translating } from './pg-errors.js';
 import { planCreate, reconcile, type Change, type Plan } from './reconciler.js';
@@ -50,7 +51,10 @@ const dryRunOf = (plan: Plan): DryRun => ({
 
 /** Entity definitions: the `entities` catalogue plus one real table per entity. */
 export class EntityService {
-  constructor(private readonly db: RecordsDatabase) {}
+  constructor(
+    private readonly db: RecordsDatabase,
+    private readonly cache?: EntityCache<StoredEntity>,
+  ) {}
 
   // jsonb does not keep key order, so the field order is stored beside the definition.
   private fromRow(row: CatalogueRow): StoredEntity {
@@ -59,12 +63,16 @@ export class EntityService {
     return { definition: { ...row.definition, schema: { fields: ordered } }, createdAt: row.created_at, updatedAt: row.updated_at };
   }
 
-  async find(slug: string, sql: Sql = this.db): Promise<StoredEntity | undefined> {
-    const [row] = await sql.query<CatalogueRow>('select definition, field_order, created_at, updated_at from entities where slug = $1', [slug]);
-    return row ? this.fromRow(row) : undefined;
+  /** The entity; from the process cache unless `sql` (a transaction) is given. */
+  async find(slug: string, sql?: Sql): Promise<StoredEntity | undefined> {
+    const load = async () => {
+      const [row] = await (sql ?? this.db).query<CatalogueRow>('select definition, field_order, created_at, updated_at from entities where slug = $1', [slug]);
+      return row ? this.fromRow(row) : undefined;
+    };
+    return sql || !this.cache ? load() : this.cache.get(slug, load);
   }
 
-  async require(slug: string, sql: Sql = this.db): Promise<StoredEntity> {
+  async require(slug: string, sql?: Sql): Promise<StoredEntity> {
     const found = await this.find(slug, sql);
     if (!found) throw notFound(`Entity ${slug}`);
     return found;
@@ -75,6 +83,11 @@ export class EntityService {
     const found = await this.require(slug);
     assertCan(actor, found.definition, action);
     return found;
+  }
+
+  /** Stops the cache's listening connection. */
+  async close(): Promise<void> {
+    await this.cache?.stop();
   }
 
   view(stored: StoredEntity): EntityView {
@@ -101,11 +114,22 @@ export class EntityService {
     };
   }
 
-  private async lockedTransaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
-    return this.db.transaction(async (tx) => {
-      await tx.query('select pg_advisory_xact_lock($1)', [ENTITY_DDL_LOCK]);
-      return fn(tx);
-    });
+  /**
+   * Runs an entity change under the DDL lock. `changed` collects the slugs it touches: every
+   * process hears of them by NOTIFY at commit, and this one drops them from its cache at once.
+   */
+  private async lockedTransaction<T>(fn: (tx: Transaction, changed: Set<string>) => Promise<T>): Promise<T> {
+    const changed = new Set<string>();
+    try {
+      return await this.db.transaction(async (tx) => {
+        await tx.query('select pg_advisory_xact_lock($1)', [ENTITY_DDL_LOCK]);
+        const result = await fn(tx, changed);
+        for (const slug of changed) await tx.query('select pg_notify($1, $2)', [ENTITY_CHANNEL, slug]);
+        return result;
+      });
+    } finally {
+      for (const slug of changed) this.cache?.invalidate(slug);
+    }
   }
 
   private async validate(def: EntityDefinition, tx: Sql): Promise<void> {
@@ -114,7 +138,8 @@ export class EntityService {
     if (problems.length) throw validationFailed(problems);
   }
 
-  private async save(def: EntityDefinition, tx: Sql, insert: boolean): Promise<StoredEntity> {
+  private async save(def: EntityDefinition, tx: Sql, changed: Set<string>, insert: boolean): Promise<StoredEntity> {
+    changed.add(def.slug);
     const text = insert
       ? `insert into entities (slug, name, definition, field_order) values ($1, $2, $3, $4) returning definition, field_order, created_at, updated_at`
       : `update entities set name = $2, definition = $3, field_order = $4, updated_at = clock_timestamp() where slug = $1 returning definition, field_order, created_at, updated_at`;
@@ -141,10 +166,10 @@ export class EntityService {
 
   async create(input: DefinitionInput): Promise<EntityView> {
     const def = normalise(input);
-    return this.lockedTransaction(async (tx) => {
+    return this.lockedTransaction(async (tx, changed) => {
       if (await this.find(def.slug, tx)) throw conflict('conflict', `Entity ${def.slug} already exists`, { field: 'slug' });
       await this.validate(def, tx);
-      const stored = await this.save(def, tx, true);
+      const stored = await this.save(def, tx, changed, true);
       await this.apply(def, planCreate(def), tx);
       return this.view(stored);
     });
@@ -155,7 +180,7 @@ export class EntityService {
    * and destructive plans need `allowDestructive`. Everything runs in one transaction.
    */
   async update(slug: string, patch: DefinitionPatch, options: { dryRun: boolean; allowDestructive: boolean }) {
-    return this.lockedTransaction(async (tx) => {
+    return this.lockedTransaction(async (tx, changed) => {
       const current = await this.require(slug, tx);
       if (patch.slug !== undefined && patch.slug !== slug) throw validationFailed([{ field: 'slug', message: 'cannot be changed' }]);
       const merged = definitionSchema.safeParse(applyPatch(current.definition, patch));
@@ -173,7 +198,7 @@ export class EntityService {
         throw conflict('destructive_change', 'The changes lose data; repeat with allow_destructive=true to apply them', { dry_run: dryRun });
       }
       await this.apply(next, plan, tx);
-      return { entity: this.view(await this.save(next, tx, false)), dry_run: dryRun, applied: true };
+      return { entity: this.view(await this.save(next, tx, changed, false)), dry_run: dryRun, applied: true };
     });
   }
 
@@ -183,7 +208,7 @@ export class EntityService {
    * keys dropped) first.
    */
   async remove(slug: string, force: boolean) {
-    return this.lockedTransaction(async (tx) => {
+    return this.lockedTransaction(async (tx, changed) => {
       const current = await this.require(slug, tx);
       const rows = await tx.query<CatalogueRow>('select definition, field_order, created_at, updated_at from entities where slug <> $1', [slug]);
       const referencing = rows
@@ -199,10 +224,11 @@ export class EntityService {
         );
         const next: EntityDefinition = { ...def, schema: { fields } };
         await this.apply(next, reconcile(def, next), tx);
-        await this.save(next, tx, false);
+        await this.save(next, tx, changed, false);
       }
       await translating(current.definition, () => tx.query(`drop table ${qualifiedTable(slug)}`));
       await tx.query('delete from entities where slug = $1', [slug]);
+      changed.add(slug);
       return { slug, deleted: true, detached };
     });
   }
