@@ -104,7 +104,9 @@ export class EntityService {
     const counts = new Map<string, number>();
     if (pageRows.length) {
       const union = pageRows.map((r, i) => `select $${i + 1}::text as slug, count(*)::int as n from ${qualifiedTable(r.slug)}`).join(' union all ');
-      for (const c of await this.db.query<{ slug: string; n: number }>(union, pageRows.map((r) => r.slug))) counts.set(c.slug, c.n);
+      // A table dropped since the catalogue read above is a 409 entity_changed, not a 500.
+      const rows = await translating(undefined, () => this.db.query<{ slug: string; n: number }>(union, pageRows.map((r) => r.slug)));
+      for (const c of rows) counts.set(c.slug, c.n);
     }
     return {
       items: pageRows.map((r) => ({ slug: r.slug, name: r.name, record_count: counts.get(r.slug) ?? 0 })),
