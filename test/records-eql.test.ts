@@ -32,6 +32,8 @@ const cases: Record<string, [string, Check][]> = {
     ["name != 'Ada'", not(has('name', (v) => v === 'Ada'))],
     ["name < 'C'", has('name', (v) => v < 'C')],
     ["name >= 'C'", has('name', (v) => v >= 'C')],
+    ["name <= 'Bob'", has('name', (v) => v <= 'Bob')],
+    ["name > 'Bob'", has('name', (v) => v > 'Bob')],
     ["name ~ 'ADA'", has('name', (v) => v.toLowerCase().includes('ada'))],
     ["name !~ 'b'", not(has('name', (v) => v.toLowerCase().includes('b')))],
     ["name ~ '%'", has('name', (v) => v.includes('%'))],
@@ -61,6 +63,9 @@ const cases: Record<string, [string, Check][]> = {
     ['score = 3.25', has('score', (v) => v === 3.25)],
     ['score < 1e-2', has('score', (v) => v < 0.01)],
     ['score in (-1, 0)', has('score', (v) => v === -1 || v === 0)],
+    ['score not in (-1, 0)', not(has('score', (v) => v === -1 || v === 0))],
+    ['score >= 7', has('score', (v) => v >= 7)],
+    ['score is null', (p) => p.score === null],
     ['score != -1', not(has('score', (v) => v === -1))],
     ['score is not null', (p) => p.score !== null],
   ],
@@ -68,6 +73,8 @@ const cases: Record<string, [string, Check][]> = {
     ['vip = true', (p) => p.vip],
     ['vip = FALSE', (p) => !p.vip],
     ['vip != true', (p) => !p.vip],
+    ['vip != false', (p) => p.vip],
+    ['vip is not null', () => true],
   ],
   enum: [
     ["stage = 'lead'", has('stage', (v) => v === 'lead')],
@@ -80,6 +87,9 @@ const cases: Record<string, [string, Check][]> = {
     ["born_on < '1980-01-01'", has('born_on', (v) => v < '1980-01-01')],
     ["born_on >= '1988-12-10'", has('born_on', (v) => v >= '1988-12-10')],
     ["born_on = '2000-02-29'", has('born_on', (v) => v === '2000-02-29')],
+    ["born_on <= '1972-03-01'", has('born_on', (v) => v <= '1972-03-01')],
+    ["born_on not in ('1972-03-01')", not(has('born_on', (v) => v === '1972-03-01'))],
+    ['born_on is not null', (p) => p.born_on !== null],
     ["born_on != '2000-02-29'", not(has('born_on', (v) => v === '2000-02-29'))],
     ["born_on in ('1972-03-01', '1994-07-04')", has('born_on', (v) => ['1972-03-01', '1994-07-04'].includes(v))],
     ["born_on > '2000-01-01' or born_on is null", (p) => p.born_on === null || p.born_on > '2000-01-01'],
@@ -89,6 +99,9 @@ const cases: Record<string, [string, Check][]> = {
     ["seen_at < '2024-01-01'", has('seen_at', (v) => time(v) < time('2024-01-01T00:00:00Z'))],
     ["seen_at = '2024-05-01T12:00:00+02:00'", has('seen_at', (v) => time(v) === time('2024-05-01T10:00:00Z'))],
     ["seen_at <= '2024-03-10T11:59:59.000Z'", has('seen_at', (v) => time(v) <= time('2024-03-10T11:59:59Z'))],
+    ["seen_at > '2024-05-01T10:00:00Z'", has('seen_at', (v) => time(v) > time('2024-05-01T10:00:00Z'))],
+    ["seen_at in ('2024-01-01T00:00:00Z', '2024-06-15T10:30:00+02:00')", has('seen_at', (v) => [time('2024-01-01T00:00:00Z'), time('2024-06-15T08:30:00Z')].includes(time(v)))],
+    ["seen_at not in ('2024-01-01T00:00:00Z')", not(has('seen_at', (v) => time(v) === time('2024-01-01T00:00:00Z')))],
     ["seen_at != '2024-01-01T00:00:00Z'", not(has('seen_at', (v) => time(v) === time('2024-01-01T00:00:00Z')))],
     ['seen_at is null', (p) => p.seen_at === null],
   ],
@@ -130,14 +143,41 @@ describe('every EQL operator on every field type, against real rows', () => {
     });
   }
 
-  it('filters on uuid, created_at and updated_at', async () => {
+  it('filters on uuid, relation uuids, created_at and updated_at', async () => {
     const ada = seeded.personIds.get('ada@example.com')!;
     const bob = seeded.personIds.get('bob@example.com')!;
+    const all = people.map((p) => p.email).sort();
     expect(await emails(`uuid = '${ada}'`)).toEqual(['ada@example.com']);
+    expect(await emails(`uuid != '${ada}'`)).toEqual(all.filter((e) => e !== 'ada@example.com'));
     expect(await emails(`uuid in ('${ada}', '${bob}')`)).toEqual(['ada@example.com', 'bob@example.com']);
-    expect(await emails(`company = '${seeded.companyIds.get('Acme')}'`)).toEqual(['ada@example.com', 'obrien@example.com']);
+    expect(await emails(`uuid not in ('${ada}', '${bob}')`)).toHaveLength(people.length - 2);
+    const acme = seeded.companyIds.get('Acme');
+    const globex = seeded.companyIds.get('Globex');
+    const works = (names: string[]) => people.filter((p) => p.company !== null && names.includes(p.company)).map((p) => p.email).sort();
+    expect(await emails(`company = '${acme}'`)).toEqual(works(['Acme']));
+    expect(await emails(`company in ('${acme}', '${globex}')`)).toEqual(works(['Acme', 'Globex']));
+    expect(await emails(`company != '${acme}'`)).toEqual(people.filter((p) => p.company !== 'Acme').map((p) => p.email).sort());
+    expect(await emails(`company not in ('${acme}', '${globex}')`)).toEqual(people.filter((p) => !['Acme', 'Globex'].includes(p.company!)).map((p) => p.email).sort());
     expect(await emails("created_at > '2000-01-01' and updated_at > '2000-01-01'")).toHaveLength(people.length);
     expect(await emails("created_at < '2000-01-01T00:00:00Z'")).toEqual([]);
+  });
+});
+
+describe('operators that do not fit a field type', () => {
+  const misfits: Record<string, string[]> = {
+    vip: ['< true', '<= true', '> true', '>= true', "~ 'x'", "!~ 'x'", 'in (true)', 'not in (true)'],
+    stage: ["< 'lead'", "<= 'lead'", "> 'lead'", ">= 'lead'", "~ 'le'", "!~ 'le'"],
+    meta: ["= 'x'", "!= 'x'", "< 'x'", "~ 'x'", "in ('x')"],
+    age: ["~ '1'", "!~ '1'"],
+    born_on: ["~ '2000'"],
+    seen_at: ["!~ '2024'"],
+    company: ["< '0b6a3f7e-1111-4222-8333-944455556666'", "~ 'x'"],
+    uuid: ["> '0b6a3f7e-1111-4222-8333-944455556666'", "~ 'x'"],
+  };
+  it.each(Object.entries(misfits).flatMap(([field, ops]) => ops.map((op) => `${field} ${op}`)))('%s is 400', async (eql) => {
+    const res = await app.admin.get(`${root}/records/contact?eql=${encodeURIComponent(eql)}`);
+    expect(res.status).toBe(400);
+    expect(res.body.data).toMatchObject({ position: 0, reason: expect.stringMatching(/does not apply/) });
   });
 });
 
