@@ -277,6 +277,15 @@ describe('deleting an entity', () => {
     expect((await app.admin.get(`${root}/entities/company`)).status).toBe(404);
   });
 
+  it('handles an entity related to itself, which does not protect it from deletion', async () => {
+    await createEntity({ slug: 'employee', name: 'Employee', schema: { fields: { name: { type: 'string' }, manager: { type: 'relation', entity: 'employee' } } } });
+    const boss = (await app.admin.post(`${root}/records/employee`, { name: 'Boss' })).body.data;
+    expect((await app.admin.post(`${root}/records/employee`, { name: 'Ann', manager: boss.uuid })).status).toBe(201);
+    const res = await app.admin.get(`${root}/records/employee?eql=${encodeURIComponent("manager.name = 'Boss'")}&include=manager`);
+    expect(res.body.data.items.map((r: { name: string; manager: { name: string } }) => [r.name, r.manager.name])).toEqual([['Ann', 'Boss']]);
+    expect((await app.admin.delete(`${root}/entities/employee`)).status).toBe(200);
+  });
+
   it('deletes an unreferenced entity and its table', async () => {
     expect((await app.admin.delete(`${root}/entities/secret`)).status).toBe(200);
     expect(await app.sql(`select 1 from pg_tables where schemaname = 'records' and tablename = 'e_secret'`)).toEqual([]);
