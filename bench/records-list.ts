@@ -100,16 +100,20 @@ async function prepare(databaseUrl: string, key: string): Promise<{ password: st
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   const started = performance.now();
-  await client.query(`insert into records.e_${COMPANY} (name, country) select 'Company ' || g, (array['fr','de','us'])[1 + g % 3] from generate_series(1, ${COMPANIES}) g`);
-  await client.query(`
-    insert into records.e_${ITEM} (name, email, age, score, active, stage, born_on, seen_at, company)
-    select 'Item ' || g, 'item' || g || '@bench.test', (g * 7919) % 100, ((g * 104729) % 10000) / 100.0, g % 2 = 0,
-           (array['lead','customer','partner'])[1 + g % 3], date '1950-01-01' + (g % 20000),
-           timestamptz '2024-01-01T00:00:00Z' + g * interval '17 seconds', c.ids[1 + g % ${COMPANIES}]
-      from generate_series(1, $1::int) g, (select array_agg(uuid order by name) as ids from records.e_${COMPANY}) c`, [ROWS]);
-  await client.query('vacuum analyze');
-  const [{ uuid: companyId }] = (await client.query(`select uuid from records.e_${COMPANY} limit 1`)).rows;
-  await client.end();
+  let companyId: string;
+  try {
+    await client.query(`insert into records.e_${COMPANY} (name, country) select 'Company ' || g, (array['fr','de','us'])[1 + g % 3] from generate_series(1, ${COMPANIES}) g`);
+    await client.query(`
+      insert into records.e_${ITEM} (name, email, age, score, active, stage, born_on, seen_at, company)
+      select 'Item ' || g, 'item' || g || '@bench.test', (g::bigint * 7919) % 100, ((g::bigint * 104729) % 10000) / 100.0, g % 2 = 0,
+             (array['lead','customer','partner'])[1 + g % 3], date '1950-01-01' + (g % 20000),
+             timestamptz '2024-01-01T00:00:00Z' + g * interval '17 seconds', c.ids[1 + g % ${COMPANIES}]
+        from generate_series(1, $1::int) g, (select array_agg(uuid order by name) as ids from records.e_${COMPANY}) c`, [ROWS]);
+    await client.query('vacuum analyze');
+    companyId = (await client.query(`select uuid from records.e_${COMPANY} limit 1`)).rows[0].uuid;
+  } finally {
+    await client.end();
+  }
   console.log(`loaded ${ROWS.toLocaleString('en')} records in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   return { password, companyId };
 }
@@ -229,6 +233,9 @@ async function main(): Promise<void> {
     await mkdir(new URL('./results/', import.meta.url), { recursive: true });
     const file = new URL(`./results/records-list-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url);
     await writeFile(file, JSON.stringify({ rows: ROWS, requests: REQUESTS, seconds: SECONDS, concurrency: CONCURRENCY, results, auth }, null, 2));
+  } catch (err) {
+    console.error('benchmark failed:', err);
+    process.exitCode = 1;
   } finally {
     clearTimeout(watchdog);
     closeAgent();
