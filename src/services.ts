@@ -10,6 +10,12 @@ import { LicenseService } from './licenses/license.service.js';
 import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { RateLimiter } from './platform/rate-limit.js';
+import { RecordsDatabase } from './records/database.js';
+import { EntityCache } from './records/entity-cache.js';
+import { EntityService, type StoredEntity } from './records/entity.service.js';
+import { RecordEventBus } from './records/record-events.js';
+import { RecordValidator } from './records/record-validation.js';
+import { RecordService } from './records/record.service.js';
 import { connectTemporal, type TemporalHandle } from './temporal/connection.js';
 import { WorkflowSchedules } from './workflows/workflow.schedules.js';
 import { WorkflowService } from './workflows/workflow.service.js';
@@ -30,6 +36,10 @@ export interface Services {
   connections: ConnectionService;
   workflows: WorkflowService;
   executions: ExecutionService;
+  entities: EntityService;
+  records: RecordService;
+  /** Record created/updated/deleted notifications, published after commit (the workflow `record` trigger). */
+  recordEvents: RecordEventBus;
 }
 
 export interface Endpoints {
@@ -44,6 +54,10 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const sql = new Sql(em.getKnex());
   const temporal = connectTemporal(config, endpoints.temporalAddress, keys);
   const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal));
+  const recordsDb = new RecordsDatabase(em.getKnex());
+  const entityCache = new EntityCache<StoredEntity>(endpoints.databaseUrl, logger);
+  const entities = new EntityService(recordsDb, entityCache);
+  const recordEvents = new RecordEventBus(logger);
   return {
     config,
     logger,
@@ -58,10 +72,14 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     workflows,
     executions: new ExecutionService(sql, temporal, workflows),
     licenses: new LicenseService(em),
+    entities,
+    records: new RecordService(recordsDb, entities, new RecordValidator(), recordEvents),
+    recordEvents,
   };
 }
 
 export async function closeServices(services: Services): Promise<void> {
+  await services.entities.close();
   await services.temporal.connection.close().catch(() => undefined);
   await services.orm.close(true);
 }

@@ -10,6 +10,8 @@ import { workflowRoutes } from '../workflows/workflow.routes.js';
 import { licenseAdminRoutes } from '../licenses/license-admin.routes.js';
 import { licenseRoutes } from '../licenses/license.routes.js';
 import { AppError } from '../platform/errors.js';
+import { entityRoutes } from '../records/entity.routes.js';
+import { recordRoutes } from '../records/record.routes.js';
 import type { Services } from '../services.js';
 import { healthRoutes } from './health.routes.js';
 import { authenticate, errorRenderer, requestContext } from './middleware.js';
@@ -33,6 +35,8 @@ export function allRoutes(services: Services): AnyRoute[] {
     ...codecRoutes(services),
     ...licenseRoutes(services),
     ...licenseAdminRoutes(services),
+    ...entityRoutes(services),
+    ...recordRoutes(services),
   );
   return routes;
 }

@@ -1,11 +1,13 @@
 import type { MigrationObject } from '@mikro-orm/core';
 import { Migration20261122000001Foundation } from './Migration20261122000001Foundation.js';
 import { Migration20261122000100Workflows } from './Migration20261122000100Workflows.js';
+import { Migration20261122000200Records } from './Migration20261122000200Records.js';
 import { Migration20261122000300Licences } from './Migration20261122000300Licences.js';
 
 /** Every migration, in order. New migrations are appended here so bundled builds find them. */
 export const migrations: MigrationObject[] = [
   { name: 'Migration20261122000001Foundation', class: Migration20261122000001Foundation },
   { name: 'Migration20261122000100Workflows', class: Migration20261122000100Workflows },
+  { name: 'Migration20261122000200Records', class: Migration20261122000200Records },
   { name: 'Migration20261122000300Licences', class: Migration20261122000300Licences },
 ];

@@ -1,0 +1,138 @@
+import { z } from 'zod';
+import { defineRoute, type AnyRoute } from '../http/route.js';
+import type { Services } from '../services.js';
+import { MANAGEMENT_ROOT, slugParam } from './entity.routes.js';
+import { bulkOperationSchema, MAX_BULK_OPERATIONS, uuidPattern } from './record-bulk.js';
+import { DEFAULT_PER_PAGE, MAX_PER_PAGE } from './record.service.js';
+
+const record = z.object({ uuid: z.string() }).catchall(z.unknown());
+const fieldMap = z.record(z.string(), z.unknown());
+const entityParams = z.object({ entity: slugParam });
+const recordParams = z.object({ entity: slugParam, uuid: z.string().regex(uuidPattern, 'not a UUID') });
+
+const fields = z.string().max(2000).optional().describe('comma-separated fields to return; uuid is always included');
+const include = z.string().max(2000).optional().describe('comma-separated relation fields to replace by the related record');
+
+// Capabilities are per entity (defaults svc_view_records, svc_create_records, svc_edit_records,
+// svc_delete_records), so access is checked by the service and documented here.
+const forbidden = { 403: 'Missing the capability the entity names for this action (`forbidden`, named in data.capability)' };
+
+export function recordRoutes({ records }: Services): AnyRoute[] {
+  const tag = 'records';
+  const base = `${MANAGEMENT_ROOT}/records/{entity}`;
+  return [
+    defineRoute({
+      method: 'get',
+      path: base,
+      operationId: 'listRecords',
+      summary: 'Lists records, filtered with EQL, sorted, paginated',
+      description: 'Capability: the entity\'s `view` (default svc_view_records). EQL errors are 400 `invalid_eql` with data.position.',
+      tag,
+      access: 'authenticated',
+      params: entityParams,
+      query: z.strictObject({
+        eql: z.string().optional().describe('filter expression, e.g. `stage = \'lead\' and company.name ~ \'acme\'`'),
+        sort: z.string().max(500).optional().describe('`field:asc` or `field:desc`, comma-separated'),
+        fields,
+        include,
+        per_page: z.coerce.number().int().min(1).max(MAX_PER_PAGE).default(DEFAULT_PER_PAGE),
+        page: z.coerce.number().int().min(1).max(10_000_000).default(1),
+      }),
+      errors: forbidden,
+      responses: {
+        200: {
+          description: 'A page of records',
+          data: z.object({ items: z.array(record), total: z.number().int(), page: z.number().int(), per_page: z.number().int() }),
+        },
+      },
+      handler: async ({ principal, params, query }) => ({
+        data: await records.list(principal, params.entity, { ...query, perPage: query.per_page }),
+      }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${base}/{uuid}`,
+      operationId: 'getRecord',
+      summary: 'One record',
+      tag,
+      access: 'authenticated',
+      params: recordParams,
+      query: z.strictObject({ fields, include }),
+      errors: forbidden,
+      responses: { 200: { description: 'The record', data: record } },
+      handler: async ({ principal, params, query }) => ({ data: await records.get(principal, params.entity, params.uuid, query) }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: base,
+      operationId: 'createRecord',
+      summary: "Creates a record; the body is validated against the entity's JSON Schema",
+      tag,
+      access: 'authenticated',
+      params: entityParams,
+      body: fieldMap,
+      errors: { ...forbidden, 409: 'A unique field already has this value (`conflict`, named in data.field)' },
+      responses: { 201: { description: 'Created', data: record } },
+      handler: async ({ principal, params, body }) => ({ status: 201, data: await records.create(principal, params.entity, body) }),
+    }),
+    defineRoute({
+      method: 'patch',
+      path: `${base}/{uuid}`,
+      operationId: 'updateRecord',
+      summary: 'Changes the given fields of a record (null clears an optional field)',
+      tag,
+      access: 'authenticated',
+      params: recordParams,
+      body: fieldMap,
+      errors: { ...forbidden, 409: 'A unique field already has this value (`conflict`, named in data.field)' },
+      responses: { 200: { description: 'The updated record', data: record } },
+      handler: async ({ principal, params, body }) => ({ data: await records.update(principal, params.entity, params.uuid, body) }),
+    }),
+    defineRoute({
+      method: 'delete',
+      path: `${base}/{uuid}`,
+      operationId: 'deleteRecord',
+      summary: 'Deletes a record',
+      tag,
+      access: 'authenticated',
+      params: recordParams,
+      errors: { ...forbidden, 409: "Another entity's relation still points at the record (`record_referenced`)" },
+      responses: { 200: { description: 'Deleted', data: z.object({ uuid: z.string(), deleted: z.literal(true) }) } },
+      handler: async ({ principal, params }) => {
+        await records.remove(principal, params.entity, params.uuid);
+        return { data: { uuid: params.uuid, deleted: true } };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${base}/_bulk`,
+      operationId: 'bulkRecords',
+      summary: `Up to ${MAX_BULK_OPERATIONS} creates, updates and deletes in one transaction, each in its own savepoint`,
+      description: 'A failing operation is reported in its result and leaves the others applied. The call needs the capability of every kind of operation it contains.',
+      tag,
+      access: 'authenticated',
+      params: entityParams,
+      body: z.array(bulkOperationSchema).min(1).max(MAX_BULK_OPERATIONS),
+      errors: forbidden,
+      responses: {
+        200: {
+          description: 'A result per operation',
+          data: z.object({
+            results: z.array(
+              z.object({
+                index: z.number().int(),
+                op: z.enum(['create', 'update', 'delete']),
+                status: z.enum(['ok', 'error']),
+                uuid: z.string().nullable(),
+                error: z.object({ code: z.string(), message: z.string(), data: z.record(z.string(), z.unknown()).optional() }).optional(),
+              }),
+            ),
+            ok: z.number().int(),
+            failed: z.number().int(),
+          }),
+        },
+      },
+      handler: async ({ principal, params, body }) => ({ data: await records.bulk(principal, params.entity, body) }),
+    }),
+  ];
+}
