@@ -194,6 +194,11 @@ export function graphActivities(services: Services) {
             return services.connections.resolve(node.connection_id);
           },
           heartbeat: (details) => activity.heartbeat(details),
+          owner: async () => {
+            const [user] = await sql.query<{ id: number; login: string; role: string }>('select id, login, role from users where id = ?', [ref.ownerId]);
+            if (!user) throw ApplicationFailure.nonRetryable('The workflow owner no longer exists', 'forbidden');
+            return services.auth.principal(user, 'app_password');
+          },
         });
         const size = Buffer.byteLength(JSON.stringify(result.output ?? null));
         if (size > outputLimit) {

@@ -13,6 +13,7 @@ import type { Logger } from './platform/logger.js';
 import { TemporalDevServer, provisionTemporalCli } from './platform/temporal-server.js';
 import { closeServices, createServices, type Services } from './services.js';
 import { startWorker, type RunningWorker } from './temporal/worker.js';
+import { wireRecordTrigger } from './workflows/record-trigger.js';
 
 export interface StackOptions {
   /** Start embedded PostgreSQL / Temporal when DATABASE_URL / TEMPORAL_ADDRESS are unset. */
@@ -139,6 +140,8 @@ export async function startStack(config: Config, logger: Logger, options: StackO
     let server: Server | undefined;
     let apiUrl: string | undefined;
     if (options.roles.api) {
+      const unsubscribeRecordTrigger = wireRecordTrigger(services);
+      cleanups.push(async () => unsubscribeRecordTrigger());
       const { app } = buildApp(services);
       server = await new Promise<Server>((ok, fail) => {
         const s = app.listen(config.PORT, config.HOST, () => ok(s));

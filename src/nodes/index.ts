@@ -3,13 +3,14 @@ import { delayNode } from './delay.node.js';
 import { failNode } from './fail.node.js';
 import { httpRequestNode } from './http-request.node.js';
 import type { NodeType } from './node-type.js';
+import { recordCreateNode, recordQueryNode, recordUpdateNode } from './record-nodes.js';
 import { runWorkflowNode } from './run-workflow.node.js';
 import { switchNode } from './switch.node.js';
 import { transformNode } from './transform.node.js';
 
 /** The node catalogue: one module per type. A new type is one module and one line here. */
 export const nodeTypes: ReadonlyMap<string, NodeType<any>> = new Map(
-  [httpRequestNode, transformNode, conditionNode, switchNode, delayNode, runWorkflowNode, failNode].map((n) => [n.type, n as NodeType<any>]),
+  [httpRequestNode, transformNode, conditionNode, switchNode, delayNode, runWorkflowNode, failNode, recordCreateNode, recordUpdateNode, recordQueryNode].map((n) => [n.type, n as NodeType<any>]),
 );
 
 export const pureNodeTypes = () => [...nodeTypes.values()].filter((n) => n.pure).map((n) => n.type);

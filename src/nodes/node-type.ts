@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { GraphNode, RunNodeOutput } from '../../workflows/defs.js';
+import type { Principal } from '../auth/auth.service.js';
 import type { Services } from '../services.js';
 import type { ResolvedConnection } from '../connections/connection.service.js';
 
@@ -12,6 +13,8 @@ export interface NodeRunContext<C> {
   execution: { id: number; workflowId: number; ownerId: number };
   signal: AbortSignal;
   connection(): Promise<ResolvedConnection>;
+  /** The workflow's owner: record nodes act with their capabilities. */
+  owner(): Promise<Principal>;
   heartbeat(details?: unknown): void;
 }
 
