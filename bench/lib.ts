@@ -50,8 +50,8 @@ export async function load(concurrency: number, total: number, fn: (i: number) =
 }
 
 /** Prints rows as a Markdown table and, when BENCH_RESULTS_FILE is set, appends them as JSON lines. */
-export function report(rows: BenchRow[]): void {
-  process.stdout.write(table(rows) + '\n');
+export function report(rows: BenchRow[], print = true): void {
+  if (print) process.stdout.write(table(rows) + '\n');
   const file = process.env.BENCH_RESULTS_FILE;
   if (file) for (const r of rows) appendFileSync(file, JSON.stringify(r) + '\n');
 }

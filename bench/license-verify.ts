@@ -12,6 +12,7 @@
  * no address reaches the limit. Bounded: BENCH_SECONDS per round (default 5), BENCH_ROUNDS
  * (default 3), at most BENCH_MAX_REQUESTS per round, and a hard deadline of 5 minutes.
  */
+import { report, row } from './lib.js';
 import { fork, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -386,6 +387,13 @@ async function orchestrate(): Promise<void> {
       `errors (non-200 or wrong site_match): baseline ${b.errors}, prepared ${p.errors}, ours ${o.errors}`,
     ];
     process.stdout.write(lines.join('\n') + '\n');
+    report(
+      [
+        row('licence verify', 'req/s (rate limit per address applied)', 'req/s', b.rps, o.rps, { min: 0.8 }),
+        row('licence verify', 'p99 latency', 'ms', b.p99, o.p99, { max: 1.3 }),
+      ],
+      false,
+    );
     if (b.errors || p.errors || o.errors) process.exitCode = 1;
   } finally {
     clearTimeout(deadline);

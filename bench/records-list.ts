@@ -13,6 +13,7 @@
  * embedded PostgreSQL in a temporary directory. BENCH_ROWS, BENCH_REQUESTS (sequential latency
  * samples per side), BENCH_SECONDS (throughput phase per side), BENCH_CONCURRENCY tune it.
  */
+import { report, row } from './lib.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -229,6 +230,13 @@ async function main(): Promise<void> {
       requests: REQUESTS, seconds: 1,
     });
     console.log(`\n${table(results)}`);
+    report(
+      results.flatMap((r) => [
+        row('records list (1M rows)', `${r.name}: p50`, 'ms', r.baseline.p50, r.ours.p50, { max: 1.5 }),
+        row('records list (1M rows)', `${r.name}: req/s`, 'req/s', r.baseline.rps, r.ours.rps, { min: 0.6 }),
+      ]),
+      false,
+    );
     console.log(`\nauthentication alone (GET /api/auth/v1/me vs a bare constant route): p50 ${auth.ours.p50.toFixed(2)} ms vs ${auth.baseline.p50.toFixed(2)} ms`);
     await mkdir(new URL('./results/', import.meta.url), { recursive: true });
     const file = new URL(`./results/records-list-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url);

@@ -1,21 +1,42 @@
 /**
- * `npm run bench`: runs every benchmark in this folder one after another (each prints its own
- * table of ratios against its baseline) and exits non-zero when one fails.
+ * `npm run bench`: runs every benchmark of DESIGN.md section 9 one after another, each against
+ * its baseline side by side, then prints one table of all of them (baseline, ours, ratio,
+ * target) and writes it to bench/results/latest.md. `npm run bench -- records` runs a subset.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { table, type BenchRow } from './lib.js';
 
 const dir = fileURLToPath(new URL('.', import.meta.url));
+const benchmarks = ['workflows.bench.ts', 'records-list.ts', 'license-verify.ts'];
 const only = process.argv.slice(2);
-const benches = readdirSync(dir)
-  .filter((f) => f.endsWith('.ts') && f !== 'run.ts')
-  .filter((f) => !only.length || only.some((name) => f.includes(name)))
-  .sort();
-let failed = 0;
-for (const file of benches) {
+const chosen = benchmarks.filter((f) => !only.length || only.some((name) => f.includes(name)));
+const resultsFile = join(tmpdir(), `svc-bench-${process.pid}.jsonl`);
+rmSync(resultsFile, { force: true });
+writeFileSync(resultsFile, '');
+
+const failed: string[] = [];
+for (const file of chosen) {
   process.stdout.write(`\n## ${file}\n`);
-  const result = spawnSync(process.execPath, ['--import', 'tsx', `${dir}${file}`], { stdio: 'inherit' });
-  if (result.status !== 0) failed++;
+  const result = spawnSync(process.execPath, ['--import', 'tsx', join(dir, file)], { stdio: 'inherit', env: { ...process.env, BENCH_RESULTS_FILE: resultsFile } });
+  if (result.status !== 0) failed.push(file);
 }
-process.exitCode = failed ? 1 : 0;
+
+const rows = readFileSync(resultsFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as BenchRow);
+rmSync(resultsFile, { force: true });
+const summary = [
+  `# Benchmarks`,
+  ``,
+  `Run on ${new Date().toISOString()} (${process.platform}/${process.arch}, Node ${process.version}). Ratios are ours / baseline, run side by side on the same machine.`,
+  ``,
+  table(rows),
+  ...(failed.length ? ['', `Failed to run: ${failed.join(', ')}`] : []),
+  '',
+].join('\n');
+process.stdout.write('\n' + summary);
+mkdirSync(join(dir, 'results'), { recursive: true });
+writeFileSync(join(dir, 'results', 'latest.md'), summary);
+process.exitCode = failed.length ? 1 : 0;
