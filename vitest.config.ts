@@ -7,7 +7,7 @@ export default defineConfig({
     pool: 'forks',
     // Two cores: one file per core; each file starts its own app (and worker when it needs one).
     maxWorkers: 2,
-    testTimeout: 60_000,
+    testTimeout: 180_000,
     hookTimeout: 180_000,
     teardownTimeout: 60_000,
   },

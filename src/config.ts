@@ -44,6 +44,11 @@ const schema = z.object({
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   /** Task queue shared by the API (client) and the worker. */
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('workflow-svc'),
+  /**
+   * Prefix of every Temporal workflow and schedule id this deployment creates, so several
+   * deployments (or test runs) can share one Temporal namespace without their ids colliding.
+   */
+  SVC_INSTANCE_ID: z.string().regex(/^[a-z0-9][a-z0-9-]{0,39}$/, 'lower-case letters, digits and -').default('svc'),
   /** Port of the embedded Temporal dev server (only when TEMPORAL_ADDRESS is unset). */
   TEMPORAL_PORT: port.default(7233),
   /** Port of the embedded Temporal Web UI. */

@@ -115,7 +115,7 @@ describe('deletion', () => {
     expect(forced.body.data.workflows).toHaveLength(1);
     expect((await app.admin.get(C)).body.data.items.some((c: { id: number }) => c.id === id)).toBe(false);
 
-    const run = await app.admin.post(`/api/workflow/v1/workflows/${workflow.id}/run?wait=true`, { payload: {} });
+    const run = await app.admin.post(`/api/workflow/v1/workflows/${workflow.id}/run?wait=true&timeout_ms=90000`, { payload: {} });
     expect(run.body.data.status).toBe('failed');
     const execution = (await app.admin.get(`/api/workflow/v1/executions/${run.body.data.execution_id}`)).body.data;
     expect(execution.error).toMatchObject({ code: 'connection_missing', node_id: 'call' });
@@ -144,10 +144,10 @@ describe('Temporal history', () => {
         edges: [{ from: 'call', to: 'mark' }],
       })
     ).body.data;
-    const run = await app.admin.post(`/api/workflow/v1/workflows/${workflow.id}/run?wait=true`, { payload: { note: marker } });
+    const run = await app.admin.post(`/api/workflow/v1/workflows/${workflow.id}/run?wait=true&timeout_ms=90000`, { payload: { note: marker } });
     expect(run.body.data.status).toBe('success');
     const { client, namespace } = app.stack.services.temporal;
-    const history = await client.workflowService.getWorkflowExecutionHistory({ namespace, execution: { workflowId: `execution-${run.body.data.execution_id}` } });
+    const history = await client.workflowService.getWorkflowExecutionHistory({ namespace, execution: { workflowId: app.stack.services.temporal.executionWorkflowId(run.body.data.execution_id) } });
     const raw = JSON.stringify(history.history);
     const bytes = Buffer.concat(
       (history.history?.events ?? []).flatMap((e) =>

@@ -19,6 +19,7 @@ function startWorker(): ChildProcess {
       DATABASE_URL: app.databaseUrl,
       TEMPORAL_ADDRESS: inject('temporalAddress'),
       TEMPORAL_TASK_QUEUE: app.config.TEMPORAL_TASK_QUEUE,
+      SVC_INSTANCE_ID: app.config.SVC_INSTANCE_ID,
       SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!,
       SVC_WORKFLOW_BUNDLE: inject('workflowBundle'),
       LOG_LEVEL: 'warn',
@@ -125,7 +126,7 @@ describe('the API restarted', () => {
       })
     ).body.data;
     const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: { keep: true } })).body.data.execution_id;
-    const env = { SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!, TEMPORAL_TASK_QUEUE: app.config.TEMPORAL_TASK_QUEUE };
+    const env = { SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!, TEMPORAL_TASK_QUEUE: app.config.TEMPORAL_TASK_QUEUE, SVC_INSTANCE_ID: app.config.SVC_INSTANCE_ID };
     const second = await startTestApp({ databaseUrl: app.databaseUrl, env });
     try {
       await app.stack.server!.close();

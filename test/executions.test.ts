@@ -32,7 +32,7 @@ async function create(def: Record<string, unknown>) {
 }
 
 async function runAndWait(workflowId: number, payload: unknown = {}) {
-  const res = await app.admin.post(`${W}/${workflowId}/run?wait=true&timeout_ms=30000`, { payload });
+  const res = await app.admin.post(`${W}/${workflowId}/run?wait=true&timeout_ms=90000`, { payload });
   expect(res.status, res.text).toBe(200);
   return view(res.body.data.execution_id);
 }
@@ -55,7 +55,7 @@ describe('runs', () => {
       return v.status === 'success' ? v : undefined;
     });
     expect(done).toMatchObject({ workflow_id: id, trigger: 'manual', trigger_payload: { v: 5 }, output: 5, error: null });
-    expect(done.temporal.ui_url).toContain(`/workflows/execution-${res.body.data.execution_id}`);
+    expect(done.temporal.ui_url).toContain(`/workflows/${app.stack.services.temporal.executionWorkflowId(res.body.data.execution_id)}`);
     expect(done.duration_ms).toBeGreaterThanOrEqual(0);
     expect(nodeOf(done, 'a')).toMatchObject({ status: 'success', attempts: 1, input: { value: 5 }, output: 5, error: null });
   });
@@ -187,7 +187,7 @@ describe('ended from Temporal', () => {
     const id = await longRun();
     const started = (await app.admin.post(`${W}/${id}/run`, { payload: {} })).body.data.execution_id;
     await eventually(async () => nodeOf(await view(started), 'wait')?.status === 'running', 10_000, 'delay to start');
-    await app.stack.services.temporal.client.workflow.getHandle(`execution-${started}`).cancel();
+    await app.stack.services.temporal.client.workflow.getHandle(app.stack.services.temporal.executionWorkflowId(started)).cancel();
     const done = await eventually(async () => {
       const v = await view(started);
       return v.status === 'cancelled' ? v : undefined;
@@ -199,7 +199,7 @@ describe('ended from Temporal', () => {
     const id = await longRun();
     const started = (await app.admin.post(`${W}/${id}/run`, { payload: {} })).body.data.execution_id;
     await eventually(async () => nodeOf(await view(started), 'wait'), 10_000, 'delay to start');
-    await app.stack.services.temporal.client.workflow.getHandle(`execution-${started}`).terminate('operator stopped it');
+    await app.stack.services.temporal.client.workflow.getHandle(app.stack.services.temporal.executionWorkflowId(started)).terminate('operator stopped it');
     const done = await eventually(async () => {
       const v = await view(started);
       return v.status === 'failed' ? v : undefined;

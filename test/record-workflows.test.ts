@@ -36,7 +36,7 @@ describe('record trigger', () => {
     const run = await eventually(async () => {
       const list = (await app.admin.get(`/api/workflow/v1/executions?workflow_id=${workflow.body.data.id}&status=success`)).body.data;
       return list.total ? list.items[0] : undefined;
-    }, 20_000, 'the record-triggered run');
+    }, 60_000, 'the record-triggered run');
     expect(run.trigger).toBe('record');
     const view = (await app.admin.get(`/api/workflow/v1/executions/${run.id}`)).body.data;
     expect(view.trigger_payload).toMatchObject({ entity: 'lead', action: 'created', record: { uuid, name: 'Ada', score: 90 } });
@@ -74,7 +74,7 @@ describe('record nodes', () => {
       ],
       edges: [{ from: 'make', to: 'find' }],
     });
-    const run = await app.admin.post(`${W}/${workflow.body.data.id}/run?wait=true`, { payload: { name: 'Grace', score: 12 } });
+    const run = await app.admin.post(`${W}/${workflow.body.data.id}/run?wait=true&timeout_ms=90000`, { payload: { name: 'Grace', score: 12 } });
     expect(run.body.data.status).toBe('success');
     expect(run.body.data.output).toMatchObject({ total: 1, items: [{ name: 'Grace', score: 12 }] });
   });
@@ -85,7 +85,7 @@ describe('record nodes', () => {
       trigger: { type: 'manual' },
       nodes: [{ id: 'make', type: 'record_create', config: { entity: 'lead', fields: { score: 'lots' } } }],
     });
-    const run = await app.admin.post(`${W}/${workflow.body.data.id}/run?wait=true`, { payload: {} });
+    const run = await app.admin.post(`${W}/${workflow.body.data.id}/run?wait=true&timeout_ms=90000`, { payload: {} });
     expect(run.body.data.status).toBe('failed');
     const view = (await app.admin.get(`/api/workflow/v1/executions/${run.body.data.execution_id}`)).body.data;
     expect(view.timeline[0]).toMatchObject({ status: 'failed', attempts: 1, error: { code: 'validation_failed' } });

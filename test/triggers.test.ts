@@ -77,7 +77,7 @@ describe('schedule trigger', () => {
     });
     expect(created.status).toBe(201);
     const id = created.body.data.id;
-    const handle = app.stack.services.temporal.client.schedule.getHandle(`workflow-${id}`);
+    const handle = app.stack.services.temporal.client.schedule.getHandle(app.stack.services.temporal.scheduleId(id));
     await expect(handle.describe()).rejects.toBeInstanceOf(ScheduleNotFoundError);
 
     await app.admin.post(`${W}/${id}/activate`);
@@ -87,7 +87,7 @@ describe('schedule trigger', () => {
     const run = await eventually(async () => {
       const list = (await app.admin.get(`/api/workflow/v1/executions?workflow_id=${id}&status=success`)).body.data;
       return list.total > 0 ? list.items[0] : undefined;
-    }, 20_000, 'a scheduled run');
+    }, 60_000, 'a scheduled run');
     expect(run.trigger).toBe('schedule');
 
     await app.admin.post(`${W}/${id}/deactivate`);
@@ -110,7 +110,7 @@ describe('schedule trigger', () => {
       nodes: [{ id: 'tick', type: 'transform', config: { value: 1 } }],
     });
     expect(created.body.data.status).toBe('active');
-    const handle = app.stack.services.temporal.client.schedule.getHandle(`workflow-${created.body.data.id}`);
+    const handle = app.stack.services.temporal.client.schedule.getHandle(app.stack.services.temporal.scheduleId(created.body.data.id));
     expect((await handle.describe()).spec.calendars?.[0]?.hour).toBeDefined();
     await app.admin.patch(`${W}/${created.body.data.id}`, { trigger: { type: 'schedule', config: { cron: '30 2 * * *', overlap: 'buffer_one' } } });
     const after = await handle.describe();

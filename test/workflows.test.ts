@@ -123,7 +123,7 @@ describe('definitions', () => {
         { id: 'out', type: 'transform', config: { value: 'v2' } },
       ],
     });
-    const result = await app.stack.services.executions.waitForResult(`execution-${run.body.data.execution_id}`, 20_000);
+    const result = await app.stack.services.executions.waitForResult(app.stack.services.temporal.executionWorkflowId(run.body.data.execution_id), 60_000);
     expect(result?.lastOutput).toBe('v1');
     const view = await editor.client.get(`/api/workflow/v1/executions/${run.body.data.execution_id}`);
     expect(view.body.data.workflow_version).toBe(1);
@@ -164,7 +164,7 @@ describe('lifecycle (SPEC section 3)', () => {
 
   it('purges the executions of a purged workflow', async () => {
     const { id } = (await editor.client.post(W, simple('Purge runs'))).body.data;
-    const run = await editor.client.post(`${W}/${id}/run?wait=true`, { payload: { x: 1 } });
+    const run = await editor.client.post(`${W}/${id}/run?wait=true&timeout_ms=90000`, { payload: { x: 1 } });
     expect(run.status).toBe(200);
     await editor.client.delete(`${W}/${id}`);
     await editor.client.delete(`${W}/${id}?force=true`);

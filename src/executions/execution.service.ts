@@ -88,7 +88,7 @@ export class ExecutionService {
       [workflow.id, version, input.trigger, JSON.stringify(input.payload ?? null), input.replayOf ?? null, triggeredBy ?? null],
     );
     const executionId = Number(row!.id);
-    const temporalWorkflowId = `execution-${executionId}`;
+    const temporalWorkflowId = this.temporal.executionWorkflowId(executionId);
     await this.sql.query('update executions set temporal_workflow_id = ? where id = ?', [temporalWorkflowId, executionId]);
     try {
       const handle = await this.temporal.client.workflow.start(RUN_GRAPH_WORKFLOW, {

@@ -14,6 +14,10 @@ export interface TemporalHandle {
   uiUrl: string;
   taskQueue: string;
   namespace: string;
+  /** Temporal workflow id of an execution. */
+  executionWorkflowId(executionId: number): string;
+  /** Temporal Schedule id of a schedule-triggered workflow. */
+  scheduleId(workflowId: number): string;
 }
 
 /**
@@ -35,6 +39,8 @@ export function connectTemporal(config: Config, address: string, keys: KeyRing):
     uiUrl: config.TEMPORAL_UI_URL ?? `http://localhost:${config.TEMPORAL_UI_PORT}`,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     namespace: config.TEMPORAL_NAMESPACE,
+    executionWorkflowId: (id) => `${config.SVC_INSTANCE_ID}-execution-${id}`,
+    scheduleId: (id) => `${config.SVC_INSTANCE_ID}-workflow-${id}`,
   };
 }
 

@@ -12,8 +12,6 @@ const overlapOf = {
   allow_all: 'ALLOW_ALL',
 } as const;
 
-export const scheduleIdOf = (workflowId: number) => `workflow-${workflowId}`;
-
 /**
  * The Temporal Schedule behind a `schedule` trigger: it exists while the workflow is active,
  * is paused on deactivate/archive and deleted on purge. Each action starts a run of the
@@ -27,12 +25,12 @@ export class WorkflowSchedules {
     const config = row.trigger.config;
     const input: RunGraphInput = { workflowId: row.id, payload: { scheduled: true }, trigger: 'schedule' };
     return {
-      scheduleId: scheduleIdOf(row.id),
+      scheduleId: this.temporal.scheduleId(row.id),
       spec: { cronExpressions: [config.cron], ...(config.timezone ? { timezone: config.timezone } : {}) },
       action: {
         type: 'startWorkflow',
         workflowType: RUN_GRAPH_WORKFLOW,
-        workflowId: `workflow-${row.id}-scheduled`,
+        workflowId: `${this.temporal.scheduleId(row.id)}-run`,
         taskQueue: this.temporal.taskQueue,
         args: [input],
       },
@@ -43,7 +41,7 @@ export class WorkflowSchedules {
 
   /** Creates or updates the schedule of an active schedule-triggered workflow; removes a stale one. */
   async sync(row: WorkflowRow): Promise<void> {
-    const handle = this.temporal.client.schedule.getHandle(scheduleIdOf(row.id));
+    const handle = this.temporal.client.schedule.getHandle(this.temporal.scheduleId(row.id));
     if (row.trigger.type !== 'schedule') {
       await handle.delete().catch((err) => {
         if (!(err instanceof ScheduleNotFoundError)) throw err;
@@ -52,8 +50,14 @@ export class WorkflowSchedules {
     }
     const options = this.options(row);
     try {
-      await handle.update((previous) => ({ ...previous, spec: options.spec, action: options.action, policies: { ...previous.policies, ...options.policies } }));
-      await handle.unpause('workflow activated');
+      // One update carries the unpause too: a separate unpause may be applied before it.
+      await handle.update((previous) => ({
+        ...previous,
+        spec: options.spec,
+        action: options.action,
+        policies: { ...previous.policies, ...options.policies },
+        state: { ...previous.state, paused: false, note: 'workflow active' },
+      }));
     } catch (err) {
       if (!(err instanceof ScheduleNotFoundError)) throw err;
       await this.temporal.client.schedule.create(options);
@@ -63,7 +67,7 @@ export class WorkflowSchedules {
   async pause(row: WorkflowRow): Promise<void> {
     if (row.trigger.type !== 'schedule') return;
     await this.temporal.client.schedule
-      .getHandle(scheduleIdOf(row.id))
+      .getHandle(this.temporal.scheduleId(row.id))
       .pause(`workflow ${row.status === 'archived' ? 'archived' : 'deactivated'}`)
       .catch((err) => {
         if (!(err instanceof ScheduleNotFoundError)) throw err;
@@ -72,7 +76,7 @@ export class WorkflowSchedules {
 
   async remove(row: WorkflowRow): Promise<void> {
     await this.temporal.client.schedule
-      .getHandle(scheduleIdOf(row.id))
+      .getHandle(this.temporal.scheduleId(row.id))
       .delete()
       .catch((err) => {
         if (!(err instanceof ScheduleNotFoundError)) throw err;

@@ -74,6 +74,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     DATABASE_URL: databaseUrl,
     TEMPORAL_ADDRESS: inject('temporalAddress'),
     TEMPORAL_TASK_QUEUE: `test-${randomBytes(6).toString('hex')}`,
+    // Test files share one Temporal namespace; ids must not collide between their databases.
+    SVC_INSTANCE_ID: `t-${randomBytes(6).toString('hex')}`,
     SVC_ENCRYPTION_KEY: generateMasterKey(),
     SVC_ADMIN_PASSWORD: ADMIN_PASSWORD,
     SVC_ADMIN_APP_PASSWORD: ADMIN_APP_PASSWORD,
@@ -83,7 +85,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   });
   const logs = options.logs;
   const logger = logs
-    ? createLogger(process.env.TEST_LOG_LEVEL ?? 'debug', { write: (line: string) => void logs.push(line) })
+    ? createLogger('debug', { write: (line: string) => void logs.push(line) })
     : createLogger(config.LOG_LEVEL);
   const stack = await startStack(config, logger, {
     embedded: false,

@@ -49,7 +49,7 @@ export async function startHttpTarget(handler: Handler = () => undefined): Promi
 }
 
 /** Polls `fn` until it returns a truthy value or `timeoutMs` passes. */
-export async function eventually<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+export async function eventually<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 60_000, what = 'condition'): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
