@@ -69,7 +69,6 @@ export class AuthService {
 
   /** HTTP Basic with an application password. Throws 401 (or 429 after repeated failures). */
   async authenticateBasic(login: string, password: string, ip: string): Promise<Principal> {
-    await this.guardFailures(login, ip);
     const secret = normaliseAppPassword(password);
     const rows = await this.sql.query<{ user_id: number; login: string; role: string; ap_id: number; secret_hash: string }>(
       `select u.id as user_id, u.login, u.role, ap.id as ap_id, ap.secret_hash
@@ -82,6 +81,9 @@ export class AuthService {
       const cached = this.verified.get(row.ap_id);
       if (cached && safeEqual(cached, digest)) return this.accept(row);
     }
+    // Only guesses reach this point (a verified password is answered from the cache above), so
+    // the failure limit is checked here: one query less on every authenticated request.
+    await this.guardFailures(login, ip);
     for (const row of rows) {
       if (await verifySecret(row.secret_hash, secret)) {
         this.verified.set(row.ap_id, digest);
