@@ -68,7 +68,8 @@ function nodeErrorOf(err: unknown): NodeError {
  * (each node) is an activity, a durable timer or a child workflow.
  */
 export async function runGraph(input: RunGraphInput): Promise<RunGraphResult> {
-  const began = await control.beginExecution(input, workflowInfo().runId);
+  // Bookkeeping runs as local activities: no task round trip through the server for each.
+  const began = await localControl.beginExecution(input, workflowInfo().runId);
   const { executionId, graph } = began;
   const pure = new Set(began.pureTypes);
   const nodes = new Map(graph.nodes.map((n) => [n.id, n]));
@@ -154,7 +155,7 @@ export async function runGraph(input: RunGraphInput): Promise<RunGraphResult> {
   const status: RunGraphResult['status'] = cancelled ? 'cancelled' : failure ? 'failed' : partial ? 'partial' : 'success';
   const notRun = [...state.skippedNodes(), ...(failure || cancelled ? state.unfinished() : [])].map((id) => ({ id, type: nodes.get(id)!.type }));
   await CancellationScope.nonCancellable(() =>
-    control.finishExecution(workflowInfo().runId, { status, skipped: notRun, ...(failure ? { error: failure } : {}), lastOutput }),
+    localControl.finishExecution(workflowInfo().runId, { status, skipped: notRun, ...(failure ? { error: failure } : {}), lastOutput }),
   );
   if (cancelled) throw cancelled;
   return { executionId, status, ...(lastOutput !== undefined ? { lastOutput } : {}), ...(failure ? { error: failure } : {}) };

@@ -82,21 +82,22 @@ export class ExecutionService {
   async start(workflow: WorkflowRow, input: Omit<RunGraphInput, 'workflowId' | 'version'> & { version?: number }, triggeredBy?: number): Promise<{ executionId: number; temporalWorkflowId: string }> {
     if (workflow.status === 'archived') throw conflict('workflow_archived', 'The workflow is archived; restore it to run it');
     const version = input.version ?? workflow.version;
-    const [row] = await this.sql.query<{ id: string }>(
-      `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, temporal_workflow_id, triggered_by)
-       values (?, ?, 'running', ?, ?, ?, '', ?) returning id`,
-      [workflow.id, version, input.trigger, JSON.stringify(input.payload ?? null), input.replayOf ?? null, triggeredBy ?? null],
+    // The Temporal workflow id derives from the execution id: both are set in one statement.
+    const [row] = await this.sql.query<{ id: string; temporal_workflow_id: string }>(
+      `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, temporal_workflow_id, triggered_by)
+       select n.id, ?, ?, 'running', ?, ?, ?, ? || n.id, ? from (select nextval('executions_id_seq') as id) n
+       returning id, temporal_workflow_id`,
+      [workflow.id, version, input.trigger, JSON.stringify(input.payload ?? null), input.replayOf ?? null, this.temporal.executionWorkflowPrefix, triggeredBy ?? null],
     );
     const executionId = Number(row!.id);
-    const temporalWorkflowId = this.temporal.executionWorkflowId(executionId);
-    await this.sql.query('update executions set temporal_workflow_id = ? where id = ?', [temporalWorkflowId, executionId]);
+    const temporalWorkflowId = row!.temporal_workflow_id;
     try {
-      const handle = await this.temporal.client.workflow.start(RUN_GRAPH_WORKFLOW, {
+      // The run id is recorded by the run's first activity (it claims this record).
+      await this.temporal.client.workflow.start(RUN_GRAPH_WORKFLOW, {
         workflowId: temporalWorkflowId,
         taskQueue: this.temporal.taskQueue,
         args: [{ ...input, workflowId: workflow.id, version } satisfies RunGraphInput],
       });
-      await this.sql.query('update executions set temporal_run_id = coalesce(temporal_run_id, ?) where id = ?', [handle.firstExecutionRunId, executionId]);
     } catch (err) {
       await this.sql.query(`update executions set status = 'failed', finished_at = now(), error = ? where id = ?`, [
         JSON.stringify({ code: 'start_failed', message: 'The run could not be started: Temporal is unavailable' }),

@@ -14,7 +14,8 @@ export interface TemporalHandle {
   uiUrl: string;
   taskQueue: string;
   namespace: string;
-  /** Temporal workflow id of an execution. */
+  /** Temporal workflow id of an execution: this prefix and the execution id. */
+  executionWorkflowPrefix: string;
   executionWorkflowId(executionId: number): string;
   /** Temporal Schedule id of a schedule-triggered workflow. */
   scheduleId(workflowId: number): string;
@@ -39,6 +40,7 @@ export function connectTemporal(config: Config, address: string, keys: KeyRing):
     uiUrl: config.TEMPORAL_UI_URL ?? `http://localhost:${config.TEMPORAL_UI_PORT}`,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     namespace: config.TEMPORAL_NAMESPACE,
+    executionWorkflowPrefix: `${config.SVC_INSTANCE_ID}-execution-`,
     executionWorkflowId: (id) => `${config.SVC_INSTANCE_ID}-execution-${id}`,
     scheduleId: (id) => `${config.SVC_INSTANCE_ID}-workflow-${id}`,
   };
