@@ -33,7 +33,7 @@ describe('RateLimiter (batched writes)', () => {
       expect(mine.filter((d) => d.allowed)).toHaveLength(60);
     }
     const rows = await app.sql<{ bucket: string; hits: number }>(`select bucket, hits from rate_limit_counters where bucket like 'test:%' order by bucket`);
-    expect(rows).toEqual(buckets.map((bucket) => ({ bucket, hits: 100 })));
+    expect(rows).toEqual(buckets.map((bucket) => ({ bucket: `${bucket}@3600`, hits: 100 })));
   });
 
   it('keeps windows of different lengths apart and reads them with peek', async () => {

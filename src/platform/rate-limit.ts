@@ -22,7 +22,10 @@ const MAX_BATCH = 500;
  * Bucket names carry caller-chosen text (login names, forwarded addresses). A long or unusual one
  * is stored under a digest, so that it fits the column and cannot fail a batch it shares.
  */
-function storedBucket(bucket: string): string {
+function storedBucket(name: string, windowSeconds: number): string {
+  // The window length is part of the key: a 60 s and a 900 s window of the same name can start
+  // at the same instant and must not share a counter.
+  const bucket = `${name}@${windowSeconds}`;
   if (bucket.length <= 200 && /^[\x20-\x7e]*$/.test(bucket)) return bucket;
   return `${bucket.slice(0, 100).replace(/[^\x20-\x7e]/g, '?')}#${sha256(bucket)}`;
 }
@@ -52,7 +55,7 @@ export class RateLimiter {
   async hit(bucket: string, limit: number, windowSeconds: number): Promise<RateDecision> {
     const { start, retryAfterSeconds } = this.window(windowSeconds);
     const hits = await new Promise<number>((resolve, reject) => {
-      this.queue.push({ bucket: storedBucket(bucket), start, resolve, reject });
+      this.queue.push({ bucket: storedBucket(bucket, windowSeconds), start, resolve, reject });
       if (!this.flushing) void this.flush();
     });
     this.maybePrune();
@@ -108,7 +111,7 @@ export class RateLimiter {
     const { start, retryAfterSeconds } = this.window(windowSeconds);
     const result = await this.knex.raw<{ rows: { hits: number }[] }>(
       'select hits from rate_limit_counters where bucket = ? and window_start = ?',
-      [storedBucket(bucket), start],
+      [storedBucket(bucket, windowSeconds), start],
     );
     const hits = result.rows[0]?.hits ?? 0;
     return { allowed: hits < limit, hits, retryAfterSeconds };
