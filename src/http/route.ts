@@ -151,9 +151,30 @@ export function toMiddleware(route: AnyRoute) {
 }
 
 /** Access control, validation, the handler and the success envelope. */
+/**
+ * PostgreSQL text cannot hold U+0000, so a NUL anywhere in the input would surface as a database
+ * error; it is refused up front instead.
+ */
+function findNul(value: unknown, path: string, depth = 0): string | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
+  if (depth > 512 || value === null || typeof value !== 'object') return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    if (key.includes('\u0000')) return path ? `${path}.${key}` : key;
+    const found = findNul(item, path ? `${path}.${key}` : key, depth + 1);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+function refuseNul(ctx: Context) {
+  const field = findNul(ctx.params ?? {}, '') ?? findNul(ctx.query, '') ?? findNul((ctx.request as unknown as { body?: unknown }).body, '');
+  if (field !== undefined) throw validationFailed([{ field: field || 'body', message: 'must not contain NUL characters' }]);
+}
+
 async function respond(route: AnyRoute, ctx: Context): Promise<void> {
   const principal = ctx.state.principal as Principal | undefined;
   checkAccess(route.access, principal);
+  refuseNul(ctx);
   const params = route.params ? parse(route.params, ctx.params ?? {}, 'path', route.invalidCode) : undefined;
   const query = route.query
     ? parse(route.query, singleValued(ctx.query as Record<string, string | string[]>), 'query', route.invalidCode)
