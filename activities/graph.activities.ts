@@ -40,22 +40,18 @@ export function graphActivities(services: Services) {
   async function findExecution(temporalWorkflowId: string, runId: string): Promise<ExecutionRef | undefined> {
     const cached = cache.get(runId);
     if (cached) return cached;
-    const select = `e.id, e.workflow_id, w.owner_id`;
-    let rows = await sql.query<{ id: string; workflow_id: number; owner_id: number }>(
-      `select ${select} from executions e join workflows w on w.id = e.workflow_id where e.temporal_run_id = ?`,
-      [runId],
+    // One statement finds the run's record, claiming the one the API prepared (start or reset)
+    // when Temporal had not yet given it a run id; an exact match wins over an unclaimed one.
+    const rows = await sql.query<{ id: string; workflow_id: number; owner_id: number }>(
+      `with target as (
+         select id from executions
+          where temporal_workflow_id = ? and (temporal_run_id = ? or temporal_run_id is null)
+          order by (temporal_run_id is not null) desc, id desc limit 1 for update skip locked),
+       claimed as (
+         update executions e set temporal_run_id = ? from target where e.id = target.id returning e.id, e.workflow_id)
+       select c.id, c.workflow_id, w.owner_id from claimed c join workflows w on w.id = c.workflow_id`,
+      [temporalWorkflowId, runId, runId],
     );
-    if (!rows.length) {
-      // A run the API prepared a record for (start or reset) before Temporal gave it a run id.
-      rows = await sql.query(
-        `with claimed as (
-           update executions set temporal_run_id = ? where id = (
-             select id from executions where temporal_workflow_id = ? and temporal_run_id is null order by id desc limit 1 for update skip locked)
-           returning id, workflow_id)
-         select c.id, c.workflow_id, w.owner_id from claimed c join workflows w on w.id = c.workflow_id`,
-        [runId, temporalWorkflowId],
-      );
-    }
     const row = rows[0];
     if (!row) return undefined;
     const ref = { id: Number(row.id), workflowId: row.workflow_id, ownerId: row.owner_id };
@@ -170,7 +166,8 @@ export function graphActivities(services: Services) {
       const ref = await currentExecution(runOf().runId);
       const started = Date.now();
       const attempts = activity.info.attempt;
-      await writeNode(ref.id, node, { status: 'running', started_at: new Date(started), attempts });
+      // A local (pure, fast) node is written once, when it ends; others show as running.
+      if (!activity.info.isLocal) await writeNode(ref.id, node, { status: 'running', started_at: new Date(started), attempts });
       const beat = activity.info.isLocal ? undefined : setInterval(() => activity.heartbeat(), 1000);
       let input: unknown;
       try {
