@@ -62,6 +62,11 @@ const schema = z.object({
    * derived from it. When unset, the embedded default generates one into SVC_DATA_DIR.
    */
   SVC_ENCRYPTION_KEY: z.string().optional(),
+  /**
+   * Earlier master keys, comma-separated, still accepted for decryption after a rotation: values
+   * carry the id of the key that sealed them. New values always use SVC_ENCRYPTION_KEY.
+   */
+  SVC_PREVIOUS_ENCRYPTION_KEYS: z.string().optional(),
   /** Password of the `admin` user created on first start. Generated and printed once when unset. */
   SVC_ADMIN_PASSWORD: z.string().min(8, 'must be at least 8 characters').optional(),
   /** Becomes an application password of `admin` on first start, so scripts can log in at once. */

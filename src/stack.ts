@@ -53,9 +53,15 @@ export async function ensureDatabase(serverUrl: string, name: string): Promise<s
 
 /** The master key: SVC_ENCRYPTION_KEY, or (embedded default only) one generated into the data dir. */
 export async function loadKeyRing(config: Config, embeddedDatabase: boolean): Promise<KeyRing> {
+  let previous: KeyRing[];
+  try {
+    previous = (config.SVC_PREVIOUS_ENCRYPTION_KEYS ?? '').split(',').filter((k) => k.trim()).map((k) => new KeyRing(parseMasterKey(k)));
+  } catch (err) {
+    throw new ConfigError('SVC_PREVIOUS_ENCRYPTION_KEYS', (err as Error).message);
+  }
   if (config.SVC_ENCRYPTION_KEY) {
     try {
-      return new KeyRing(parseMasterKey(config.SVC_ENCRYPTION_KEY));
+      return new KeyRing(parseMasterKey(config.SVC_ENCRYPTION_KEY), previous);
     } catch (err) {
       throw new ConfigError('SVC_ENCRYPTION_KEY', (err as Error).message);
     }
@@ -70,7 +76,7 @@ export async function loadKeyRing(config: Config, embeddedDatabase: boolean): Pr
       if (err.code !== 'EEXIST') throw err;
     });
   }
-  return new KeyRing(parseMasterKey(await readFile(file, 'utf8')));
+  return new KeyRing(parseMasterKey(await readFile(file, 'utf8')), previous);
 }
 
 const mask = (url: string) => url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');

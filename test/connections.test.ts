@@ -1,15 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateMasterKey } from '../src/platform/crypto.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { startHttpTarget, type HttpTarget } from './helpers/http-target.js';
 import { freePort } from './helpers/ports.js';
 
 let app: TestApp;
 let target: HttpTarget;
+const logs: string[] = [];
 const C = '/api/workflow/v1/connections';
 const SECRET = 'sk-live-abcdefghijklmnop-a1b2';
 
 beforeAll(async () => {
-  app = await startTestApp({ worker: true, env: { SVC_PROBE_TIMEOUT_MS: '500' } });
+  app = await startTestApp({ worker: true, logs, env: { SVC_PROBE_TIMEOUT_MS: '500' } });
   target = await startHttpTarget((req) => {
     if (req.url.startsWith('/slow')) return { delayMs: 2000 };
     const ok = req.headers.authorization === `Bearer ${SECRET}` || req.headers['x-api-key'] === SECRET;
@@ -63,6 +65,37 @@ describe('storage', () => {
     const editor = await app.createUser('editor');
     expect((await editor.client.get(C)).status).toBe(403);
     expect((await editor.client.post(C, { type: 'http_bearer', label: 'x', cred: 'y', extra: { base_url: target.url } })).status).toBe(403);
+  });
+});
+
+describe('key rotation', () => {
+  it('still decrypts credentials sealed under a previous key and seals new ones under the current key', async () => {
+    const { id } = (await create({})).body.data;
+    const oldKey = app.config.SVC_ENCRYPTION_KEY!;
+    const rotated = await startTestApp({
+      databaseUrl: app.databaseUrl,
+      env: { SVC_ENCRYPTION_KEY: generateMasterKey(), SVC_PREVIOUS_ENCRYPTION_KEYS: oldKey },
+    });
+    try {
+      expect((await rotated.admin.post(`${C}/${id}/test`)).status).toBe(200);
+      const [before] = await app.sql<{ key_id: string }>('select key_id from connections where id = $1', [id]);
+      await rotated.admin.patch(`${C}/${id}`, { cred: SECRET });
+      const [after] = await app.sql<{ key_id: string }>('select key_id from connections where id = $1', [id]);
+      expect(after!.key_id).not.toBe(before!.key_id);
+      expect((await rotated.admin.post(`${C}/${id}/test`)).status).toBe(200);
+    } finally {
+      await rotated.close();
+    }
+    // Without the old key the old value cannot be read: the key really changed.
+    const stale = (await create({})).body.data.id;
+    const withoutOld = await startTestApp({ databaseUrl: app.databaseUrl, env: { SVC_ENCRYPTION_KEY: generateMasterKey() } });
+    try {
+      const unreadable = await withoutOld.admin.post(`${C}/${stale}/test`);
+      expect(unreadable.status).toBe(500);
+      expect(unreadable.body.error).toBe('credential_unreadable');
+    } finally {
+      await withoutOld.close();
+    }
   });
 });
 
@@ -170,6 +203,9 @@ describe('Temporal history', () => {
     expect(Buffer.from(decoded.body.payloads[0].data, 'base64').toString()).toContain(marker);
     const subscriber = await app.createUser('subscriber');
     expect((await subscriber.client.post('/api/temporal-codec/decode', { payloads: [] })).status).toBe(403);
+    // Nor does any log line of the service (API and worker) hold the credential.
+    expect(logs.length).toBeGreaterThan(0);
+    expect(logs.join('\n')).not.toContain(SECRET);
     expect((await app.anonymous.post('/api/temporal-codec/decode', { payloads: [] })).status).toBe(401);
   });
 });

@@ -109,7 +109,12 @@ export class ConnectionService {
   async resolve(id: number): Promise<ResolvedConnection> {
     const row = await this.em.fork().findOne(Connection, { id });
     if (!row) throw new AppError(404, 'connection_missing', `Connection ${id} does not exist (it was deleted)`);
-    const cred = this.keys.decrypt(row.credEncrypted);
+    let cred: string;
+    try {
+      cred = this.keys.decrypt(row.credEncrypted);
+    } catch {
+      throw new AppError(500, 'credential_unreadable', `The credential of connection ${id} was sealed with a key this service does not have (key ${row.keyId}; see SVC_PREVIOUS_ENCRYPTION_KEYS)`);
+    }
     const type = row.type as ConnectionType;
     const headerName = typeof row.extra.header_name === 'string' ? row.extra.header_name : 'X-API-Key';
     return {
