@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { idParam } from '../http/pagination.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { unauthenticated } from '../platform/errors.js';
 import type { Services } from '../services.js';
@@ -124,7 +125,7 @@ export function authRoutes({ auth, users, config }: Services): AnyRoute[] {
       summary: 'Revokes one of the current user\'s application passwords',
       tag: 'auth',
       access: 'authenticated',
-      params: z.object({ id: z.coerce.number().int().positive() }),
+      params: idParam,
       responses: { 200: { description: 'Revoked', data: z.object({ id: z.number().int(), revoked: z.boolean() }) } },
       handler: async ({ principal, params }) => {
         await users.revokeAppPassword(principal.id, { id: params.id });

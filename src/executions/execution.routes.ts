@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineRoute, type AnyRoute } from '../http/route.js';
-import { idParam, pageOf, pagination } from '../http/pagination.js';
+import { MAX_ID, idParam, pageOf, pagination } from '../http/pagination.js';
 import type { Services } from '../services.js';
 
 const root = '/api/workflow/v1/executions';
@@ -52,7 +52,7 @@ export function executionRoutes({ executions }: Services): AnyRoute[] {
       tag: 'executions',
       access: 'authenticated',
       query: z.strictObject({
-        workflow_id: z.coerce.number().int().positive().optional(),
+        workflow_id: z.coerce.number().int().positive().max(MAX_ID).optional(),
         status: z.enum(statuses).optional(),
         since: isoTimestamp.optional().describe('Started at or after (ISO 8601)'),
         until: isoTimestamp.optional().describe('Started at or before (ISO 8601)'),

@@ -72,7 +72,8 @@ export function buildApp(services: Services): { app: Koa; routes: AnyRoute[] } {
     router.allowedMethods({
       throw: true,
       methodNotAllowed: () => new AppError(405, 'method_not_allowed', 'Method not allowed on this path'),
-      notImplemented: () => new AppError(501, 'not_implemented', 'Method not implemented'),
+      // A method no route knows (TRACE, say) is the caller's mistake: 405, never a 5xx.
+      notImplemented: () => new AppError(405, 'method_not_allowed', 'Method not allowed on this path'),
     }),
   );
   return { app, routes };

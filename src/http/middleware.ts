@@ -42,6 +42,11 @@ export function toAppError(err: unknown): AppError | undefined {
   if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
     return new AppError(400, 'invalid_request', 'Malformed request body');
   }
+  // A value PostgreSQL cannot hold (out of range, malformed) that validation let through is
+  // still the caller's input: 400, never a 500 carrying SQL text.
+  if (e?.code === '22003' || e?.code === '22P02' || e?.code === '22007' || e?.code === '22008' || e?.code === '22021') {
+    return new AppError(400, 'invalid_request', 'A value in the request is out of range or malformed');
+  }
   if (typeof e?.code === 'string' && pgUnavailableCodes.has(e.code)) {
     return new AppError(503, 'service_unavailable', 'PostgreSQL is unavailable; retry later', { dependency: 'postgresql' }, { 'Retry-After': '5' });
   }

@@ -18,10 +18,33 @@ const genericErrors: Record<number, string> = {
   503: 'A dependency (PostgreSQL or Temporal) is unavailable (`service_unavailable`)',
 };
 
+/** Shared definitions hoisted out of individual schemas into `components.schemas`. */
+let hoisted: Record<string, unknown> = {};
+let counter = 0;
+
+/**
+ * zod emits recursive or reused parts as `$defs` with `#/$defs/...` references, which in an
+ * OpenAPI document would point at the document root; they are moved to components.schemas.
+ */
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
   const out = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Record<string, unknown>;
   delete out.$schema;
-  return out;
+  const defs = out.$defs as Record<string, unknown> | undefined;
+  if (!defs) return out;
+  delete out.$defs;
+  const names = new Map(Object.keys(defs).map((name) => [name, `Def${++counter}_${name.replace(/[^A-Za-z0-9_]/g, '')}`]));
+  const rewrite = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(rewrite);
+    if (!value || typeof value !== 'object') return value;
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => {
+        if (k === '$ref' && typeof v === 'string' && v.startsWith('#/$defs/')) return [k, `#/components/schemas/${names.get(v.slice(8))}`];
+        return [k, rewrite(v)];
+      }),
+    );
+  };
+  for (const [name, def] of Object.entries(defs)) hoisted[names.get(name)!] = rewrite(def);
+  return rewrite(out) as Record<string, unknown>;
 }
 
 function parameters(route: AnyRoute) {
@@ -70,11 +93,14 @@ function operation(route: AnyRoute) {
     errors[413] = 'Body larger than the configured limit (`payload_too_large`)';
     errors[415] = 'Unsupported content type (`unsupported_media_type`)';
   }
-  if (route.access !== 'public' || route.errors?.[429]) errors[429] = 'Too many requests (`rate_limited`), see Retry-After';
+  // Any route can answer 429: repeated wrong Basic credentials are refused before routing.
+  errors[429] = 'Too many requests or failed logins (`rate_limited`), see Retry-After';
   Object.assign(errors, route.errors ?? {});
   for (const [status, description] of Object.entries(errors)) {
     responses[status] ??= { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
   }
+  // Answered by Node's HTTP parser before the application sees the request: no envelope.
+  responses['431'] = { description: 'Request line or headers larger than the HTTP server accepts (no body)' };
   const bodyTypes = route.bodyTypes ?? ['json'];
   return {
     operationId: route.operationId,
@@ -100,6 +126,8 @@ function operation(route: AnyRoute) {
 
 /** Builds the OpenAPI 3.1 document from the same route definitions that validate requests. */
 export function buildOpenApi(routes: AnyRoute[], version: string) {
+  hoisted = {};
+  counter = 0;
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) (paths[route.path] ??= {})[route.method] = operation(route);
   return {
@@ -114,7 +142,7 @@ export function buildOpenApi(routes: AnyRoute[], version: string) {
     },
     paths,
     components: {
-      schemas: { Error: errorSchema },
+      schemas: { Error: errorSchema, ...hoisted },
       securitySchemes: {
         applicationPassword: { type: 'http', scheme: 'basic', description: 'login and application password' },
         sessionCookie: { type: 'apiKey', in: 'cookie', name: 'svc_session' },

@@ -14,4 +14,6 @@ export const pageOf = <T extends z.ZodType>(item: T) =>
 /** Query booleans: `true`/`false`/`1`/`0`. */
 export const queryBoolean = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 
-export const idParam = z.object({ id: z.coerce.number().int().positive().max(2_147_483_647) });
+/** Ids are PostgreSQL `integer`s: anything beyond is refused as input, not left to the database. */
+export const MAX_ID = 2_147_483_647;
+export const idParam = z.object({ id: z.coerce.number().int().positive().max(MAX_ID) });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_ID } from '../http/pagination.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import type { Services } from '../services.js';
 import {
@@ -13,7 +14,7 @@ import {
 } from './license.schemas.js';
 
 const root = '/api/management/v1/licenses';
-const idParams = z.object({ id: z.coerce.number().int().positive() });
+const idParams = z.object({ id: z.coerce.number().int().positive().max(MAX_ID) });
 
 /** Issuing and managing licences; every route needs svc_manage_licenses. */
 export function licenseAdminRoutes({ licenses }: Services): AnyRoute[] {

@@ -64,7 +64,7 @@ export const updateLicenseBody = z
   .refine((body) => Object.keys(body).length > 0, { message: 'give at least one of status, expires_at, domain_limit' });
 export type UpdateLicenseInput = z.output<typeof updateLicenseBody>;
 
-const page = z.coerce.number().int().min(1).default(1);
+const page = z.coerce.number().int().min(1).max(1_000_000).default(1);
 const perPage = z.coerce.number().int().min(1).max(100).default(20);
 
 export const listLicensesQuery = z.strictObject({

@@ -40,7 +40,7 @@ export const recordQueryNode: NodeType<{ entity: string; eql?: string; sort?: st
     eql: z.string().max(2000).optional(),
     sort: z.string().max(500).optional(),
     per_page: z.coerce.number().int().min(1).max(200).optional(),
-    page: z.coerce.number().int().min(1).optional(),
+    page: z.coerce.number().int().min(1).max(1_000_000).optional(),
   }),
   run: async ({ config, services, owner }) => ({
     output: await services.records.list(await owner(), config.entity, {

@@ -7,5 +7,5 @@ export const runWorkflowNode: NodeType<{ workflow_id: number; payload?: unknown 
   pure: false,
   description:
     'config `{workflow_id, payload?}`: runs that workflow (its current version) as a child run with the evaluated payload and waits. Output `{execution_id, status, output}`; a failed child fails the node.',
-  configSchema: z.strictObject({ workflow_id: z.number().int().positive(), payload: z.unknown().optional() }),
+  configSchema: z.strictObject({ workflow_id: z.number().int().positive().max(2_147_483_647), payload: z.unknown().optional() }),
 };

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 
+const id = z.number().int().positive().max(2_147_483_647);
+
 export const nodeIdPattern = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
 export const slugPattern = /^[a-z0-9][a-z0-9-]{0,99}$/;
 
@@ -7,7 +9,7 @@ export const nodeSchema = z.strictObject({
   id: z.string().regex(nodeIdPattern, 'letters, digits, _ or -, starting with a letter or _ (max 64)'),
   type: z.string().min(1).max(40),
   name: z.string().max(200).optional(),
-  connection_id: z.number().int().positive().optional(),
+  connection_id: id.optional(),
   config: z.record(z.string(), z.unknown()).default({}),
   retry: z
     .strictObject({
@@ -62,7 +64,7 @@ const definitionFields = {
   trigger: triggerSchema,
   nodes: z.array(nodeSchema).min(1).max(500),
   edges: z.array(edgeSchema).max(2000).default([]),
-  shared_with: z.array(z.number().int().positive()).max(500).default([]),
+  shared_with: z.array(id).max(500).default([]),
 };
 
 /** POST /workflows body. */
@@ -79,7 +81,7 @@ export const updateWorkflowSchema = z
     trigger: triggerSchema.optional(),
     nodes: definitionFields.nodes.optional(),
     edges: z.array(edgeSchema).max(2000).optional(),
-    shared_with: z.array(z.number().int().positive()).max(500).optional(),
+    shared_with: z.array(id).max(500).optional(),
   })
   .refine((v) => Object.keys(v).length > 0, { message: 'send at least one field' });
 export type UpdateWorkflow = z.infer<typeof updateWorkflowSchema>;
