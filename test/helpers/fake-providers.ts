@@ -9,6 +9,8 @@ export interface ScriptStep {
   /** Stream: send a broken event and end; JSON: send a body that is not JSON. */
   malformed?: boolean;
   delayMs?: number;
+  /** Pause between streamed chunks. */
+  chunkDelayMs?: number;
   usage?: { in: number; out: number };
 }
 
@@ -69,11 +71,11 @@ async function serve(path: string, write: Writer): Promise<FakeProvider> {
   };
 }
 
-const sse = (res: ServerResponse) => {
+const sse = (res: ServerResponse, step: ScriptStep) => {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   return async (data: unknown, event?: string) => {
     res.write(`${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
-    await pause(2);
+    await pause(step.chunkDelayMs ?? 2);
   };
 };
 
@@ -89,7 +91,7 @@ export function startFakeOpenAi(): Promise<FakeProvider> {
       res.end(JSON.stringify({ id: `chatcmpl-${seq}`, object: 'chat.completion', model: req.body.model, choices: [{ index: 0, message, finish_reason: toolCalls.length ? 'tool_calls' : 'stop' }], usage }));
       return;
     }
-    const send = sse(res);
+    const send = sse(res, step);
     const chunk = (delta: unknown, finish: string | null = null) => ({ id: `chatcmpl-${seq}`, object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }] });
     await send(chunk({ role: 'assistant', content: '' }));
     if (step.malformed) {
@@ -126,7 +128,7 @@ export function startFakeAnthropic(): Promise<FakeProvider> {
       res.end(JSON.stringify({ id: `msg_${seq}`, type: 'message', role: 'assistant', model: req.body.model, content: blocks, stop_reason: stopReason, usage }));
       return;
     }
-    const send = sse(res);
+    const send = sse(res, step);
     await send({ type: 'message_start', message: { id: `msg_${seq}`, type: 'message', role: 'assistant', content: [], usage: { input_tokens: usage.input_tokens, output_tokens: 1 } } }, 'message_start');
     if (step.malformed) {
       await send('{"type": "content_block_delta", ', 'content_block_delta');
