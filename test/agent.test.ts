@@ -217,3 +217,20 @@ describe('turns', () => {
     expect(res.body.error).toBe('payload_too_large');
   });
 });
+
+describe('llm_prompt node', () => {
+  it('calls the model through the same provider layer', async () => {
+    const created = await app.admin.post('/api/workflow/v1/workflows', {
+      title: `llm ${Math.random()}`,
+      trigger: { type: 'manual' },
+      nodes: [{ id: 'ask', type: 'llm_prompt', connection_id: anthropicId, config: { model: 'claude-test', prompt: 'Summarise {{ trigger.topic }}', system: 'Be brief.' } }],
+      edges: [],
+    });
+    expect(created.status, created.text).toBe(201);
+    anthropic.script({ text: 'A short summary.' });
+    const run = await app.admin.post(`/api/workflow/v1/workflows/${created.body.data.id}/run?wait=true&timeout_ms=30000`, { payload: { topic: 'tides' } });
+    expect(run.status, run.text).toBe(200);
+    expect(run.body.data).toMatchObject({ status: 'success', output: { text: 'A short summary.', model: 'claude-test', usage: { tokens_in: 13, tokens_out: 5 } } });
+    expect(anthropic.requests.at(-1)!.body).toMatchObject({ model: 'claude-test', system: 'Be brief.', messages: [{ role: 'user', content: [{ type: 'text', text: 'Summarise tides' }] }] });
+  });
+});

@@ -95,6 +95,8 @@ export const NODE_ERROR_TYPES = [
   'node_failed',
   'output_too_large',
   'timeout',
+  'provider_error',
+  'provider_auth_failed',
 ] as const;
 
 /** Activity ids of node activities; replay-from-node finds a node's events by this id. */
