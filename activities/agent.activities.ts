@@ -84,6 +84,10 @@ export function agentActivities(services: Services) {
       if (!session) throw ApplicationFailure.nonRetryable('The session no longer exists', 'not_found');
       const messages = await loadHistory(sql, input.sessionId);
       let reply;
+      // A model call can take minutes; heartbeats let Temporal notice a dead worker in seconds and
+      // retry the call elsewhere instead of waiting for the start-to-close timeout.
+      const context = Context.current();
+      const beat = setInterval(() => context.heartbeat(), 1000);
       try {
         // The credential is decrypted here and nowhere else: never an activity argument or result.
         const connection = await services.connections.resolve(session.provider_id).catch((err: unknown) => {
@@ -97,12 +101,14 @@ export function agentActivities(services: Services) {
           messages,
           tools: toolSpecs(),
           timeoutMs: services.config.SVC_AGENT_PROVIDER_TIMEOUT_MS,
-          signal: Context.current().cancellationSignal,
+          signal: context.cancellationSignal,
           ...(channel ? { onDelta: (delta: string) => publish(sql, channel, { event: 'token', data: { delta } }) } : {}),
         });
       } catch (err) {
         if (err instanceof ProviderError) throw ApplicationFailure.create({ type: err.code, message: err.message, nonRetryable: !err.retryable });
         throw err;
+      } finally {
+        clearInterval(beat);
       }
       const costUsd = costOf(services.config.SVC_AGENT_PRICES, session.model, reply.usage.tokensIn, reply.usage.tokensOut);
       const telemetry = { tokens_in: reply.usage.tokensIn, tokens_out: reply.usage.tokensOut, cost_usd: costUsd };

@@ -30,6 +30,7 @@ const store = proxyActivities<AgentActivities>({
 // retry loop; a refused credential, an unreachable host or a malformed answer fail at once.
 const model = proxyActivities<AgentActivities>({
   startToCloseTimeout: '5m',
+  heartbeatTimeout: '5s',
   retry: {
     initialInterval: '1s',
     backoffCoefficient: 2,
