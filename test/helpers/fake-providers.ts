@@ -11,6 +11,8 @@ export interface ScriptStep {
   delayMs?: number;
   /** Pause between streamed chunks. */
   chunkDelayMs?: number;
+  /** Stream this many text pieces `@<Date.now() at sending>;` instead of `text` (latency benchmarks). */
+  stampTokens?: number;
   usage?: { in: number; out: number };
 }
 
@@ -99,6 +101,7 @@ export function startFakeOpenAi(): Promise<FakeProvider> {
       await send('{"choices": [{"delta": ');
       return void res.end();
     }
+    if (step.stampTokens) for (let i = 0; i < step.stampTokens; i++) await send(chunk({ content: `@${Date.now()};` }));
     for (const piece of words(step.text ?? '')) await send(chunk({ content: piece }));
     for (const [index, call] of toolCalls.entries()) {
       const args = call.function.arguments;
