@@ -82,6 +82,10 @@ describe('event stream', () => {
     const pending = events.find((e) => e.event === 'gate_pending')!.data;
     expect(pending).toMatchObject({ tool: 'records_create', args: { entity: 'note', fields: { title: 'streamed' } } });
     expect(events.at(-1)!.data).toMatchObject({ outcome: 'gate_pending', telemetry: { tokens_in: 13, tokens_out: 5 } });
+    const refused = await say(id, 'and now?', true);
+    expect(refused.status).toBe(409);
+    expect(refused.headers.get('content-type')).toContain('json');
+    expect(refused.body.error).toBe('gate_pending');
     const approved = await editor.client.post(`${A}/actions/${pending.action_id}/approve`);
     expect(approved.body.data).toMatchObject({ outcome: 'answered', assistant_message: 'Done.' });
     expect((await app.sql('select * from records.e_note where title = $1', ['streamed'])).length).toBe(1);

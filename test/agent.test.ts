@@ -188,6 +188,40 @@ describe('turns', () => {
     expect(await notes()).toBe(before + 1);
   });
 
+  it('runs a workflow only after approval, as the session owner', async () => {
+    const created = await editor.client.post('/api/workflow/v1/workflows', {
+      title: `agent run ${Math.random()}`,
+      trigger: { type: 'manual' },
+      nodes: [{ id: 'echo', type: 'transform', config: { value: '{{ trigger.n }}' } }],
+      edges: [],
+    });
+    expect(created.status, created.text).toBe(201);
+    const workflowId = created.body.data.id as number;
+    const runs = async () => Number((await app.sql<{ n: string }>('select count(*) as n from executions where workflow_id = $1', [workflowId]))[0]!.n);
+    const id = await session(openaiId);
+    openai.script({ toolCalls: [{ name: 'workflow_run', args: { workflow_id: workflowId, payload: { n: 7 } } }] }, { text: 'Started it.' });
+    const gate = await say(id, 'run it');
+    expect(gate.body.data.pending_action).toMatchObject({ tool: 'workflow_run', args: { workflow_id: workflowId, payload: { n: 7 } } });
+    expect(await runs()).toBe(0);
+    const done = await editor.client.post(`${A}/actions/${gate.body.data.pending_action.action_id}/approve`);
+    expect(done.body.data).toMatchObject({ outcome: 'answered', assistant_message: 'Started it.' });
+    expect(done.body.data.tools_called[0].result_summary).toContain('execution_id');
+    expect(await runs()).toBe(1);
+    const [execution] = await app.sql<{ triggered_by: number }>('select triggered_by from executions where workflow_id = $1', [workflowId]);
+    const [owner] = await app.sql<{ id: number }>('select id from users where login = $1', [editor.login]);
+    expect(execution!.triggered_by).toBe(owner!.id);
+  });
+
+  it('lets a tool refusal reach the model as a result, not a failure', async () => {
+    const subscriberSession = await app.createUser('editor');
+    const id = await session(openaiId, subscriberSession.client);
+    openai.script({ toolCalls: [{ name: 'records_get', args: { entity: 'nope', uuid: '00000000-0000-4000-8000-000000000009' } }] }, { text: 'No such entity.' });
+    const res = await say(id, 'read it', subscriberSession.client);
+    expect(res.body.data).toMatchObject({ outcome: 'answered', assistant_message: 'No such entity.' });
+    expect(res.body.data.tools_called[0].result_summary).toMatch(/^error: /);
+    expect(openai.requests.at(-1)!.body.messages.at(-1)).toMatchObject({ role: 'tool', content: expect.stringContaining('not_found') });
+  });
+
   it('refuses a second message while a turn runs', async () => {
     const id = await session(openaiId);
     openai.script({ text: 'slow answer', delayMs: 1500 });

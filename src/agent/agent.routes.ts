@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { defineRoute, type AnyRoute } from '../http/route.js';
+import { AppError } from '../platform/errors.js';
 import type { Services } from '../services.js';
 import type { AgentTurnOutcome } from '../../workflows/defs.js';
 import { outcomeData, type AcceptedTurn } from './agent.service.js';
@@ -100,8 +101,11 @@ async function streamTurn(services: Services, ctx: Context, start: (channel: str
   try {
     outcome = await turn.outcome;
   } catch (err) {
-    services.logger.error({ err }, 'agent turn failed');
-    outcome = { outcome: 'failed', error: { code: 'internal_error', message: 'The turn failed unexpectedly' }, tools_called: [], telemetry: { tokens_in: 0, tokens_out: 0, wall_ms: 0, cost_usd: 0 } };
+    // Headers are out, so even a late refusal (a 409 that lost the race in AgentService.accepted)
+    // is told in `done`.
+    if (!(err instanceof AppError)) services.logger.error({ err }, 'agent turn failed');
+    const error = err instanceof AppError ? { code: err.code, message: err.message } : { code: 'internal_error', message: 'The turn failed unexpectedly' };
+    outcome = { outcome: 'failed', error, tools_called: [], telemetry: { tokens_in: 0, tokens_out: 0, wall_ms: 0, cost_usd: 0 } };
   }
   await publish(services.sql, channel, { event: 'end', data: null }).catch(() => undefined);
   let timer: NodeJS.Timeout | undefined;
