@@ -66,6 +66,8 @@ const schema = z.object({
   SVC_AGENT_CAPABILITY: z.string().regex(/^[a-z_]+$/).default('edit_posts'),
   /** Model calls allowed in one agent turn; the turn then ends with a message saying so. */
   SVC_AGENT_MAX_MODEL_CALLS: z.coerce.number().int().min(1).max(100).default(10),
+  /** Messages and decisions a session workflow handles before it continues as new (bounds its history). */
+  SVC_AGENT_UPDATES_PER_RUN: z.coerce.number().int().min(1).max(10_000).default(200),
   /** Largest agent message content (bytes of UTF-8); a larger one is refused with 413. */
   SVC_AGENT_MAX_MESSAGE_BYTES: byteSize.default(32 * 1024),
   /** How long one model call may take (non-streaming answer, or the whole stream). */

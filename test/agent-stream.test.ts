@@ -39,7 +39,7 @@ async function stream(id: string, content: string) {
 const tokens = (events: { event: string; data: any }[]) => events.filter((e) => e.event === 'token').map((e) => e.data.delta).join('');
 
 beforeAll(async () => {
-  app = await startTestApp({ worker: true, env: { SVC_AGENT_PROVIDER_TIMEOUT_MS: '1500' } });
+  app = await startTestApp({ worker: true, env: { SVC_AGENT_PROVIDER_TIMEOUT_MS: '1500', SVC_AGENT_UPDATES_PER_RUN: '3' } });
   [openai, anthropic] = await Promise.all([startFakeOpenAi(), startFakeAnthropic()]);
   openaiId = await connection('openai', openai.url);
   anthropicId = await connection('anthropic', anthropic.url);
@@ -110,6 +110,41 @@ describe('event stream', () => {
       return view.body.data.messages.find((m: any) => m.role === 'assistant')?.content;
     });
     expect(history).toBe('one two three four five six seven eight');
+  });
+});
+
+describe('a long session', () => {
+  it('continues as new between turns and keeps its whole conversation', async () => {
+    const id = await session(anthropicId);
+    for (let i = 1; i <= 4; i++) {
+      anthropic.script({ text: `answer ${i}` });
+      const res = await say(id, `question ${i}`);
+      expect(res.body.data.assistant_message).toBe(`answer ${i}`);
+    }
+    // With SVC_AGENT_UPDATES_PER_RUN=3 the fourth turn ran in a continued run.
+    const handle = app.stack.services.temporal.client.workflow.getHandle(`agent-session-${id}`);
+    const started = (await handle.fetchHistory()).events![0]!.workflowExecutionStartedEventAttributes!;
+    expect(started.continuedExecutionRunId).toBeTruthy();
+    const history = (await editor.client.get(`${A}/sessions/${id}`)).body.data;
+    expect(history.turn_count).toBe(4);
+    // The model saw the earlier turns after continue-as-new.
+    const lastRequest = anthropic.requests.at(-1)!.body.messages;
+    expect(lastRequest).toHaveLength(7);
+    expect(lastRequest[0].content[0].text).toBe('question 1');
+  });
+});
+
+describe('a session whose workflow was terminated', () => {
+  it('starts a new run on the next message and keeps the conversation', async () => {
+    const id = await session(openaiId);
+    openai.script({ text: 'first' });
+    expect((await say(id, 'one')).body.data.assistant_message).toBe('first');
+    await app.stack.services.temporal.client.workflow.getHandle(`agent-session-${id}`).terminate('operator');
+    openai.script({ text: 'second' });
+    const res = await say(id, 'two');
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data.assistant_message).toBe('second');
+    expect(openai.requests.at(-1)!.body.messages.filter((m: any) => m.role !== 'system')).toHaveLength(3);
   });
 });
 

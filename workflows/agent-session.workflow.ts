@@ -40,9 +40,6 @@ const model = proxyActivities<AgentActivities>({
   },
 });
 
-/** Updates handled by one run before it continues as new (keeps the event history bounded). */
-const UPDATES_PER_RUN = 200;
-
 /** A turn in progress; between a gate and its decision it is kept here. */
 interface Turn {
   turnId: string;
@@ -177,7 +174,7 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
 
   // A session lives as long as its user keeps talking; it continues as new between turns (never
   // while a turn runs or a gate waits, whose state would otherwise have to travel along).
-  await condition(() => !busy && !pending && (handled >= UPDATES_PER_RUN || workflowInfo().continueAsNewSuggested));
+  await condition(() => !busy && !pending && (handled >= input.updatesPerRun || workflowInfo().continueAsNewSuggested));
   await condition(allHandlersFinished);
   await continueAsNew<typeof agentSession>(input);
 }

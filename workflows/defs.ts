@@ -114,6 +114,8 @@ export interface AgentSessionInput {
   sessionId: string;
   /** Model calls allowed per turn before the turn ends with an explanation. */
   maxModelCalls: number;
+  /** Updates handled by one run before it continues as new. */
+  updatesPerRun: number;
 }
 
 export interface AgentToolCall {

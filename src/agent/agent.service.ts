@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { WorkflowUpdateFailedError, type WorkflowUpdateHandle } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import type { Principal } from '../auth/auth.service.js';
 import type { Config } from '../config.js';
 import type { ConnectionService } from '../connections/connection.service.js';
@@ -56,16 +56,20 @@ export class AgentService {
       input.system_prompt_override ?? null,
     ]);
     try {
-      await this.temporal.client.workflow.start(AGENT_SESSION_WORKFLOW, {
-        workflowId: agentSessionWorkflowId(id),
-        taskQueue: this.temporal.taskQueue,
-        args: [{ sessionId: id, maxModelCalls: this.config.SVC_AGENT_MAX_MODEL_CALLS } satisfies AgentSessionInput],
-      });
+      await this.startWorkflow(id);
     } catch (err) {
       await this.sql.query('delete from agent_sessions where id = ?', [id]);
       throw err;
     }
     return { session_id: id };
+  }
+
+  private async startWorkflow(id: string): Promise<void> {
+    await this.temporal.client.workflow.start(AGENT_SESSION_WORKFLOW, {
+      workflowId: agentSessionWorkflowId(id),
+      taskQueue: this.temporal.taskQueue,
+      args: [{ sessionId: id, maxModelCalls: this.config.SVC_AGENT_MAX_MODEL_CALLS, updatesPerRun: this.config.SVC_AGENT_UPDATES_PER_RUN } satisfies AgentSessionInput],
+    });
   }
 
   /** The session when `principal` owns it or administers the service; otherwise it does not exist for them. */
@@ -122,9 +126,23 @@ export class AgentService {
       throw new AppError(413, 'payload_too_large', `A message may hold at most ${this.config.SVC_AGENT_MAX_MESSAGE_BYTES} bytes`, { limit: this.config.SVC_AGENT_MAX_MESSAGE_BYTES });
     }
     const handle = this.temporal.client.workflow.getHandle(agentSessionWorkflowId(id));
-    return this.accepted(() =>
-      handle.startUpdate(agentMessageUpdate, { args: [{ turnId, content, ...(streamChannel ? { streamChannel } : {}) }], updateId: `message-${turnId}`, waitForStage: 'ACCEPTED' }),
-    );
+    const send = () =>
+      this.accepted(() =>
+        handle.startUpdate(agentMessageUpdate, { args: [{ turnId, content, ...(streamChannel ? { streamChannel } : {}) }], updateId: `message-${turnId}`, waitForStage: 'ACCEPTED' }),
+      );
+    try {
+      return await send();
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+      // The session's workflow is gone (terminated from the Temporal UI, say). The conversation is
+      // in PostgreSQL, so a new run carries on; a gate it waited at can no longer be resumed.
+      await this.sql.query(
+        `update agent_actions set status = 'rejected', note = 'The session restarted before a decision', decided_at = now() where session_id = ? and status = 'pending'`,
+        [id],
+      );
+      await this.startWorkflow(id);
+      return send();
+    }
   }
 
   /** Decides a pending action once (a row claim, so two API processes cannot both decide it). */
