@@ -6,7 +6,10 @@ export type PriceTable = z.infer<typeof priceTableSchema>;
 
 /** Cost of a model call; a model missing from the table costs 0 (the session metadata says so). */
 export function costOf(prices: PriceTable, model: string, tokensIn: number, tokensOut: number): number {
-  const price = prices[model];
-  if (!price) return 0;
+  if (!hasPrice(prices, model)) return 0;
+  const price = prices[model]!;
   return Math.round(((tokensIn / 1000) * price.in + (tokensOut / 1000) * price.out) * 1e6) / 1e6;
 }
+
+/** Own keys only: a model named like an Object.prototype member (`constructor`) has no price. */
+export const hasPrice = (prices: PriceTable, model: string) => Object.hasOwn(prices, model);

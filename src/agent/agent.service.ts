@@ -10,6 +10,7 @@ import { AppError, conflict, invalidRequest, notFound } from '../platform/errors
 import type { TemporalHandle } from '../temporal/connection.js';
 import { agentDecisionUpdate, agentMessageUpdate } from '../../workflows/agent.updates.js';
 import { AGENT_REJECTIONS, AGENT_SESSION_WORKFLOW, agentSessionWorkflowId, type AgentSessionInput, type AgentTurnOutcome } from '../../workflows/defs.js';
+import { hasPrice } from './agent.pricing.js';
 import { loadMessages, loadSession, type SessionRow } from './agent.store.js';
 import { MODEL_CONNECTION_TYPES } from './providers/index.js';
 
@@ -90,7 +91,7 @@ export class AgentService {
       totals.tokens_out += m.telemetry.tokens_out ?? 0;
       totals.cost_usd += m.telemetry.cost_usd ?? 0;
     }
-    const priceKnown = session.model in this.config.SVC_AGENT_PRICES;
+    const priceKnown = hasPrice(this.config.SVC_AGENT_PRICES, session.model);
     return {
       session_id: session.id,
       provider_id: session.provider_id,
