@@ -65,6 +65,12 @@ export function agentActivities(services: Services) {
     );
   }
 
+  /** Marks an approved action as started; false when an earlier attempt already started it. */
+  async function claimRun(actionId: string): Promise<boolean> {
+    const rows = await sql.query('update agent_actions set started_at = now() where action_id = ? and started_at is null returning action_id', [actionId]);
+    return rows.length > 0;
+  }
+
   return {
     async agentBeginTurn(input: { sessionId: string; turnId: string; content: string }): Promise<void> {
       await insertMessage({ sessionId: input.sessionId, stepKey: `user:${input.turnId}`, turnId: input.turnId, role: 'user', content: input.content });
@@ -154,6 +160,13 @@ export function agentActivities(services: Services) {
         const result = { error: 'rejected_by_user', message: 'The user rejected this action; it was not carried out.', note: decision.note ?? null };
         content = JSON.stringify(result);
         summary = `rejected by the user${decision.note ? `: ${decision.note}` : ''}`;
+        streamed = result;
+      } else if (decision && !(await claimRun(decision.actionId))) {
+        // An approved side effect runs at most once: a retry after a worker died mid-call cannot
+        // know whether it happened, so it says so instead of doing it twice.
+        const result = { error: 'outcome_unknown', message: 'The worker stopped while this action ran; it may or may not have been carried out. Check before retrying.' };
+        content = JSON.stringify(result);
+        summary = `error: ${result.message}`;
         streamed = result;
       } else {
         const session = await loadSession(sql, input.sessionId);

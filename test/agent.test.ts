@@ -222,6 +222,20 @@ describe('turns', () => {
     expect(openai.requests.at(-1)!.body.messages.at(-1)).toMatchObject({ role: 'tool', content: expect.stringContaining('not_found') });
   });
 
+  it('never runs an approved action twice: an attempt that finds it started reports the outcome unknown', async () => {
+    const id = await session(openaiId);
+    const before = await notes();
+    openai.script({ toolCalls: [{ name: 'records_create', args: { entity: 'note', fields: { title: 'once' } } }] }, { text: 'I could not confirm it.' });
+    const gate = await say(id, 'create once');
+    const actionId = gate.body.data.pending_action.action_id;
+    // As if an earlier attempt of the tool activity had started the call and its worker had died.
+    await app.sql('update agent_actions set started_at = now() where action_id = $1', [actionId]);
+    const res = await editor.client.post(`${A}/actions/${actionId}/approve`);
+    expect(res.body.data).toMatchObject({ outcome: 'answered', assistant_message: 'I could not confirm it.' });
+    expect(res.body.data.tools_called[0].result_summary).toContain('may or may not have been carried out');
+    expect(await notes()).toBe(before);
+  });
+
   it('refuses a second message while a turn runs', async () => {
     const id = await session(openaiId);
     openai.script({ text: 'slow answer', delayMs: 1500 });

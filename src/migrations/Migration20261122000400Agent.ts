@@ -45,6 +45,7 @@ export class Migration20261122000400Agent extends Migration {
       note text null,
       decided_by int null references users(id) on delete set null,
       decided_at timestamptz null,
+      started_at timestamptz null,
       created_at timestamptz not null default now())`);
     this.addSql(`create index agent_actions_session_idx on agent_actions (session_id, status)`);
   }
