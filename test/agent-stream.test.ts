@@ -169,6 +169,17 @@ describe('provider faults', () => {
     expect(anthropic.requests.length - before).toBe(2);
   });
 
+  it('gives up after Temporal retried a provider that keeps answering 503', async () => {
+    const id = await session(openaiId);
+    const before = openai.requests.length;
+    openai.script({ status: 503 }, { status: 503 }, { status: 503 }, { status: 503 });
+    const res = await say(id, 'hi');
+    expect(res.status).toBe(502);
+    expect(res.body.error).toBe('provider_error');
+    expect(res.body.message).toContain('503');
+    expect(openai.requests.length - before).toBe(4);
+  }, 30_000);
+
   it('reports a malformed stream as provider_error in done; the session stays usable', async () => {
     const id = await session(openaiId);
     openai.script({ malformed: true });
