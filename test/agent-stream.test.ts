@@ -86,8 +86,12 @@ describe('event stream', () => {
     expect(refused.status).toBe(409);
     expect(refused.headers.get('content-type')).toContain('json');
     expect(refused.body.error).toBe('gate_pending');
-    const approved = await editor.client.post(`${A}/actions/${pending.action_id}/approve`);
-    expect(approved.body.data).toMatchObject({ outcome: 'answered', assistant_message: 'Done.' });
+    const approved = await editor.client.post(`${A}/actions/${pending.action_id}/approve`, { stream: true });
+    expect(approved.headers.get('content-type')).toContain('text/event-stream');
+    const after = parseSse(approved.text);
+    expect(after.map((e) => e.event).filter((k) => k !== 'token')).toEqual(['tool_result', 'done']);
+    expect(tokens(after)).toBe('Done.');
+    expect(after.at(-1)!.data).toMatchObject({ outcome: 'answered', assistant_message: 'Done.' });
     expect((await app.sql('select * from records.e_note where title = $1', ['streamed'])).length).toBe(1);
   });
 

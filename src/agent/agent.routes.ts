@@ -54,7 +54,7 @@ const turnErrors = {
   409: 'A turn of the session is running (`turn_in_progress`) or its gate waits for a decision (`gate_pending`)',
   502: 'The model provider failed: unreachable, timed out, refused the credential (`provider_auth_failed`), kept answering 429/5xx or sent a malformed answer (`provider_error`); the session stays usable',
 };
-const decisionBody = z.strictObject({ note: z.string().max(4000).optional() });
+const decisionBody = z.strictObject({ note: z.string().max(4000).optional(), stream: z.boolean().optional() });
 
 /** What the `done` event carries: the outcome as the JSON answer would give it, plus the telemetry. */
 function doneData(outcome: AgentTurnOutcome) {
@@ -180,15 +180,19 @@ export function agentRoutes(services: Services): AnyRoute[] {
           verb === 'approve'
             ? 'Approves the pending action: the tool runs and the turn goes on to its next outcome'
             : 'Rejects the pending action: the turn goes on with the rejection (and note) as the tool result',
-        description: 'Same response shape as a message. An action is decided once (409 `action_already_decided` after); only the session owner or an administrator may decide it.',
+        description: 'Same response shape as a message (an event stream with `stream: true`). An action is decided once (409 `action_already_decided` after); only the session owner or an administrator may decide it.',
         tag: 'agent',
         access,
         params: z.object({ action_id: z.string().max(100) }),
         body: decisionBody,
         bodyOptional: true,
         errors: { ...turnErrors, 409: 'Already decided (`action_already_decided`) or a turn is running (`turn_in_progress`)' },
-        responses: { 200: { description: 'The turn outcome', data: turnResponse } },
-        handler: async ({ params, body, principal }) => {
+        responses: { 200: { description: 'The turn outcome', data: turnResponse, alsoContentType: 'text/event-stream' } },
+        handler: async ({ params, body, principal, ctx }) => {
+          if (body.stream) {
+            await streamTurn(services, ctx, (channel) => agent.decide(principal, params.action_id, verb === 'approve', body.note, channel));
+            return { handled: true };
+          }
           const turn = await agent.decide(principal, params.action_id, verb === 'approve', body.note);
           return { data: outcomeData(await turn.outcome) };
         },
