@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { table, type BenchRow } from './lib.js';
 
 const dir = fileURLToPath(new URL('.', import.meta.url));
-const benchmarks = ['workflows.bench.ts', 'records-list.ts', 'license-verify.ts'];
+const benchmarks = ['workflows.bench.ts', 'records-list.ts', 'license-verify.ts', 'agent.bench.ts'];
 const only = process.argv.slice(2);
 const chosen = benchmarks.filter((f) => !only.length || only.some((name) => f.includes(name)));
 const resultsFile = join(tmpdir(), `svc-bench-${process.pid}.jsonl`);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { priceTableSchema } from './agent/agent.pricing.js';
 
 /** Raised when an environment variable holds a value the service cannot use. */
 export class ConfigError extends Error {
@@ -73,6 +74,30 @@ const schema = z.object({
   SVC_ADMIN_APP_PASSWORD: z.string().min(16, 'must be at least 16 characters').optional(),
   /** Capability that `svc_agent_use` maps to. */
   SVC_AGENT_CAPABILITY: z.string().regex(/^[a-z_]+$/).default('edit_posts'),
+  /** Model calls allowed in one agent turn; the turn then ends with a message saying so. */
+  SVC_AGENT_MAX_MODEL_CALLS: z.coerce.number().int().min(1).max(100).default(10),
+  /** Messages and decisions a session workflow handles before it continues as new (bounds its history). */
+  SVC_AGENT_UPDATES_PER_RUN: z.coerce.number().int().min(1).max(10_000).default(200),
+  /** Largest agent message content (bytes of UTF-8); a larger one is refused with 413. */
+  SVC_AGENT_MAX_MESSAGE_BYTES: byteSize.default(32 * 1024),
+  /** How long one model call may take (non-streaming answer, or the whole stream). */
+  SVC_AGENT_PROVIDER_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(120_000),
+  /**
+   * Price table for agent telemetry, JSON `{"<model id>": {"in": usd_per_1k, "out": usd_per_1k}}`.
+   * Models missing from it cost 0, and the session metadata says the price is unknown.
+   */
+  SVC_AGENT_PRICES: z
+    .string()
+    .transform((text, ctx) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'expected JSON such as {"gpt-4o": {"in": 0.0025, "out": 0.01}}' });
+        return z.NEVER;
+      }
+    })
+    .pipe(priceTableSchema)
+    .default({}),
   /** Largest accepted request body. */
   SVC_BODY_LIMIT: byteSize.default(1024 * 1024),
   /** Lifetime of a browser session cookie, in hours. */

@@ -1,4 +1,6 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { AgentService } from './agent/agent.service.js';
+import { TurnStreamHub } from './agent/agent.stream.js';
 import { AuthService } from './auth/auth.service.js';
 import { UsersService } from './auth/users.service.js';
 import type { Config } from './config.js';
@@ -40,6 +42,9 @@ export interface Services {
   records: RecordService;
   /** Record created/updated/deleted notifications, published after commit (the workflow `record` trigger). */
   recordEvents: RecordEventBus;
+  agent: AgentService;
+  /** LISTEN side of agent turn streams (one dedicated PostgreSQL connection, opened on first use). */
+  agentStreams: TurnStreamHub;
 }
 
 export interface Endpoints {
@@ -58,6 +63,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const entityCache = new EntityCache<StoredEntity>(endpoints.databaseUrl, logger);
   const entities = new EntityService(recordsDb, entityCache);
   const recordEvents = new RecordEventBus(logger);
+  const connections = new ConnectionService(em, sql, keys);
   return {
     config,
     logger,
@@ -68,18 +74,21 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     auth: new AuthService(em, sql, keys, limiter, config),
     users: new UsersService(em),
     temporal,
-    connections: new ConnectionService(em, sql, keys),
+    connections,
     workflows,
     executions: new ExecutionService(sql, temporal, workflows),
     licenses: new LicenseService(em),
     entities,
     records: new RecordService(recordsDb, entities, new RecordValidator(), recordEvents),
     recordEvents,
+    agent: new AgentService(sql, connections, temporal, config),
+    agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger),
   };
 }
 
 export async function closeServices(services: Services): Promise<void> {
   await services.entities.close();
+  await services.agentStreams.close();
   await services.temporal.connection.close().catch(() => undefined);
   await services.orm.close(true);
 }

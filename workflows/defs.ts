@@ -95,7 +95,112 @@ export const NODE_ERROR_TYPES = [
   'node_failed',
   'output_too_large',
   'timeout',
+  'provider_error',
+  'provider_auth_failed',
 ] as const;
 
 /** Activity ids of node activities; replay-from-node finds a node's events by this id. */
 export const nodeActivityId = (nodeId: string) => `node:${nodeId}`;
+
+// ---- Chat agent -------------------------------------------------------------------------------
+
+export const AGENT_SESSION_WORKFLOW = 'agentSession';
+export const agentSessionWorkflowId = (sessionId: string) => `agent-session-${sessionId}`;
+
+/** Tools with side effects: the turn stops at the gate until the call is approved or rejected. */
+export const AGENT_GATED_TOOLS: readonly string[] = ['records_create', 'records_update', 'records_delete', 'workflow_run'];
+
+export interface AgentSessionInput {
+  sessionId: string;
+  /** Model calls allowed per turn before the turn ends with an explanation. */
+  maxModelCalls: number;
+  /** Updates handled by one run before it continues as new. */
+  updatesPerRun: number;
+}
+
+export interface AgentToolCall {
+  id: string;
+  name: string;
+  args: Record<string, unknown>;
+}
+
+export interface AgentTelemetry {
+  tokens_in: number;
+  tokens_out: number;
+  wall_ms: number;
+  cost_usd: number;
+}
+
+export interface AgentToolCalled {
+  name: string;
+  args: Record<string, unknown>;
+  result_summary: string;
+}
+
+export interface AgentPendingAction {
+  action_id: string;
+  tool: string;
+  args: Record<string, unknown>;
+  summary: string;
+}
+
+/** What a message, an approval or a rejection answers: the turn's next outcome. */
+export type AgentTurnOutcome =
+  | { outcome: 'answered'; assistant_message: string; tools_called: AgentToolCalled[]; telemetry: AgentTelemetry }
+  | { outcome: 'gate_pending'; pending_action: AgentPendingAction; tools_called: AgentToolCalled[]; telemetry: AgentTelemetry }
+  | { outcome: 'failed'; error: { code: string; message: string }; tools_called: AgentToolCalled[]; telemetry: AgentTelemetry };
+
+export interface AgentMessageArgs {
+  turnId: string;
+  content: string;
+  /** LISTEN/NOTIFY channel the API streams from; absent when the caller did not ask for a stream. */
+  streamChannel?: string;
+}
+
+export interface AgentDecisionArgs {
+  actionId: string;
+  approved: boolean;
+  note?: string;
+  decidedBy: number;
+  streamChannel?: string;
+}
+
+/** Reasons the session workflow refuses an update before accepting it (update validators). */
+export const AGENT_REJECTIONS = ['turn_in_progress', 'gate_pending', 'action_not_pending'] as const;
+
+export interface AgentModelCallInput {
+  sessionId: string;
+  turnId: string;
+  /** Index of this model call within the turn; part of the idempotency key of its stored message. */
+  step: number;
+  streamChannel?: string;
+}
+
+export interface AgentModelCallResult {
+  text: string;
+  toolCalls: AgentToolCall[];
+  tokensIn: number;
+  tokensOut: number;
+  costUsd: number;
+}
+
+export interface AgentToolRunInput {
+  sessionId: string;
+  turnId: string;
+  stepKey: string;
+  call: AgentToolCall;
+  /** For a gated tool: the decision; a rejection is recorded as the tool's result and nothing runs. */
+  decision?: { actionId: string; approved: boolean; note?: string; decidedBy: number };
+  streamChannel?: string;
+}
+
+export interface AgentTurnEnd {
+  sessionId: string;
+  turnId: string;
+  /** Model calls made so far in the turn (part of the idempotency key). */
+  step: number;
+  telemetry: AgentTelemetry;
+  /** An assistant message the workflow itself adds (the model-call limit was reached). */
+  closingMessage?: string;
+  error?: { code: string; message: string };
+}

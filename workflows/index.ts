@@ -1,3 +1,4 @@
 // Every workflow type the worker registers. Deterministic code only: no Node built-ins, no I/O,
 // nothing from src/ (a test checks the imports). Side effects live in activities/.
 export { runGraph } from './run-graph.workflow.js';
+export { agentSession } from './agent-session.workflow.js';

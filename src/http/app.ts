@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import Koa from 'koa';
 import { koaBody } from 'koa-body';
+import { agentRoutes } from '../agent/agent.routes.js';
 import { authRoutes } from '../auth/auth.routes.js';
 import { connectionRoutes } from '../connections/connection.routes.js';
 import { executionRoutes } from '../executions/execution.routes.js';
@@ -37,6 +38,7 @@ export function allRoutes(services: Services): AnyRoute[] {
     ...licenseAdminRoutes(services),
     ...entityRoutes(services),
     ...recordRoutes(services),
+    ...agentRoutes(services),
   );
   return routes;
 }

@@ -73,13 +73,14 @@ function envelope(data: Record<string, unknown>) {
 function operation(route: AnyRoute) {
   const responses: Record<string, unknown> = {};
   for (const [status, spec] of Object.entries(route.responses)) {
-    const content = spec.contentType
+    const content: Record<string, unknown> = spec.contentType
       ? { [spec.contentType]: { schema: { type: 'string' } } }
       : {
           'application/json': {
             schema: spec.raw ? jsonSchema(spec.raw, 'output') : envelope(spec.data ? jsonSchema(spec.data, 'output') : {}),
           },
         };
+    if (spec.alsoContentType) content[spec.alsoContentType] = { schema: { type: 'string' } };
     responses[status] = { description: spec.description, content };
   }
   const errors: Record<number, string> = { ...genericErrors };

@@ -14,6 +14,8 @@ export interface ResponseSpec {
   raw?: z.ZodType;
   /** Content type other than JSON (an event stream, say). */
   contentType?: string;
+  /** A second content type of the same status, answered when the request asks for it (`stream: true`). */
+  alsoContentType?: string;
 }
 
 export interface Reply {

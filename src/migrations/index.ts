@@ -3,6 +3,7 @@ import { Migration20261122000001Foundation } from './Migration20261122000001Foun
 import { Migration20261122000100Workflows } from './Migration20261122000100Workflows.js';
 import { Migration20261122000200Records } from './Migration20261122000200Records.js';
 import { Migration20261122000300Licences } from './Migration20261122000300Licences.js';
+import { Migration20261122000400Agent } from './Migration20261122000400Agent.js';
 
 /** Every migration, in order. New migrations are appended here so bundled builds find them. */
 export const migrations: MigrationObject[] = [
@@ -10,4 +11,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261122000100Workflows', class: Migration20261122000100Workflows },
   { name: 'Migration20261122000200Records', class: Migration20261122000200Records },
   { name: 'Migration20261122000300Licences', class: Migration20261122000300Licences },
+  { name: 'Migration20261122000400Agent', class: Migration20261122000400Agent },
 ];

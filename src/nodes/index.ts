@@ -2,6 +2,7 @@ import { conditionNode } from './condition.node.js';
 import { delayNode } from './delay.node.js';
 import { failNode } from './fail.node.js';
 import { httpRequestNode } from './http-request.node.js';
+import { llmPromptNode } from './llm-prompt.node.js';
 import type { NodeType } from './node-type.js';
 import { recordCreateNode, recordQueryNode, recordUpdateNode } from './record-nodes.js';
 import { runWorkflowNode } from './run-workflow.node.js';
@@ -10,7 +11,7 @@ import { transformNode } from './transform.node.js';
 
 /** The node catalogue: one module per type. A new type is one module and one line here. */
 export const nodeTypes: ReadonlyMap<string, NodeType<any>> = new Map(
-  [httpRequestNode, transformNode, conditionNode, switchNode, delayNode, runWorkflowNode, failNode, recordCreateNode, recordUpdateNode, recordQueryNode].map((n) => [n.type, n as NodeType<any>]),
+  [httpRequestNode, transformNode, conditionNode, switchNode, delayNode, runWorkflowNode, failNode, recordCreateNode, recordUpdateNode, recordQueryNode, llmPromptNode].map((n) => [n.type, n as NodeType<any>]),
 );
 
 export const pureNodeTypes = () => [...nodeTypes.values()].filter((n) => n.pure).map((n) => n.type);

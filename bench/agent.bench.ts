@@ -1,0 +1,159 @@
+/**
+ * Agent benchmarks (DESIGN.md section 9), against an instant scripted OpenAI-compatible provider on
+ * loopback, each beside a baseline run on the same machine:
+ *  - turn overhead: message in -> answer out through the API, Temporal and the model activity, vs
+ *    calling the provider directly;
+ *  - time to first token over SSE, end to end, vs reading the provider's stream directly;
+ *  - added forwarding latency of a streamed token (activity -> NOTIFY -> API -> client), vs the
+ *    provider's stream read directly: each token carries the time the provider sent it.
+ * Run: node --import tsx bench/agent.bench.ts   (BENCH_SAMPLES, default 30)
+ */
+import { join } from 'node:path';
+import { loadConfig } from '../src/config.js';
+import { generateMasterKey } from '../src/platform/crypto.js';
+import { EmbeddedPostgres } from '../src/platform/embedded-postgres.js';
+import { createLogger } from '../src/platform/logger.js';
+import { TemporalDevServer, provisionTemporalCli } from '../src/platform/temporal-server.js';
+import { ensureDatabase, startStack } from '../src/stack.js';
+import { startFakeOpenAi } from '../test/helpers/fake-providers.js';
+import { freePort } from '../test/helpers/ports.js';
+import { percentile, report, round, row, scratchDir, type BenchRow } from './lib.js';
+
+const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 30);
+const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
+const APP_PASSWORD = 'bench-app-password-0123456789';
+
+async function servers() {
+  const stops: (() => Promise<void>)[] = [];
+  let databaseServer = process.env.DATABASE_URL;
+  if (!databaseServer) {
+    const pg = new EmbeddedPostgres({ dataDir: join(scratchDir('svc-bench-'), 'pg'), port: await freePort(), logger, ephemeral: true });
+    databaseServer = await pg.start();
+    stops.push(() => pg.stop());
+  }
+  let temporalAddress = process.env.TEMPORAL_ADDRESS;
+  if (!temporalAddress) {
+    const server = new TemporalDevServer({ cli: await provisionTemporalCli(logger, process.env.TEMPORAL_CLI), port: await freePort(), uiPort: 0, headless: true, logger });
+    temporalAddress = await server.start();
+    stops.push(() => server.stop());
+  }
+  const databaseUrl = await ensureDatabase(databaseServer, `bench_agent_${Date.now()}`);
+  return { databaseUrl, temporalAddress, stop: async () => { for (const s of stops.reverse()) await s(); } };
+}
+
+/** Reads an event stream; returns ms to the first token and each token's send-to-receipt delay. */
+async function readStream(response: Response, started: number, tokenOf: (block: string) => string | undefined) {
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  let first = NaN;
+  const delays: number[] = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut: number;
+    while ((cut = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const token = tokenOf(block);
+      if (token === undefined) continue;
+      const now = Date.now();
+      if (Number.isNaN(first)) first = performance.now() - started;
+      const sent = /@(\d+);/.exec(token);
+      if (sent) delays.push(now - Number(sent[1]));
+    }
+  }
+  return { first, delays };
+}
+
+async function main() {
+  const env = await servers();
+  const fake = await startFakeOpenAi();
+  const stack = await startStack(
+    loadConfig({
+      DATABASE_URL: env.databaseUrl,
+      TEMPORAL_ADDRESS: env.temporalAddress,
+      TEMPORAL_TASK_QUEUE: `bench-agent-${Date.now()}`,
+      SVC_ENCRYPTION_KEY: generateMasterKey(),
+      SVC_ADMIN_PASSWORD: 'bench-admin-password',
+      SVC_ADMIN_APP_PASSWORD: APP_PASSWORD,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+    }),
+    logger,
+    { embedded: false, roles: { api: true, worker: true } },
+  );
+  const api = stack.urls.api!;
+  const headers = { 'content-type': 'application/json', authorization: 'Basic ' + Buffer.from(`admin:${APP_PASSWORD}`).toString('base64') };
+  const post = (path: string, body: unknown) => fetch(api + path, { method: 'POST', headers, body: JSON.stringify(body) });
+  const connection = (await (await post('/api/workflow/v1/connections', { type: 'openai', label: 'fake', cred: 'sk-bench-0000', extra: { base_url: fake.url } })).json()) as any;
+  const session = (await (await post('/api/agent/v1/sessions', { provider_id: connection.data.id, model_id: 'bench' })).json()) as any;
+  const sid = session.data.session_id as string;
+  const direct = (stream: boolean) =>
+    fetch(`${fake.url}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: 'hi' }], stream }) });
+
+  const turn = { direct: [] as number[], ours: [] as number[] };
+  const ttft = { direct: [] as number[], ours: [] as number[] };
+  const forward = { direct: [] as number[], ours: [] as number[] };
+  for (let i = 0; i < SAMPLES + 3; i++) {
+    const warm = i < 3;
+    fake.script({ text: 'ok' });
+    let t = performance.now();
+    await (await direct(false)).json();
+    if (!warm) turn.direct.push(performance.now() - t);
+    fake.script({ text: 'ok' });
+    t = performance.now();
+    const answer = (await (await post(`/api/agent/v1/sessions/${sid}/messages`, { content: 'hi', stream: false })).json()) as any;
+    if (answer.data?.outcome !== 'answered') throw new Error(`unexpected answer ${JSON.stringify(answer)}`);
+    if (!warm) turn.ours.push(performance.now() - t);
+
+    fake.script({ stampTokens: 5, chunkDelayMs: 20 });
+    t = performance.now();
+    const d = await readStream(await direct(true), t, (block) => {
+      const data = block.startsWith('data: ') ? block.slice(6) : '';
+      if (!data || data === '[DONE]') return undefined;
+      return JSON.parse(data).choices?.[0]?.delta?.content || undefined;
+    });
+    fake.script({ stampTokens: 5, chunkDelayMs: 20 });
+    t = performance.now();
+    const o = await readStream(await post(`/api/agent/v1/sessions/${sid}/messages`, { content: 'hi', stream: true }), t, (block) =>
+      block.startsWith('event: token') ? JSON.parse(block.split('\ndata: ')[1]!).delta : undefined,
+    );
+    if (!warm) {
+      ttft.direct.push(d.first);
+      ttft.ours.push(o.first);
+      forward.direct.push(...d.delays);
+      forward.ours.push(...o.delays);
+    }
+  }
+  const p50 = (xs: number[]) => percentile(xs, 50);
+  const added = p50(forward.ours) - p50(forward.direct);
+  const rows: BenchRow[] = [
+    { ...row('agent turn, instant provider', 'p50 latency', 'ms', p50(turn.direct), p50(turn.ours), { max: Infinity }), target: 'reported' },
+    { ...row('agent SSE', 'time to first token p50', 'ms', p50(ttft.direct), p50(ttft.ours), { max: Infinity }), target: 'reported' },
+    {
+      benchmark: 'agent SSE',
+      metric: 'added token forwarding latency p50',
+      unit: 'ms',
+      baseline: round(p50(forward.direct)),
+      ours: round(p50(forward.ours)),
+      ratio: round(added),
+      target: '<= 5 ms added',
+      pass: added <= 5,
+    },
+  ];
+  report(rows);
+  await stack.stop();
+  await fake.close();
+  await env.stop();
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,95 @@
+import pg from 'pg';
+import type { Sql } from '../db/sql.js';
+import type { Logger } from '../platform/logger.js';
+
+/**
+ * Turn events travel from the activity that produces them (any worker process) to the API process
+ * holding the client's event stream through PostgreSQL LISTEN/NOTIFY: no extra server, and
+ * notifications of different transactions arrive in commit order, which the end marker relies on.
+ */
+export type StreamEvent =
+  | { event: 'token'; data: { delta: string } }
+  | { event: 'tool_call'; data: { tool: string; args: Record<string, unknown> } }
+  | { event: 'tool_result'; data: unknown }
+  | { event: 'end'; data: null };
+
+/** NOTIFY's payload limit is 8000 bytes; larger tool results are cut to a summary. */
+const MAX_PAYLOAD = 7000;
+
+export const turnChannel = (turnId: string) => `agent_turn_${turnId.replace(/-/g, '')}`;
+
+/** Publishes one event of a turn's stream (from an activity or the API). */
+export async function publish(sql: Sql, channel: string, event: StreamEvent): Promise<void> {
+  let payload = JSON.stringify(event);
+  if (payload.length > MAX_PAYLOAD) payload = JSON.stringify({ event: event.event, data: { truncated: true, preview: JSON.stringify(event.data).slice(0, MAX_PAYLOAD / 2) } });
+  await sql.query('select pg_notify(?, ?)', [channel, payload]);
+}
+
+interface Subscription {
+  channel: string;
+  onEvent(event: StreamEvent): void;
+}
+
+/** One dedicated LISTEN connection per API process, shared by every open turn stream. */
+export class TurnStreamHub {
+  private client?: pg.Client;
+  private connecting?: Promise<pg.Client>;
+  private readonly subscriptions = new Map<string, Set<Subscription>>();
+
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly logger: Logger,
+  ) {}
+
+  private connect(): Promise<pg.Client> {
+    if (this.client) return Promise.resolve(this.client);
+    this.connecting ??= (async () => {
+      const client = new pg.Client({ connectionString: this.databaseUrl, keepAlive: true });
+      client.on('notification', (message) => {
+        const subs = this.subscriptions.get(message.channel);
+        if (!subs || !message.payload) return;
+        let event: StreamEvent;
+        try {
+          event = JSON.parse(message.payload) as StreamEvent;
+        } catch {
+          return;
+        }
+        for (const sub of subs) sub.onEvent(event);
+      });
+      client.on('error', (err) => {
+        this.logger.warn({ err }, 'agent stream listener lost');
+        if (this.client === client) this.client = undefined;
+      });
+      await client.connect();
+      this.client = client;
+      return client;
+    })().finally(() => (this.connecting = undefined));
+    return this.connecting;
+  }
+
+  /** Starts listening; resolves once LISTEN is in effect, so nothing published after is missed. */
+  async subscribe(channel: string, onEvent: (event: StreamEvent) => void): Promise<() => Promise<void>> {
+    const client = await this.connect();
+    const sub = { channel, onEvent };
+    let subs = this.subscriptions.get(channel);
+    if (!subs) {
+      subs = new Set();
+      this.subscriptions.set(channel, subs);
+      await client.query(`listen ${pg.escapeIdentifier(channel)}`);
+    }
+    subs.add(sub);
+    return async () => {
+      subs!.delete(sub);
+      if (subs!.size === 0 && this.subscriptions.get(channel) === subs) {
+        this.subscriptions.delete(channel);
+        await this.client?.query(`unlisten ${pg.escapeIdentifier(channel)}`).catch(() => undefined);
+      }
+    };
+  }
+
+  async close(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+  }
+}

@@ -1,0 +1,144 @@
+import { z } from 'zod';
+import type { Principal } from '../auth/auth.service.js';
+import { AppError, forbidden } from '../platform/errors.js';
+import type { Services } from '../services.js';
+import type { ToolSpec } from './providers/index.js';
+
+/** One tool the model may call: its argument schema, whether it is gated, and what it does. */
+export interface AgentTool<A = any> {
+  name: string;
+  description: string;
+  gated: boolean;
+  args: z.ZodType<A>;
+  /** One line a person reads before approving the call. */
+  summarize(args: A): string;
+  run(services: Services, owner: Principal, args: A): Promise<unknown>;
+}
+
+const entity = z.string().min(1).max(63);
+const fields = z.record(z.string(), z.unknown());
+
+const tools: AgentTool[] = [
+  {
+    name: 'records_search',
+    description: 'Lists records of an entity, optionally filtered by an EQL expression (e.g. `stage = \'lead\' and age > 30`) and sorted (`field:asc`).',
+    gated: false,
+    args: z.object({ entity, eql: z.string().max(2000).optional(), sort: z.string().max(500).optional(), per_page: z.number().int().min(1).max(50).optional() }),
+    summarize: (a) => `search ${a.entity}${a.eql ? ` where ${a.eql}` : ''}`,
+    run: (s, owner, a) => s.records.list(owner, a.entity, { ...(a.eql ? { eql: a.eql } : {}), ...(a.sort ? { sort: a.sort } : {}), perPage: a.per_page ?? 20 }),
+  },
+  {
+    name: 'records_get',
+    description: 'Reads one record of an entity by its uuid.',
+    gated: false,
+    args: z.object({ entity, uuid: z.string().min(1) }),
+    summarize: (a) => `read ${a.entity} ${a.uuid}`,
+    run: (s, owner, a) => s.records.get(owner, a.entity, a.uuid),
+  },
+  {
+    name: 'entities_list',
+    description: 'Lists the entities (record types) with their display names and record counts.',
+    gated: false,
+    args: z.object({}),
+    summarize: () => 'list entities',
+    run: (s, owner) => s.entities.list(owner, 1, 100),
+  },
+  {
+    name: 'workflows_list',
+    description: 'Lists the workflows the user can see, optionally searching title and description.',
+    gated: false,
+    args: z.object({ q: z.string().max(200).optional() }),
+    summarize: (a) => `list workflows${a.q ? ` matching ${a.q}` : ''}`,
+    run: (s, owner, a) => s.workflows.list(owner, { ...(a.q ? { q: a.q } : {}), page: 1, per_page: 20 }),
+  },
+  {
+    name: 'executions_get',
+    description: 'Reads one execution (a workflow run) with its timeline.',
+    gated: false,
+    args: z.object({ id: z.coerce.number().int().min(1) }),
+    summarize: (a) => `read execution ${a.id}`,
+    run: (s, owner, a) => s.executions.view(owner, a.id),
+  },
+  {
+    name: 'records_create',
+    description: 'Creates a record of an entity from a field map. Needs the user\'s approval.',
+    gated: true,
+    args: z.object({ entity, fields }),
+    summarize: (a) => `create a ${a.entity} record with ${JSON.stringify(a.fields).slice(0, 300)}`,
+    run: (s, owner, a) => s.records.create(owner, a.entity, a.fields),
+  },
+  {
+    name: 'records_update',
+    description: 'Changes fields of one record. Needs the user\'s approval.',
+    gated: true,
+    args: z.object({ entity, uuid: z.string().min(1), fields }),
+    summarize: (a) => `update ${a.entity} ${a.uuid}: ${JSON.stringify(a.fields).slice(0, 300)}`,
+    run: (s, owner, a) => s.records.update(owner, a.entity, a.uuid, a.fields),
+  },
+  {
+    name: 'records_delete',
+    description: 'Deletes one record. Needs the user\'s approval.',
+    gated: true,
+    args: z.object({ entity, uuid: z.string().min(1) }),
+    summarize: (a) => `delete ${a.entity} ${a.uuid}`,
+    run: (s, owner, a) => s.records.remove(owner, a.entity, a.uuid),
+  },
+  {
+    name: 'workflow_run',
+    description: 'Starts a run of a workflow with a trigger payload. Needs the user\'s approval.',
+    gated: true,
+    args: z.object({ workflow_id: z.coerce.number().int().min(1), payload: z.unknown().optional() }),
+    summarize: (a) => `run workflow ${a.workflow_id} with ${JSON.stringify(a.payload ?? {}).slice(0, 300)}`,
+    run: async (s, owner, a) => {
+      // The same capability as POST /workflows/{id}/run.
+      if (!owner.can('svc_manage_workflows')) throw forbidden('svc_manage_workflows');
+      const workflow = await s.workflows.get(owner, a.workflow_id);
+      const started = await s.executions.start(workflow, { payload: a.payload ?? {}, trigger: 'manual' }, owner.id);
+      return { execution_id: started.executionId };
+    },
+  },
+];
+
+export const agentTools: ReadonlyMap<string, AgentTool> = new Map(tools.map((t) => [t.name, t]));
+
+/** The tool list as the provider layer sends it to the model. */
+export function toolSpecs(): ToolSpec[] {
+  return tools.map((t) => {
+    const { $schema: _ignored, ...parameters } = z.toJSONSchema(t.args, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+    return { name: t.name, description: t.description, parameters };
+  });
+}
+
+export interface ToolOutcome {
+  ok: boolean;
+  /** What the model reads as the tool's result. */
+  result: unknown;
+}
+
+/** Runs a tool as `owner`; refusals and bad arguments are results the model can read, not failures. */
+export async function runTool(services: Services, owner: Principal, name: string, rawArgs: unknown): Promise<ToolOutcome> {
+  const tool = agentTools.get(name);
+  if (!tool) return { ok: false, result: { error: 'unknown_tool', message: `There is no tool named ${name}` } };
+  const args = tool.args.safeParse(rawArgs);
+  if (!args.success) return { ok: false, result: { error: 'invalid_arguments', message: args.error.issues.map((i) => `${i.path.join('.') || 'args'}: ${i.message}`).join('; ') } };
+  try {
+    return { ok: true, result: await tool.run(services, owner, args.data) };
+  } catch (err) {
+    if (err instanceof AppError) return { ok: false, result: { error: err.code, message: err.message, ...(err.data ? { data: err.data } : {}) } };
+    throw err;
+  }
+}
+
+/** Summary of a gated call shown to the approver; the raw arguments when they do not parse. */
+export function summarizeCall(name: string, rawArgs: unknown): string {
+  const tool = agentTools.get(name);
+  const args = tool?.args.safeParse(rawArgs);
+  return tool && args?.success ? tool.summarize(args.data) : `${name} ${JSON.stringify(rawArgs).slice(0, 300)}`;
+}
+
+/** A short, human-readable digest of a tool result for the history and the response. */
+export function summarizeResult(outcome: ToolOutcome): string {
+  const text = JSON.stringify(outcome.result) ?? 'null';
+  const prefix = outcome.ok ? '' : 'error: ';
+  return prefix + (text.length > 500 ? `${text.slice(0, 497)}...` : text);
+}
