@@ -8,38 +8,18 @@
  *    provider's stream read directly: each token carries the time the provider sent it.
  * Run: node --import tsx bench/agent.bench.ts   (BENCH_SAMPLES, default 30)
  */
-import { join } from 'node:path';
 import { loadConfig } from '../src/config.js';
 import { generateMasterKey } from '../src/platform/crypto.js';
-import { EmbeddedPostgres } from '../src/platform/embedded-postgres.js';
 import { createLogger } from '../src/platform/logger.js';
-import { TemporalDevServer, provisionTemporalCli } from '../src/platform/temporal-server.js';
-import { ensureDatabase, startStack } from '../src/stack.js';
+import { startStack } from '../src/stack.js';
 import { startFakeOpenAi } from '../test/helpers/fake-providers.js';
-import { freePort } from '../test/helpers/ports.js';
-import { percentile, report, round, row, scratchDir, type BenchRow } from './lib.js';
+import { percentile, report, round, row, type BenchRow } from './lib.js';
+import { benchServers } from './servers.js';
 
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 30);
 const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
 const APP_PASSWORD = 'bench-app-password-0123456789';
 
-async function servers() {
-  const stops: (() => Promise<void>)[] = [];
-  let databaseServer = process.env.DATABASE_URL;
-  if (!databaseServer) {
-    const pg = new EmbeddedPostgres({ dataDir: join(scratchDir('svc-bench-'), 'pg'), port: await freePort(), logger, ephemeral: true });
-    databaseServer = await pg.start();
-    stops.push(() => pg.stop());
-  }
-  let temporalAddress = process.env.TEMPORAL_ADDRESS;
-  if (!temporalAddress) {
-    const server = new TemporalDevServer({ cli: await provisionTemporalCli(logger, process.env.TEMPORAL_CLI), port: await freePort(), uiPort: 0, headless: true, logger });
-    temporalAddress = await server.start();
-    stops.push(() => server.stop());
-  }
-  const databaseUrl = await ensureDatabase(databaseServer, `bench_agent_${Date.now()}`);
-  return { databaseUrl, temporalAddress, stop: async () => { for (const s of stops.reverse()) await s(); } };
-}
 
 /** Reads an event stream; returns ms to the first token and each token's send-to-receipt delay. */
 async function readStream(response: Response, started: number, tokenOf: (block: string) => string | undefined) {
@@ -68,7 +48,7 @@ async function readStream(response: Response, started: number, tokenOf: (block: 
 }
 
 async function main() {
-  const env = await servers();
+  const env = await benchServers('agent', logger);
   const fake = await startFakeOpenAi();
   const stack = await startStack(
     loadConfig({

@@ -14,39 +14,20 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { loadConfig } from '../src/config.js';
 import { generateMasterKey } from '../src/platform/crypto.js';
-import { EmbeddedPostgres } from '../src/platform/embedded-postgres.js';
 import { createLogger } from '../src/platform/logger.js';
-import { TemporalDevServer, provisionTemporalCli } from '../src/platform/temporal-server.js';
-import { ensureDatabase, startStack, type Stack } from '../src/stack.js';
+import { startStack, type Stack } from '../src/stack.js';
 import { bundleWorkflows } from '../src/temporal/worker.js';
-import { freePort } from '../test/helpers/ports.js';
 import { load, report, row, scratchDir, type BenchRow } from './lib.js';
+import { benchServers } from './servers.js';
 
 const scale = Number(process.env.BENCH_SCALE ?? 1);
 const N = 20;
 const SAMPLES = Math.max(3, Math.round(12 * scale));
 const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
 
-async function servers() {
-  const stops: (() => Promise<void>)[] = [];
-  let databaseServer = process.env.DATABASE_URL;
-  if (!databaseServer) {
-    const pg = new EmbeddedPostgres({ dataDir: join(scratchDir('svc-bench-'), 'pg'), port: await freePort(), logger, ephemeral: true });
-    databaseServer = await pg.start();
-    stops.push(() => pg.stop());
-  }
-  let temporalAddress = process.env.TEMPORAL_ADDRESS;
-  if (!temporalAddress) {
-    const server = new TemporalDevServer({ cli: await provisionTemporalCli(logger, process.env.TEMPORAL_CLI), port: await freePort(), uiPort: 0, headless: true, logger });
-    temporalAddress = await server.start();
-    stops.push(() => server.stop());
-  }
-  const databaseUrl = await ensureDatabase(databaseServer, `bench_workflows_${Date.now()}`);
-  return { databaseUrl, temporalAddress, stop: async () => { for (const s of stops.reverse()) await s(); } };
-}
 
 async function main() {
-  const env = await servers();
+  const env = await benchServers('workflows', logger);
   const key = generateMasterKey();
   const bundle = bundleWorkflows();
   const bundlePath = join(scratchDir('svc-bench-bundle-'), 'bundle.js');

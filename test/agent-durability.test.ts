@@ -1,7 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { ChildProcess } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startWorkerProcess, killProcess } from './helpers/worker-process.js';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
-import { cleanEnv, projectRoot } from './helpers/cli.js';
 import { eventually } from './helpers/http-target.js';
 import { parseSse, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 
@@ -15,30 +15,12 @@ let editor: TestUser;
 const workers: ChildProcess[] = [];
 
 function startWorker(): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'worker'], {
-    cwd: projectRoot,
-    env: {
-      ...cleanEnv(),
-      DATABASE_URL: app.databaseUrl,
-      TEMPORAL_ADDRESS: inject('temporalAddress'),
-      TEMPORAL_TASK_QUEUE: app.config.TEMPORAL_TASK_QUEUE,
-      SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!,
-      SVC_WORKFLOW_BUNDLE: inject('workflowBundle'),
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const child = startWorkerProcess(app);
   workers.push(child);
   return child;
 }
 
-function kill(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGKILL');
-  });
-}
+const kill = killProcess;
 
 const notes = async () => Number((await app.sql<{ n: string }>('select count(*) as n from records.e_note'))[0]!.n);
 
