@@ -27,13 +27,16 @@ export function codecRoutes({ temporal }: Services): AnyRoute[] {
       description: 'Needs `svc_manage_workflows`, by application password or by the session cookie alone.',
       tag: 'temporal',
       access: 'public',
-      body: payloads,
-      errors: { 403: 'Missing capability svc_manage_workflows (`forbidden`)' },
-      responses: { 200: { description: 'The payloads', raw: payloads } },
-      handler: async ({ body, ctx }) => {
+      // Checked before the body is read: a caller without the capability learns nothing else.
+      guard: async (ctx) => {
         const caller = (ctx.state.principal ?? ctx.state.cookieSession) as Principal | undefined;
         if (!caller) throw unauthenticated();
         if (!caller.can('svc_manage_workflows')) throw forbidden('svc_manage_workflows');
+      },
+      body: payloads,
+      errors: { 403: 'Missing capability svc_manage_workflows (`forbidden`)' },
+      responses: { 200: { description: 'The payloads', raw: payloads } },
+      handler: async ({ body }) => {
         const input = body.payloads.map((p) => ({
           metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
           data: Buffer.from(p.data ?? '', 'base64'),
