@@ -13,7 +13,7 @@ import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
 import { startStack } from '../src/stack.js';
 import { startFakeOpenAi } from '../test/helpers/fake-providers.js';
-import { percentile, report, round, row, type BenchRow } from './lib.js';
+import { percentile, report, round, row, type BenchRow, runMain } from './lib.js';
 import { benchServers } from './servers.js';
 
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 30);
@@ -130,10 +130,4 @@ async function main() {
   await env.stop();
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runMain(main);

@@ -68,3 +68,14 @@ export function scratchDir(prefix: string): string {
   chmodSync(dir, 0o755);
   return dir;
 }
+
+/** Runs a benchmark's main function as a script: exit 0 when it finishes, 1 with the error otherwise. */
+export function runMain(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

@@ -17,7 +17,7 @@ import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
 import { startStack, type Stack } from '../src/stack.js';
 import { bundleWorkflows } from '../src/temporal/worker.js';
-import { load, report, row, scratchDir, type BenchRow } from './lib.js';
+import { load, report, row, scratchDir, type BenchRow, runMain } from './lib.js';
 import { benchServers } from './servers.js';
 
 const scale = Number(process.env.BENCH_SCALE ?? 1);
@@ -131,10 +131,4 @@ async function main() {
   await env.stop();
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runMain(main);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 import { eventually } from './helpers/http-target.js';
-import { parseSse, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
+import { parseSse, providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 
 const A = '/api/agent/v1';
 const EVENTS = ['token', 'tool_call', 'tool_result', 'gate_pending', 'done'];
@@ -12,11 +12,7 @@ let openaiId: number;
 let anthropicId: number;
 let editor: TestUser;
 
-async function connection(type: string, baseUrl: string, cred = 'sk-test-cred-1234') {
-  const res = await app.admin.post('/api/workflow/v1/connections', { type, label: `${type} ${Math.random()}`, cred, extra: { base_url: baseUrl } });
-  expect(res.status, res.text).toBe(201);
-  return res.body.data.id as number;
-}
+const connection = (type: string, baseUrl: string, cred?: string) => providerConnection(app.admin, type, baseUrl, cred);
 
 async function session(providerId: number) {
   const res = await editor.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm-test' });

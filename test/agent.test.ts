@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
-import { parseSse, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
+import { parseSse, providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 
 const A = '/api/agent/v1';
 const M = '/api/management/v1';
@@ -11,11 +11,7 @@ let openaiId: number;
 let anthropicId: number;
 let editor: TestUser;
 
-async function connection(type: string, baseUrl: string, cred = 'sk-test-cred-1234') {
-  const res = await app.admin.post('/api/workflow/v1/connections', { type, label: `${type} ${Math.random()}`, cred, extra: { base_url: baseUrl } });
-  expect(res.status, res.text).toBe(201);
-  return res.body.data.id as number;
-}
+const connection = (type: string, baseUrl: string, cred?: string) => providerConnection(app.admin, type, baseUrl, cred);
 
 async function session(providerId: number, client = editor.client, model = 'gpt-test') {
   const res = await client.post(`${A}/sessions`, { provider_id: providerId, model_id: model });

@@ -1,21 +1,17 @@
 /**
  * A small typed client of the public licence endpoints, for a plugin's own Node tooling (build
- * scripts, test harnesses, a site's sync job). It imports nothing from the server.
+ * scripts, test harnesses, a site's sync job). At run time it imports nothing from the server (its
+ * one import is the type of the verify answer, erased on compilation).
  *
  * SPEC section 4: a network error on verify is no news, and only a definitive answer changes the
  * site's edition. So `verify()` never throws: it answers `valid`, `refused` or `no_news`, and the
  * cached edition moves only on the first two.
  */
 
-export interface VerifiedLicense {
-  license_status: 'active';
-  /** `YYYY-MM-DD HH:MM:SS` (UTC), or null for a licence without expiry. */
-  expires_at: string | null;
-  domain_limit: number;
-  site_match: boolean;
-  product_slug: string;
-  product_name: string;
-}
+import type { VerifyResult } from './license.service.js';
+
+/** The licence as verify describes it; the server's own type, so client and server cannot drift. */
+export type VerifiedLicense = VerifyResult;
 
 /** Codes with which the server definitively refuses a licence. */
 export const refusalCodes = ['license_not_found', 'license_inactive', 'license_expired'] as const;

@@ -28,6 +28,7 @@ export interface SiteInput {
 
 export interface VerifyResult {
   license_status: 'active';
+  /** `YYYY-MM-DD HH:MM:SS` (UTC), or null for a licence without expiry. */
   expires_at: string | null;
   domain_limit: number;
   site_match: boolean;

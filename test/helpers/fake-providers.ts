@@ -1,3 +1,4 @@
+import type { HttpClient } from './http.js';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 
 /** One scripted answer of a fake model provider. */
@@ -170,4 +171,11 @@ export function parseSse(text: string): { event: string; data: any }[] {
         .join('\n');
       return { event, data: data ? JSON.parse(data) : null };
     });
+}
+
+/** Stores an `openai` or `anthropic` connection pointing at a fake provider; returns its id. */
+export async function providerConnection(admin: HttpClient, type: string, baseUrl: string, cred = 'sk-test-cred-1234'): Promise<number> {
+  const res = await admin.post('/api/workflow/v1/connections', { type, label: `${type} ${Math.random()}`, cred, extra: { base_url: baseUrl } });
+  if (res.status !== 201) throw new Error(`connection not created (${res.status}): ${res.text}`);
+  return res.body.data.id as number;
 }
