@@ -3,6 +3,7 @@ import type { BeganExecution, GraphNode, NodeError, RunGraphInput, RunNodeInput,
 import { ExpressionError, resolveTemplate, type ExpressionContext } from '../src/nodes/expressions.js';
 import { nodeTypes, pureNodeTypes } from '../src/nodes/index.js';
 import { AppError } from '../src/platform/errors.js';
+import { waitOutDatabase } from '../src/db/availability.js';
 import type { Services } from '../src/services.js';
 
 interface ExecutionRef {
@@ -37,12 +38,26 @@ export function graphActivities(services: Services) {
   const cache = new Map<string, ExecutionRef>();
   const outputLimit = services.config.SVC_NODE_OUTPUT_LIMIT;
 
+  /**
+   * The activity's own reads and writes (the execution mirror, the graph, the connection, the
+   * owner) wait out a PostgreSQL outage for as long as the activity may run, so a database restart
+   * neither fails a node nor runs its side effect again. All of them are idempotent: reads,
+   * claims, upserts, updates to a final state.
+   */
+  function patiently<T>(fn: () => Promise<T>): Promise<T> {
+    const activity = Context.current();
+    const { startToCloseTimeoutMs, currentAttemptScheduledTimestampMs, isLocal } = activity.info;
+    const deadline = (startToCloseTimeoutMs ? currentAttemptScheduledTimestampMs + startToCloseTimeoutMs : Date.now() + 30_000) - 2_000;
+    return waitOutDatabase(fn, deadline, isLocal ? undefined : () => activity.heartbeat());
+  }
+  const mirror = <T = Record<string, unknown>>(text: string, params: unknown[]) => patiently(() => sql.query<T>(text, params));
+
   async function findExecution(temporalWorkflowId: string, runId: string): Promise<ExecutionRef | undefined> {
     const cached = cache.get(runId);
     if (cached) return cached;
     // One statement finds the run's record, claiming the one the API prepared (start or reset)
     // when Temporal had not yet given it a run id; an exact match wins over an unclaimed one.
-    const rows = await sql.query<{ id: string; workflow_id: number; owner_id: number }>(
+    const rows = await mirror<{ id: string; workflow_id: number; owner_id: number }>(
       `with target as (
          select id from executions
           where temporal_workflow_id = ? and (temporal_run_id = ? or temporal_run_id is null)
@@ -73,7 +88,7 @@ export function graphActivities(services: Services) {
   async function writeNode(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: Record<string, unknown>) {
     const fields = ['node_type', 'status', 'started_at', 'finished_at', 'duration_ms', 'attempts', 'input', 'output', 'error', 'reused'] as const;
     const values = fields.map((f) => (f === 'node_type' ? node.type : f === 'reused' ? false : entry[f] === undefined ? null : ['input', 'output', 'error'].includes(f) ? JSON.stringify(entry[f]) : entry[f]));
-    await sql.query(
+    await mirror(
       `insert into execution_nodes (execution_id, node_id, ${fields.join(', ')}) values (?, ?, ${fields.map(() => '?').join(', ')})
        on conflict (execution_id, node_id) do update set status = excluded.status,
          started_at = coalesce(execution_nodes.started_at, excluded.started_at), finished_at = excluded.finished_at,
@@ -87,11 +102,11 @@ export function graphActivities(services: Services) {
     /** First step of every run: claims or creates the execution record and loads the graph. */
     async beginExecution(input: RunGraphInput, runId: string): Promise<BeganExecution> {
       const { workflowId: temporalWorkflowId } = runOf();
-      const definition = await services.workflows.loadVersion(input.workflowId, input.version);
+      const definition = await patiently(() => services.workflows.loadVersion(input.workflowId, input.version));
       let ref = await findExecution(temporalWorkflowId, runId);
       if (!ref) {
         // Started by a schedule, a record event or a parent run: nobody prepared a record.
-        await sql.query(
+        await mirror(
           `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, temporal_run_id)
            values (?, ?, 'running', ?, ?, ?, ?) on conflict do nothing`,
           [input.workflowId, definition.version, input.trigger, JSON.stringify(input.payload ?? null), temporalWorkflowId, runId],
@@ -110,12 +125,12 @@ export function graphActivities(services: Services) {
 
     async finishExecution(runId: string, result: { status: string; skipped: { id: string; type: string }[]; error?: NodeError & { node_id?: string }; lastOutput?: unknown }) {
       const ref = await currentExecution(runId);
-      await sql.query(
+      await mirror(
         `update executions set status = ?, finished_at = coalesce(finished_at, now()), error = ?, last_output = ? where id = ?`,
         [result.status, result.error ? JSON.stringify(result.error) : null, result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput), ref.id],
       );
       for (const node of result.skipped) {
-        await sql.query(
+        await mirror(
           `insert into execution_nodes (execution_id, node_id, node_type, status) values (?, ?, ?, 'skipped') on conflict do nothing`,
           [ref.id, node.id, node.type],
         );
@@ -148,7 +163,10 @@ export function graphActivities(services: Services) {
       await writeNode(ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
       try {
         const config = (await resolveTemplate(node.config, { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } })) as { workflow_id: number; payload?: unknown };
-        const target = await services.workflows.loadVersion(Number(config.workflow_id)).catch(() => undefined);
+        const target = await patiently(() => services.workflows.loadVersion(Number(config.workflow_id))).catch((err: unknown) => {
+          if (err instanceof AppError && err.status === 404) return undefined;
+          throw err;
+        });
         if (!target || target.status === 'archived') throw ApplicationFailure.nonRetryable(`Workflow ${config.workflow_id} does not exist or is archived`, 'not_found');
         return { workflowId: Number(config.workflow_id), payload: config.payload ?? null };
       } catch (err) {
@@ -163,13 +181,19 @@ export function graphActivities(services: Services) {
     /** Runs one node: evaluates its expressions, runs the type's implementation, records the result. */
     async runNode({ node, context }: RunNodeInput): Promise<RunNodeOutput> {
       const activity = Context.current();
-      const ref = await currentExecution(runOf().runId);
+      const beat = activity.info.isLocal ? undefined : setInterval(() => activity.heartbeat(), 1000);
       const started = Date.now();
       const attempts = activity.info.attempt;
-      // A local (pure, fast) node is written once, when it ends; others show as running.
-      if (!activity.info.isLocal) await writeNode(ref.id, node, { status: 'running', started_at: new Date(started), attempts });
-      const beat = activity.info.isLocal ? undefined : setInterval(() => activity.heartbeat(), 1000);
       let input: unknown;
+      let ref: ExecutionRef;
+      try {
+        ref = await currentExecution(runOf().runId);
+        // A local (pure, fast) node is written once, when it ends; others show as running.
+        if (!activity.info.isLocal) await writeNode(ref.id, node, { status: 'running', started_at: new Date(started), attempts });
+      } catch (err) {
+        if (beat) clearInterval(beat);
+        throw err;
+      }
       try {
         const type = nodeTypes.get(node.type);
         if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, 'validation_failed');
@@ -188,11 +212,12 @@ export function graphActivities(services: Services) {
           signal: activity.cancellationSignal,
           connection: () => {
             if (node.connection_id === undefined) throw ApplicationFailure.nonRetryable('The node has no connection_id', 'validation_failed');
-            return services.connections.resolve(node.connection_id);
+            const id = node.connection_id;
+            return patiently(() => services.connections.resolve(id));
           },
           heartbeat: (details) => activity.heartbeat(details),
           owner: async () => {
-            const [user] = await sql.query<{ id: number; login: string; role: string }>('select id, login, role from users where id = ?', [ref.ownerId]);
+            const [user] = await mirror<{ id: number; login: string; role: string }>('select id, login, role from users where id = ?', [ref.ownerId]);
             if (!user) throw ApplicationFailure.nonRetryable('The workflow owner no longer exists', 'forbidden');
             return services.auth.principal(user, 'app_password');
           },

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import { SESSION_COOKIE, type AuthService } from '../auth/auth.service.js';
+import { isDatabaseUnavailable } from '../db/availability.js';
 import { AppError, unauthenticated } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 
@@ -28,8 +29,6 @@ export function requestContext(logger: Logger) {
   };
 }
 
-const pgUnavailableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08006', '08001', '08003']);
-
 /** Maps any thrown value to the failure envelope; internals stay in the log. */
 export function toAppError(err: unknown): AppError | undefined {
   if (err instanceof AppError) return err;
@@ -47,7 +46,7 @@ export function toAppError(err: unknown): AppError | undefined {
   if (e?.code === '22003' || e?.code === '22P02' || e?.code === '22007' || e?.code === '22008' || e?.code === '22021') {
     return new AppError(400, 'invalid_request', 'A value in the request is out of range or malformed');
   }
-  if (typeof e?.code === 'string' && pgUnavailableCodes.has(e.code)) {
+  if (isDatabaseUnavailable(err)) {
     return new AppError(503, 'service_unavailable', 'PostgreSQL is unavailable; retry later', { dependency: 'postgresql' }, { 'Retry-After': '5' });
   }
   if (e?.name === 'ServiceError' || (typeof e?.code === 'number' && e.code === 14)) {

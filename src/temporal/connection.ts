@@ -1,4 +1,4 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, defaultGrpcRetryOptions, isRetryableError, makeGrpcRetryInterceptor } from '@temporalio/client';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import type { Config } from '../config.js';
 import type { KeyRing } from '../platform/crypto.js';
@@ -22,11 +22,23 @@ export interface TemporalHandle {
 }
 
 /**
+ * Transient gRPC failures are retried a few times (about 3 seconds of backoff), not the client's
+ * default ten (about 20 seconds): while Temporal is down a request should get its 503 promptly
+ * rather than hang. Long polls (a run's result, an update's outcome) are not affected: they only
+ * retry on errors, however long they wait.
+ */
+const RETRY_ATTEMPTS = 6;
+const retryInterceptor = () => {
+  const defaults = defaultGrpcRetryOptions();
+  return makeGrpcRetryInterceptor({ ...defaults, retryableDecider: (attempt, status) => attempt < RETRY_ATTEMPTS && isRetryableError(status) });
+};
+
+/**
  * A lazy connection: the API starts and answers 503 while Temporal is down instead of refusing
  * to start, and reconnects by itself when it comes back.
  */
 export function connectTemporal(config: Config, address: string, keys: KeyRing): TemporalHandle {
-  const connection = Connection.lazy({ address, connectTimeout: '5s' });
+  const connection = Connection.lazy({ address, connectTimeout: '5s', interceptors: [retryInterceptor()] });
   const codec = new EncryptionCodec(keys);
   const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: { payloadCodecs: [codec] } });
   return {
