@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { Context } from 'koa';
 import { idParam } from '../http/pagination.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { unauthenticated } from '../platform/errors.js';
@@ -29,6 +30,15 @@ const appPasswordView = z.object({
 });
 
 export function authRoutes({ auth, users, config }: Services): AnyRoute[] {
+  /**
+   * The session cookie, set and cleared with the same attributes. With SVC_COOKIE_SECURE the
+   * cookie is marked Secure even when the request reached us over plain HTTP (TLS ended at a proxy
+   * that TRUST_PROXY does not vouch for); Koa would otherwise refuse to send it.
+   */
+  const setSessionCookie = (ctx: Context, value: string, expires: Date) => {
+    if (config.SVC_COOKIE_SECURE) (ctx.cookies as { secure?: boolean }).secure = true;
+    ctx.cookies.set(SESSION_COOKIE, value, { httpOnly: true, sameSite: 'lax', secure: config.SVC_COOKIE_SECURE, expires, path: '/' });
+  };
   const view = (p: Principal) => ({ id: p.id, login: p.login, role: p.role, capabilities: auth.capabilitiesOf(p.role) });
   const root = '/api/auth/v1';
   return [
@@ -46,13 +56,7 @@ export function authRoutes({ auth, users, config }: Services): AnyRoute[] {
       },
       handler: async ({ body, ctx }) => {
         const session = await auth.login(body.login, body.password, ctx.ip);
-        ctx.cookies.set(SESSION_COOKIE, session.cookie, {
-          httpOnly: true,
-          sameSite: 'lax',
-          secure: config.SVC_COOKIE_SECURE,
-          expires: session.expiresAt,
-          path: '/',
-        });
+        setSessionCookie(ctx, session.cookie, session.expiresAt);
         return { data: { nonce: session.nonce, expires_at: session.expiresAt.toISOString(), user: view(session.principal) } };
       },
     }),
@@ -80,7 +84,7 @@ export function authRoutes({ auth, users, config }: Services): AnyRoute[] {
       responses: { 200: { description: 'Logged out', data: z.object({ logged_out: z.boolean() }) } },
       handler: async ({ principal, ctx }) => {
         if (principal.sessionId) await auth.logout(principal.sessionId);
-        ctx.cookies.set(SESSION_COOKIE, '', { expires: new Date(0), path: '/' });
+        setSessionCookie(ctx, '', new Date(0));
         return { data: { logged_out: principal.via === 'session' } };
       },
     }),
