@@ -81,6 +81,8 @@ export interface FaultReport {
   /** Runs whose side effects outnumber the attempts recorded for the node. */
   repeatedNodes: { id: number; node: string; hits: number; attempts: number }[];
   apiExits: string[];
+  /** Worker processes that ended other than by the scenario's own SIGKILL or stop. */
+  workerExits: string[];
   problems: string[];
 }
 
@@ -137,6 +139,7 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
   const dir = scratchDir('svc-faults-');
   const stops: (() => Promise<void>)[] = [];
   const apiExits: string[] = [];
+  const workerExits: string[] = [];
   const problems: string[] = [];
   let target: HttpTarget | undefined;
   try {
@@ -180,8 +183,16 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
       await stopGently(apiProcess);
     });
     await waitReady(api, 120_000);
-    let worker: ChildProcess | undefined = spawnSvc('worker', env, () => undefined);
-    stops.push(() => stopGently(worker));
+    const startWorker = () => {
+      const child = spawnSvc('worker', env, (why) => !stopping && child !== killed && workerExits.push(why));
+      return child;
+    };
+    let killed: ChildProcess | undefined;
+    let worker: ChildProcess | undefined = startWorker();
+    stops.push(async () => {
+      stopping = true;
+      await stopGently(worker);
+    });
 
     target = await startHttpTarget();
     const auth = { authorization: `Basic ${Buffer.from(`admin:${appPassword}`).toString('base64')}`, 'content-type': 'application/json' };
@@ -247,9 +258,10 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
       await calm('calm');
       o.log('faults: SIGKILL the worker');
       phase = 'worker down';
+      killed = worker;
       await killHard(worker);
       await sleep(o.outageSeconds * 1000);
-      worker = spawnSvc('worker', env, () => undefined);
+      worker = startWorker();
       await calm('after worker restart');
 
       o.log('faults: restart the Temporal dev server');
@@ -327,6 +339,7 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
       lostRuns: accepted.filter((id) => !byId.has(id)),
       repeatedNodes,
       apiExits,
+      workerExits,
       problems,
     };
     if (!refused.some((a) => a.phase === 'temporal down')) problems.push('no 503 while Temporal was down');
@@ -340,6 +353,7 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
     if (report.lostRuns.length) problems.push(`${report.lostRuns.length} accepted runs have no execution row`);
     if (report.repeatedNodes.length) problems.push(`${report.repeatedNodes.length} node side effects ran more often than recorded`);
     if (apiExits.length) problems.push('the API process died');
+    if (workerExits.length) problems.push('a worker process died');
     if (accepted.length < o.rate * o.calmSeconds) problems.push(`only ${accepted.length} runs were accepted: the load did not get through`);
     return report;
   } finally {
@@ -359,6 +373,7 @@ export function describeReport(r: FaultReport): string {
   if (r.notSuccessful.length) lines.push(`not successful: ${JSON.stringify(r.notSuccessful.slice(0, 5))}`);
   if (r.repeatedNodes.length) lines.push(`repeated nodes: ${JSON.stringify(r.repeatedNodes.slice(0, 5))}`);
   if (r.apiExits.length) lines.push(`API exits: ${r.apiExits.join('\n')}`);
+  if (r.workerExits.length) lines.push(`worker exits: ${r.workerExits.join('\n')}`);
   return lines.join('\n');
 }
 

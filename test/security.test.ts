@@ -135,13 +135,11 @@ describe('secrets', () => {
     await seen(admin.get('/api/management/v1/licenses'));
 
     // The Temporal history of every run of this app: raw bytes, and every payload decoded.
-    const { client, decode } = app.stack.services.temporal;
-    const prefix = `${app.config.SVC_INSTANCE_ID}-`;
+    const { client, decode, executionWorkflowId } = app.stack.services.temporal;
     const histories: string[] = [];
-    for await (const wf of client.workflow.list()) {
-      if (!wf.workflowId.startsWith(prefix) && wf.workflowId !== agentSessionWorkflowId(session)) continue;
-      const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
-      const decoded = await Promise.all(payloadsOf(history).map((p) => decode(p).catch(() => '<undecodable>')));
+    for (const workflowId of [...executions.map(executionWorkflowId), agentSessionWorkflowId(session)]) {
+      const history = await client.workflow.getHandle(workflowId).fetchHistory();
+      const decoded = await Promise.all(payloadsOf(history).map((p) => decode(p)));
       histories.push(JSON.stringify(history), JSON.stringify(decoded));
     }
     expect(histories.length).toBeGreaterThanOrEqual(6); // two runs and the session, each raw and decoded

@@ -34,9 +34,30 @@ export interface RunningWorker {
  * Starts a Temporal worker on the service's task queue. `bundlePath` points at a prebuilt
  * workflow bundle (SVC_WORKFLOW_BUNDLE); without it the workflows are bundled at start.
  */
+/** How long a starting worker waits for Temporal before it gives up. */
+const CONNECT_PATIENCE_MS = 120_000;
+
+/**
+ * Connects to Temporal, retrying with backoff for up to two minutes: a worker started while
+ * Temporal restarts (or before it is up, as containers start in any order) waits for it
+ * instead of exiting.
+ */
+async function connectPatiently(address: string, logger: Logger): Promise<NativeConnection> {
+  const deadline = Date.now() + CONNECT_PATIENCE_MS;
+  for (let delay = 500; ; delay = Math.min(delay * 2, 5_000)) {
+    try {
+      return await NativeConnection.connect({ address });
+    } catch (err) {
+      if (Date.now() + delay > deadline) throw err;
+      logger.warn({ address, err: (err as Error).message, retry_in_ms: delay }, 'Temporal is not reachable yet; the worker waits');
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
 export async function startWorker(services: Services, address: string, options: { taskQueue?: string; bundlePath?: string } = {}): Promise<RunningWorker> {
   installTemporalRuntime(services.logger);
-  const connection = await NativeConnection.connect({ address });
+  const connection = await connectPatiently(address, services.logger);
   const workflowBundle = options.bundlePath ? { code: await readFile(options.bundlePath, 'utf8') } : await bundleWorkflows();
   const worker = await Worker.create({
     connection,
