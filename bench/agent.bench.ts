@@ -112,16 +112,26 @@ async function main() {
   const added = p50(forward.ours) - p50(forward.direct);
   const rows: BenchRow[] = [
     { ...row('agent turn, instant provider', 'p50 latency', 'ms', p50(turn.direct), p50(turn.ours), { max: Infinity }), target: 'reported' },
-    { ...row('agent SSE', 'time to first token p50', 'ms', p50(ttft.direct), p50(ttft.ours), { max: Infinity }), target: 'reported' },
+    // DESIGN's target is on the time to first token; the ratio column holds the milliseconds added.
     {
       benchmark: 'agent SSE',
-      metric: 'added token forwarding latency p50',
+      metric: 'time to first token p50 (ratio column: ms added)',
+      unit: 'ms',
+      baseline: round(p50(ttft.direct)),
+      ours: round(p50(ttft.ours)),
+      ratio: round(p50(ttft.ours) - p50(ttft.direct)),
+      target: '<= 5 ms added',
+      pass: p50(ttft.ours) - p50(ttft.direct) <= 5,
+    },
+    {
+      benchmark: 'agent SSE',
+      metric: 'each later token, p50 delay from provider to client (ratio column: ms added)',
       unit: 'ms',
       baseline: round(p50(forward.direct)),
       ours: round(p50(forward.ours)),
       ratio: round(added),
-      target: '<= 5 ms added',
-      pass: added <= 5,
+      target: 'reported',
+      pass: true,
     },
   ];
   report(rows);
