@@ -4,7 +4,16 @@
 # does not match the document. Usage: npm run fuzz [-- extra schemathesis options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v schemathesis >/dev/null 2>&1 || python3 -m pip install -q schemathesis
+# schemathesis, pinned, in a virtual environment of the per-user cache (reused by later runs and
+# clones); SCHEMATHESIS names another binary.
+version=4.32.5
+venv="${XDG_CACHE_HOME:-$HOME/.cache}/workflow-svc/schemathesis-$version"
+st=${SCHEMATHESIS:-$venv/bin/schemathesis}
+if [ ! -x "$st" ]; then
+  echo "installing schemathesis $version into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "schemathesis==$version"
+fi
 dir=$(mktemp -d)
 chmod 755 "$dir"
 port=${FUZZ_PORT:-18181}
@@ -17,7 +26,7 @@ service=$!
 trap 'kill -INT $service 2>/dev/null; wait $service 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 1; done
 # revokeAppPassword is left out: it would revoke the credential the fuzzer itself uses.
-schemathesis run "http://127.0.0.1:$port/api/openapi.json" -a "admin:$password" \
+"$st" --config-file scripts/schemathesis.toml run "http://127.0.0.1:$port/api/openapi.json" -a "admin:$password" \
   --exclude-operation-id revokeAppPassword -n "${FUZZ_EXAMPLES:-40}" \
   --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
   --phases examples,coverage,fuzzing --no-color "$@"

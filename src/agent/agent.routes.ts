@@ -50,6 +50,8 @@ const sessionView = z.object({
     }),
   ),
 });
+/** The events of a streamed turn, in the order they can come; `done` is always last. */
+const streamEvents = ['token', 'tool_call', 'tool_result', 'gate_pending', 'done'];
 const turnErrors = {
   409: 'A turn of the session is running (`turn_in_progress`) or its gate waits for a decision (`gate_pending`)',
   502: 'The model provider failed: unreachable, timed out, refused the credential (`provider_auth_failed`), kept answering 429/5xx or sent a malformed answer (`provider_error`); the session stays usable',
@@ -161,7 +163,7 @@ export function agentRoutes(services: Services): AnyRoute[] {
       params: z.object({ id: z.string().max(100) }),
       body: z.strictObject({ content: z.string().min(1), stream: z.boolean().optional() }),
       errors: { ...turnErrors, 413: 'The content is larger than SVC_AGENT_MAX_MESSAGE_BYTES, or the body than SVC_BODY_LIMIT (`payload_too_large`)' },
-      responses: { 200: { description: 'The turn outcome', data: turnResponse, alsoContentType: 'text/event-stream' } },
+      responses: { 200: { description: 'The turn outcome', data: turnResponse, alsoContentType: 'text/event-stream', events: streamEvents } },
       handler: async ({ params, body, principal, ctx }) => {
         if (body.stream) {
           await streamTurn(services, ctx, (channel, turnId) => agent.sendMessage(principal, params.id, body.content, channel, turnId));
@@ -187,7 +189,7 @@ export function agentRoutes(services: Services): AnyRoute[] {
         body: decisionBody,
         bodyOptional: true,
         errors: { ...turnErrors, 409: 'Already decided (`action_already_decided`) or a turn is running (`turn_in_progress`)' },
-        responses: { 200: { description: 'The turn outcome', data: turnResponse, alsoContentType: 'text/event-stream' } },
+        responses: { 200: { description: 'The turn outcome', data: turnResponse, alsoContentType: 'text/event-stream', events: streamEvents } },
         handler: async ({ params, body, principal, ctx }) => {
           if (body.stream) {
             await streamTurn(services, ctx, (channel) => agent.decide(principal, params.action_id, verb === 'approve', body.note, channel));

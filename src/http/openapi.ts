@@ -18,6 +18,23 @@ const genericErrors: Record<number, string> = {
   503: 'A dependency (PostgreSQL or Temporal) is unavailable (`service_unavailable`)',
 };
 
+/**
+ * One server-sent event. OpenAPI 3.1 has no `itemSchema`, so by the convention tools follow the
+ * schema of an event-stream response describes each event: its name, and its data as JSON text.
+ */
+function eventSchema(events: string[] | undefined) {
+  return {
+    type: 'object',
+    required: ['event', 'data'],
+    properties: {
+      event: { type: 'string', ...(events ? { enum: events } : {}) },
+      data: { type: 'string', contentMediaType: 'application/json', description: 'The event payload as JSON' },
+      id: { type: 'string' },
+      retry: { type: 'integer' },
+    },
+  };
+}
+
 /** Shared definitions hoisted out of individual schemas into `components.schemas`. */
 let hoisted: Record<string, unknown> = {};
 let counter = 0;
@@ -80,7 +97,7 @@ function operation(route: AnyRoute) {
             schema: spec.raw ? jsonSchema(spec.raw, 'output') : envelope(spec.data ? jsonSchema(spec.data, 'output') : {}),
           },
         };
-    if (spec.alsoContentType) content[spec.alsoContentType] = { schema: { type: 'string' } };
+    if (spec.alsoContentType) content[spec.alsoContentType] = { schema: spec.alsoContentType === 'text/event-stream' ? eventSchema(spec.events) : { type: 'string' } };
     responses[status] = { description: spec.description, content };
   }
   const errors: Record<number, string> = { ...genericErrors };

@@ -16,6 +16,8 @@ export interface ResponseSpec {
   contentType?: string;
   /** A second content type of the same status, answered when the request asks for it (`stream: true`). */
   alsoContentType?: string;
+  /** For `text/event-stream`: the names of the events the stream may carry. */
+  events?: string[];
 }
 
 export interface Reply {
