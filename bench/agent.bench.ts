@@ -112,10 +112,11 @@ async function main() {
   const added = p50(forward.ours) - p50(forward.direct);
   const rows: BenchRow[] = [
     { ...row('agent turn, instant provider', 'p50 latency', 'ms', p50(turn.direct), p50(turn.ours), { max: Infinity }), target: 'reported' },
-    // DESIGN's target is on the time to first token; the ratio column holds the milliseconds added.
+    // DESIGN's target is on the time to first token: milliseconds added, not a ratio.
     {
       benchmark: 'agent SSE',
-      metric: 'time to first token p50 (ratio column: ms added)',
+      metric: 'time to first token p50',
+      addedUnit: 'ms',
       unit: 'ms',
       baseline: round(p50(ttft.direct)),
       ours: round(p50(ttft.ours)),
@@ -125,7 +126,8 @@ async function main() {
     },
     {
       benchmark: 'agent SSE',
-      metric: 'each later token, p50 delay from provider to client (ratio column: ms added)',
+      metric: 'each later token: p50 delay from provider to client',
+      addedUnit: 'ms',
       unit: 'ms',
       baseline: round(p50(forward.direct)),
       ours: round(p50(forward.ours)),

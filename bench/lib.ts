@@ -13,6 +13,8 @@ export interface BenchRow {
   ratio: number;
   target: string;
   pass: boolean;
+  /** Set when the target is a difference, not a ratio: the ratio column then shows `ours - baseline` in this unit. */
+  addedUnit?: string;
 }
 
 export function row(benchmark: string, metric: string, unit: string, baseline: number, ours: number, target: { max?: number; min?: number }): BenchRow {
@@ -58,7 +60,7 @@ export function report(rows: BenchRow[], print = true): void {
 
 export function table(rows: BenchRow[]): string {
   const head = '| benchmark | metric | baseline | ours | unit | ratio | target | met |\n|---|---|---|---|---|---|---|---|';
-  const lines = rows.map((r) => `| ${r.benchmark} | ${r.metric} | ${r.baseline} | ${r.ours} | ${r.unit} | ${r.ratio}x | ${r.target} | ${r.pass ? 'yes' : 'no'} |`);
+  const lines = rows.map((r) => `| ${r.benchmark} | ${r.metric} | ${r.baseline} | ${r.ours} | ${r.unit} | ${r.addedUnit ? `+${r.ratio} ${r.addedUnit}` : `${r.ratio}x`} | ${r.target} | ${r.pass ? 'yes' : 'no'} |`);
   return [head, ...lines].join('\n');
 }
 

@@ -56,6 +56,9 @@ const durationOf = (r: { started_at: Date | string; finished_at: Date | string |
  * Starting runs and reading the queryable mirror of their history. Each run is one Temporal
  * workflow whose id is derived from the execution id; the mirror is written by the activities.
  */
+/** How long a prepared execution record may wait for its Temporal run before it is closed. */
+const UNSTARTED_GRACE_MS = 60_000;
+
 export class ExecutionService {
   constructor(
     private readonly sql: Sql,
@@ -197,7 +200,7 @@ export class ExecutionService {
    * activity; the mirror learns its end from Temporal when read or swept.
    */
   async reconcile(row: ExecutionRow): Promise<ExecutionRow> {
-    if (!row.temporal_run_id) return row;
+    if (!row.temporal_run_id) return this.reconcileUnstarted(row);
     let description;
     try {
       description = await this.temporal.client.workflow.getHandle(row.temporal_workflow_id, row.temporal_run_id).describe();
@@ -220,6 +223,28 @@ export class ExecutionService {
         [JSON.stringify(error), row.id],
       );
     }
+    return updated ?? row;
+  }
+
+  /**
+   * A record without a Temporal run id is one the API prepared and then started, or was about to:
+   * the run's first activity claims it. When the API died (or lost PostgreSQL) between writing the
+   * record and starting the run, nothing ever will; after a minute without a Temporal workflow of
+   * that id the record is closed as `start_failed`, so no execution stays "running" forever.
+   */
+  private async reconcileUnstarted(row: ExecutionRow): Promise<ExecutionRow> {
+    if (Date.now() - toDate(row.started_at).getTime() < UNSTARTED_GRACE_MS) return row;
+    try {
+      await this.temporal.client.workflow.getHandle(row.temporal_workflow_id).describe();
+      return row; // started; its first activity has yet to claim the record
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) return row; // Temporal unreachable: ask again later
+    }
+    const error = { code: 'start_failed', message: 'The run was never started (the service stopped or lost a dependency while starting it)' };
+    const [updated] = await this.sql.query<ExecutionRow>(
+      `update executions set status = 'failed', finished_at = now(), error = ? where id = ? and status = 'running' and temporal_run_id is null returning *`,
+      [JSON.stringify(error), row.id],
+    );
     return updated ?? row;
   }
 
