@@ -70,7 +70,8 @@ export function graphActivities(services: Services) {
     const row = rows[0];
     if (!row) return undefined;
     const ref = { id: Number(row.id), workflowId: row.workflow_id, ownerId: row.owner_id };
-    if (cache.size > 10_000) cache.clear();
+    // Only runs in flight need their record; a small cache keeps the worker's heap flat.
+    if (cache.size > 1_000) cache.clear();
     cache.set(runId, ref);
     return ref;
   }

@@ -39,6 +39,27 @@ async function finished(executionId: number, client = app.admin, timeoutMs = 60_
   }, timeoutMs, `execution ${executionId} to finish`);
 }
 
+describe('a run the API never got to start', () => {
+  it('is closed as start_failed a minute later instead of staying running forever', async () => {
+    const workflow = (await app.admin.post(W, { title: 'Never started', trigger: { type: 'manual' }, nodes: [{ id: 'a', type: 'transform', config: { value: 1 } }] })).body.data;
+    // As the API leaves it when it dies between writing the record and starting the run.
+    const prefix = app.stack.services.temporal.executionWorkflowPrefix;
+    const insert = (age: string) =>
+      app.sql<{ id: string }>(
+        `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, started_at)
+         select n.id, $1, 1, 'running', 'manual', 'null', $2 || n.id, now() - $3::interval from (select nextval('executions_id_seq') as id) n returning id`,
+        [workflow.id, prefix, age],
+      );
+    const [old] = await insert('2 minutes');
+    const [fresh] = await insert('1 second');
+    const view = (await app.admin.get(`/api/workflow/v1/executions/${old!.id}`)).body.data;
+    expect(view).toMatchObject({ status: 'failed', error: { code: 'start_failed' } });
+    expect(view.finished_at).not.toBeNull();
+    // A record just written may still be claimed by its run: it is left alone.
+    expect((await app.admin.get(`/api/workflow/v1/executions/${fresh!.id}`)).body.data.status).toBe('running');
+  });
+});
+
 describe('a worker killed in the middle of a run', () => {
   it('inside a slow node: the run finishes on a new worker, completed nodes do not run again, the timeline is whole', async () => {
     const workflow = (
@@ -119,25 +140,3 @@ describe('the API restarted', () => {
     }
   }, 120_000);
 });
-
-describe('a run the API never got to start', () => {
-  it('is closed as start_failed a minute later instead of staying running forever', async () => {
-    const workflow = (await app.admin.post(W, { title: 'Never started', trigger: { type: 'manual' }, nodes: [{ id: 'a', type: 'transform', config: { value: 1 } }] })).body.data;
-    // As the API leaves it when it dies between writing the record and starting the run.
-    const prefix = app.stack.services.temporal.executionWorkflowPrefix;
-    const insert = (age: string) =>
-      app.sql<{ id: string }>(
-        `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, started_at)
-         select n.id, $1, 1, 'running', 'manual', 'null', $2 || n.id, now() - $3::interval from (select nextval('executions_id_seq') as id) n returning id`,
-        [workflow.id, prefix, age],
-      );
-    const [old] = await insert('2 minutes');
-    const [fresh] = await insert('1 second');
-    const view = (await app.admin.get(`/api/workflow/v1/executions/${old!.id}`)).body.data;
-    expect(view).toMatchObject({ status: 'failed', error: { code: 'start_failed' } });
-    expect(view.finished_at).not.toBeNull();
-    // A record just written may still be claimed by its run: it is left alone.
-    expect((await app.admin.get(`/api/workflow/v1/executions/${fresh!.id}`)).body.data.status).toBe('running');
-  });
-});
-
