@@ -16,6 +16,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { fork } from 'node:child_process';
+import { writeHeapSnapshot } from 'node:v8';
 import { loadConfig } from '../src/config.js';
 import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
@@ -172,13 +173,33 @@ async function main(): Promise<void> {
     await sleep(WARMUP_SECONDS);
     current = [];
     const baseHeap = heapAfterGc();
-    const windows: { samples: Sample[]; heap: number; rss: number }[] = [];
+    const kinds: Kind[] = ['records list', 'licence verify', 'workflow run'];
+    interface KindStats {
+      count: number;
+      errors: number;
+      p50: number;
+      p99: number;
+    }
+    // Each window's samples are reduced to figures before the heap is measured, so the
+    // measurement holds none of them.
+    const summarise = (samples: Sample[]) =>
+      Object.fromEntries(
+        kinds.map((kind) => {
+          const of = samples.filter((x) => x.kind === kind);
+          const ms = of.map((x) => x.ms);
+          return [kind, { count: of.length, errors: of.filter((x) => x.status < 200 || x.status >= 300).length, p50: percentile(ms, 50), p99: percentile(ms, 99) }];
+        }),
+      ) as Record<Kind, KindStats>;
+    const windows: { stats: Record<Kind, KindStats>; heap: number; rss: number }[] = [];
     for (let w = 0; w < WINDOWS; w++) {
       await sleep(WINDOW_SECONDS);
-      const samples = current;
+      const stats = summarise(current);
       current = [];
-      windows.push({ samples, heap: heapAfterGc(), rss: process.memoryUsage().rss });
-      process.stderr.write(`soak: window ${w + 1}: ${samples.length} requests, heap ${(windows.at(-1)!.heap / MiB).toFixed(1)} MiB\n`);
+      windows.push({ stats, heap: heapAfterGc(), rss: process.memoryUsage().rss });
+      // SOAK_HEAP_SNAPSHOTS=<dir>: a heap snapshot after each window, to compare when the heap grows.
+      if (process.env.SOAK_HEAP_SNAPSHOTS) writeHeapSnapshot(join(process.env.SOAK_HEAP_SNAPSHOTS, `window-${w + 1}.heapsnapshot`));
+      const requests = kinds.reduce((n, k) => n + stats[k].count, 0);
+      process.stderr.write(`soak: window ${w + 1}: ${requests} requests, heap ${(windows.at(-1)!.heap / MiB).toFixed(1)} MiB\n`);
     }
     loader.send('stop');
     await finished;
@@ -192,7 +213,6 @@ async function main(): Promise<void> {
       await sleep(1);
     }
 
-    const kinds: Kind[] = ['records list', 'licence verify', 'workflow run'];
     const lines = [
       '# Sustained mixed load',
       '',
@@ -202,13 +222,13 @@ async function main(): Promise<void> {
       '|---|---|---|---|---|---|---|---|---|',
     ];
     let errors = 0;
+    let total = 0;
     windows.forEach((w, index) => {
       for (const kind of kinds) {
-        const of = w.samples.filter((s) => s.kind === kind);
-        const bad = of.filter((s) => s.status < 200 || s.status >= 300).length;
-        errors += bad;
-        const ms = of.map((s) => s.ms);
-        lines.push(`| ${index + 1} | ${kind} | ${of.length} | ${(of.length / WINDOW_SECONDS).toFixed(1)} | ${bad} | ${percentile(ms, 50).toFixed(1)} | ${percentile(ms, 99).toFixed(1)} | ${(w.heap / MiB).toFixed(1)} | ${(w.rss / MiB).toFixed(0)} |`);
+        const k = w.stats[kind];
+        errors += k.errors;
+        total += k.count;
+        lines.push(`| ${index + 1} | ${kind} | ${k.count} | ${(k.count / WINDOW_SECONDS).toFixed(1)} | ${k.errors} | ${k.p50.toFixed(1)} | ${k.p99.toFixed(1)} | ${(w.heap / MiB).toFixed(1)} | ${(w.rss / MiB).toFixed(0)} |`);
       }
     });
     const first = windows[0]!.heap;
@@ -222,7 +242,7 @@ async function main(): Promise<void> {
     if (Object.keys(runs).some((s) => s !== 'success')) problems.push(`runs not all successful: ${JSON.stringify(runs)}`);
     lines.push(
       '',
-      `Error rate: ${errors} of ${windows.reduce((n, w) => n + w.samples.length, 0)}. Heap from window 1 to ${WINDOWS}: ${growth >= 0 ? '+' : ''}${(growth / MiB).toFixed(1)} MiB (a leak is over ${(allowed / MiB).toFixed(1)} MiB). Runs: ${JSON.stringify(runs)}.`,
+      `Error rate: ${errors} of ${total}. Heap from window 1 to ${WINDOWS}: ${growth >= 0 ? '+' : ''}${(growth / MiB).toFixed(1)} MiB (a leak is over ${(allowed / MiB).toFixed(1)} MiB). Runs: ${JSON.stringify(runs)}.`,
       problems.length ? `\nPROBLEMS: ${problems.join('; ')}` : '\nResult: no errors, heap flat, every run finished.',
       '',
     );
