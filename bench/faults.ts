@@ -68,6 +68,8 @@ export interface FaultReport {
   unexpected: Attempt[];
   hangs: Attempt[];
   latency: { p50: number; p99: number; max: number };
+  /** Milliseconds from a dependency being back to the API's first accepted run. */
+  recoveryMs: Record<string, number>;
   /** Phase -> status -> count. */
   byPhase: Record<string, Record<string, number>>;
   finals: Record<string, number>;
@@ -216,6 +218,7 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
 
     // The steady load: one run every 1/rate seconds, each request on its own, none awaited by the next.
     let phase = 'calm';
+    let backAt: Record<'temporal' | 'postgresql', number> | undefined;
     const attempts: Attempt[] = [];
     const inFlight = new Set<Promise<void>>();
     let n = 0;
@@ -269,6 +272,7 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
       await temporal.stop();
       await sleep(o.outageSeconds * 1000);
       await temporal.start();
+      const temporalBack = Date.now();
       await calm('after temporal restart');
 
       o.log('faults: restart PostgreSQL');
@@ -276,7 +280,9 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
       await pgServer.stop();
       await sleep(o.outageSeconds * 1000);
       await pgServer.start();
+      const postgresBack = Date.now();
       await calm('after postgresql restart');
+      backAt = { temporal: temporalBack, postgresql: postgresBack };
     } finally {
       clearInterval(ticker);
     }
@@ -322,7 +328,15 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
         if (hits > (recorded?.attempts ?? 0) || (byId.get(id)?.status === 'success' && hits === 0)) repeatedNodes.push({ id, node, hits, attempts: recorded?.attempts ?? 0 });
       }
     }
+    // How long after a dependency came back the API started accepting runs again.
+    const recovery = Object.fromEntries(
+      Object.entries(backAt ?? {}).map(([dependency, at]) => {
+        const first = attempts.find((a) => a.at >= at && a.status >= 200 && a.status < 300);
+        return [dependency, first ? Math.round(first.at + first.ms - at) : Infinity];
+      }),
+    );
     const report: FaultReport = {
+      recoveryMs: recovery,
       requests: attempts.length,
       accepted: accepted.length,
       unavailable: refused.map((a) => ({ phase: a.phase, dependency: a.error })),
@@ -353,6 +367,7 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
     if (report.lostRuns.length) problems.push(`${report.lostRuns.length} accepted runs have no execution row`);
     if (report.repeatedNodes.length) problems.push(`${report.repeatedNodes.length} node side effects ran more often than recorded`);
     if (apiExits.length) problems.push('the API process died');
+    for (const [dependency, ms] of Object.entries(recovery)) if (ms > 15_000) problems.push(`the API accepted runs again only ${ms} ms after ${dependency} was back`);
     if (workerExits.length) problems.push('a worker process died');
     if (accepted.length < o.rate * o.calmSeconds) problems.push(`only ${accepted.length} runs were accepted: the load did not get through`);
     return report;
@@ -366,6 +381,7 @@ export function describeReport(r: FaultReport): string {
   const lines = [
     `requests ${r.requests}, accepted ${r.accepted}, refused with 503 ${r.unavailable.length}; latency p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, max ${r.latency.max} ms`,
     ...Object.entries(r.byPhase).map(([phase, counts]) => `  ${phase}: ${Object.entries(counts).map(([k, v]) => `${k} x${v}`).join(', ')}`),
+    `back to accepting runs after a restart: ${Object.entries(r.recoveryMs).map(([k, v]) => `${k} ${v} ms`).join(', ')}`,
     `final statuses: ${Object.entries(r.finals).map(([k, v]) => `${k} ${v}`).join(', ')}`,
     r.problems.length ? `PROBLEMS:\n  ${r.problems.join('\n  ')}` : 'no problems: every accepted run finished once, no completed node ran twice, outages answered 503',
   ];

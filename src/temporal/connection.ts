@@ -38,7 +38,14 @@ const retryInterceptor = () => {
  * to start, and reconnects by itself when it comes back.
  */
 export function connectTemporal(config: Config, address: string, keys: KeyRing): TemporalHandle {
-  const connection = Connection.lazy({ address, connectTimeout: '5s', interceptors: [retryInterceptor()] });
+  const connection = Connection.lazy({
+    address,
+    connectTimeout: '5s',
+    interceptors: [retryInterceptor()],
+    // gRPC backs off reconnecting up to two minutes by default: after a long Temporal outage the
+    // API would keep answering 503 that long after Temporal is back. Retry at least every 5 s.
+    channelArgs: { 'grpc.initial_reconnect_backoff_ms': 500, 'grpc.max_reconnect_backoff_ms': 5_000 },
+  });
   const codec = new EncryptionCodec(keys);
   const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: { payloadCodecs: [codec] } });
   return {
