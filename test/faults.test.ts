@@ -16,7 +16,12 @@ describe('faults under load', () => {
     expect(report.notFinished).toEqual([]);
     expect(report.repeatedNodes).toEqual([]);
     expect(report.hangs).toEqual([]);
-    expect(new Set(report.unavailable.map((u) => u.phase))).toEqual(new Set(['temporal down', 'postgresql down']));
+    // 503 while a dependency is down, and in the moments after it is back until the API has
+    // reconnected (report.recoveryMs, bounded in the problems); never while all were up.
+    const refusedIn = new Set(report.unavailable.map((u) => u.phase));
+    expect(refusedIn).toContain('temporal down');
+    expect(refusedIn).toContain('postgresql down');
+    for (const phase of ['calm', 'worker down', 'after worker restart']) expect(refusedIn.has(phase), phase).toBe(false);
     expect(report.unavailable.every((u) => /^service_unavailable \((temporal|postgresql)\)$/.test(u.dependency ?? ''))).toBe(true);
   }, 420_000);
 });
