@@ -52,13 +52,13 @@ const iso = toIso;
 const durationOf = (r: { started_at: Date | string; finished_at: Date | string | null }) =>
   r.finished_at ? toDate(r.finished_at).getTime() - toDate(r.started_at).getTime() : null;
 
+/** How long a prepared execution record may wait for its Temporal run before it is closed. */
+const UNSTARTED_GRACE_MS = 60_000;
+
 /**
  * Starting runs and reading the queryable mirror of their history. Each run is one Temporal
  * workflow whose id is derived from the execution id; the mirror is written by the activities.
  */
-/** How long a prepared execution record may wait for its Temporal run before it is closed. */
-const UNSTARTED_GRACE_MS = 60_000;
-
 export class ExecutionService {
   constructor(
     private readonly sql: Sql,
