@@ -174,8 +174,9 @@ describe('secrets', () => {
 describe('browser sessions', () => {
   let short: TestApp;
   beforeAll(async () => {
-    // Nonces live 2 seconds, sessions 5, cookies are Secure.
-    short = await startTestApp({ env: { SVC_COOKIE_SECURE: 'true', SVC_NONCE_TTL_HOURS: String(2 / 3600), SVC_SESSION_TTL_HOURS: String(5 / 3600) } });
+    // Nonces live 4 seconds (their expiry is in whole seconds, so 3 to 4), sessions 10, cookies are
+    // Secure. Wide enough margins for a loaded machine.
+    short = await startTestApp({ env: { SVC_COOKIE_SECURE: 'true', SVC_NONCE_TTL_HOURS: String(4 / 3600), SVC_SESSION_TTL_HOURS: String(10 / 3600) } });
   });
   afterAll(async () => short?.close());
 
@@ -201,12 +202,12 @@ describe('browser sessions', () => {
   it('refuses a nonce once it has expired, though its signature is good, and the cookie once the session has', async () => {
     const { cookie, nonce } = await login(short);
     expect(await me(short.client({ cookie, nonce }))).toBe(200);
-    await new Promise((r) => setTimeout(r, 3_000));
+    await new Promise((r) => setTimeout(r, 5_000));
     expect(await me(short.client({ cookie, nonce }))).toBe(401);
     const fresh = await short.client({ cookie }).get('/api/auth/v1/nonce');
     expect(fresh.status).toBe(200);
     expect(await me(short.client({ cookie, nonce: fresh.body.data.nonce }))).toBe(200);
-    await new Promise((r) => setTimeout(r, 3_000));
+    await new Promise((r) => setTimeout(r, 6_000));
     expect((await short.client({ cookie }).get('/api/auth/v1/nonce')).status).toBe(401);
   });
 });
