@@ -30,7 +30,8 @@ import { ensureDatabase } from '../src/stack.js';
 import { bundleWorkflows } from '../src/temporal/worker.js';
 import { startHttpTarget, type HttpTarget } from '../test/helpers/http-target.js';
 import { freePort } from '../test/helpers/ports.js';
-import { percentile, runMain, scratchDir } from './lib.js';
+import { stopChild, tail, waitFor } from '../src/platform/child-process.js';
+import { apiCaller, basicAuth, percentile, runMain, scratchDir } from './lib.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -96,44 +97,14 @@ function spawnSvc(command: 'api' | 'worker', env: Record<string, string>, onExit
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
-  let tail = '';
-  child.stderr!.on('data', (c: Buffer) => (tail = (tail + c.toString()).slice(-4000)));
-  child.once('exit', (code, signal) => onExit(`${command} exited (${signal ?? code}): ${tail.slice(-1500)}`));
+  const output = tail(1500);
+  child.stderr!.on('data', (c: Buffer) => output.push(c));
+  child.once('exit', (code, signal) => onExit(`${command} exited (${signal ?? code}): ${output.text}`));
   return child;
 }
 
-function killHard(child: ChildProcess | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    if (!child || child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGKILL');
-  });
-}
-
-function stopGently(child: ChildProcess | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    if (!child || child.exitCode !== null || child.signalCode !== null) return resolve();
-    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
-}
-
-async function waitReady(url: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    try {
-      if ((await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2000) })).status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    await sleep(250);
-  }
-  throw new Error(`${url} did not become ready within ${timeoutMs} ms`);
-}
+const killHard = (child: ChildProcess | undefined) => stopChild(child, 'SIGKILL');
+const stopGently = (child: ChildProcess | undefined) => stopChild(child, 'SIGTERM', 20_000);
 
 export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Promise<FaultReport> {
   const o = { ...defaultFaultOptions, ...partial };
@@ -184,7 +155,7 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
       stopping = true;
       await stopGently(apiProcess);
     });
-    await waitReady(api, 120_000);
+    await waitFor('the API', async () => (await fetch(`${api}/readyz`, { signal: AbortSignal.timeout(2000) }).catch(() => undefined))?.status === 200, 120_000);
     const startWorker = () => {
       const child = spawnSvc('worker', env, (why) => !stopping && child !== killed && workerExits.push(why));
       return child;
@@ -197,19 +168,15 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
     });
 
     target = await startHttpTarget();
-    const auth = { authorization: `Basic ${Buffer.from(`admin:${appPassword}`).toString('base64')}`, 'content-type': 'application/json' };
-    const post = async (path: string, body: unknown) => {
-      const res = await fetch(`${api}${path}`, { method: 'POST', headers: auth, body: JSON.stringify(body) });
-      const json = (await res.json()) as { data: { id: number } };
-      if (res.status >= 300) throw new Error(`POST ${path}: ${res.status} ${JSON.stringify(json)}`);
-      return json.data;
-    };
+    const auth = { authorization: basicAuth('admin', appPassword), 'content-type': 'application/json' };
+    const call = apiCaller(api, auth.authorization);
+    const post = (path: string, body: unknown) => call('POST', path, body) as Promise<{ id: number }>;
     const connection = await post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'target', cred: 'faults-credential', extra: { base_url: target.url } });
-    const call = (id: string) => ({ id, type: 'http_request', connection_id: connection.id, config: { method: 'POST', path: `/${id}/{{ execution.id }}` } });
+    const hit = (id: string) => ({ id, type: 'http_request', connection_id: connection.id, config: { method: 'POST', path: `/${id}/{{ execution.id }}` } });
     const workflow = await post('/api/workflow/v1/workflows', {
       title: 'Faults under load',
       trigger: { type: 'manual' },
-      nodes: [call('first'), { id: 'shape', type: 'transform', config: { value: { n: '{{ trigger.n }}', first: '{{ nodes.first.status }}' } } }, call('second')],
+      nodes: [hit('first'), { id: 'shape', type: 'transform', config: { value: { n: '{{ trigger.n }}', first: '{{ nodes.first.status }}' } } }, hit('second')],
       edges: [
         { from: 'first', to: 'shape' },
         { from: 'shape', to: 'second' },

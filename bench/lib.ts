@@ -81,3 +81,15 @@ export function runMain(main: () => Promise<void>): void {
     },
   );
 }
+
+export const basicAuth = (login: string, password: string) => `Basic ${Buffer.from(`${login}:${password}`).toString('base64')}`;
+
+/** A JSON call to the service that returns the envelope's `data`, throwing on anything but 2xx (set-up steps of the scripts). */
+export function apiCaller(base: string, authorization: string) {
+  return async (method: string, path: string, body?: unknown): Promise<any> => {
+    const res = await fetch(`${base}${path}`, { method, headers: { authorization, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const json = (await res.json()) as { data: unknown };
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json.data;
+  };
+}

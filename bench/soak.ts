@@ -21,7 +21,7 @@ import { loadConfig } from '../src/config.js';
 import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
 import { startStack } from '../src/stack.js';
-import { percentile, runMain } from './lib.js';
+import { apiCaller, basicAuth, percentile, runMain } from './lib.js';
 import { benchServers } from './servers.js';
 
 const WINDOW_SECONDS = Number(process.env.SOAK_WINDOW_SECONDS ?? 60);
@@ -123,13 +123,8 @@ async function main(): Promise<void> {
   });
   const stack = await startStack(config, logger, { embedded: false, roles: { api: true, worker: true } });
   const api = stack.urls.api!;
-  const auth = `Basic ${Buffer.from(`admin:${appPassword}`).toString('base64')}`;
-  const call = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${api}${path}`, { method, headers: { authorization: auth, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-    const json = (await res.json()) as { data: any };
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json.data;
-  };
+  const auth = basicAuth('admin', appPassword);
+  const call = apiCaller(api, auth);
   try {
     await call('POST', '/api/management/v1/entities', {
       slug: 'contact',
