@@ -1,18 +1,28 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { costOf } from '../src/agent/agent.pricing.js';
-import { loadHistory, loadSession, ownerOf } from '../src/agent/agent.store.js';
+import { costOf } from '../src/providers/pricing.js';
+import { loadHistory, loadSession, ownerOf, type ActionRow, type DecisionRecord } from '../src/agent/agent.store.js';
 import { publish } from '../src/agent/agent.stream.js';
 import { runTool, summarizeCall, summarizeResult, toolSpecs } from '../src/agent/agent.tools.js';
-import { ProviderError, providerFor } from '../src/agent/providers/index.js';
+import { ProviderError, providerFor } from '../src/providers/index.js';
 import { AppError } from '../src/platform/errors.js';
-import type { Services } from '../src/services.js';
-import type {
-  AgentModelCallInput,
-  AgentModelCallResult,
-  AgentPendingAction,
-  AgentToolCall,
-  AgentToolRunInput,
-  AgentTurnEnd,
+import { toIso } from '../src/db/sql.js';
+import type { AuthService } from '../src/auth/auth.service.js';
+import type { UsersService } from '../src/auth/users.service.js';
+import type { Config } from '../src/config.js';
+import type { ConnectionService } from '../src/connections/connection.service.js';
+import type { Sql } from '../src/db/sql.js';
+import type { AgentToolPorts } from '../src/agent/agent.tools.js';
+import {
+  AGENT_ACTION_NOT_APPROVED,
+  AGENT_GATED_TOOLS,
+  isGatedTool,
+  type AgentActionStatus,
+  type AgentModelCallInput,
+  type AgentModelCallResult,
+  type AgentOpenedGate,
+  type AgentToolCall,
+  type AgentToolRunInput,
+  type AgentTurnEnd,
 } from '../workflows/defs.js';
 
 /** What the model reads as a tool's result; big results are cut so one call cannot flood the context. */
@@ -20,15 +30,26 @@ const MAX_TOOL_CONTENT = 16 * 1024;
 
 export const DEFAULT_SYSTEM_PROMPT =
   'You are the assistant of a workflow automation service. Use the tools to look up records, entities, ' +
-  'workflows and executions before answering. Tools that change data (records_create, records_update, ' +
-  'records_delete, workflow_run) wait for the user to approve them; if the user rejects one, respect the ' +
-  'decision and say what you did instead. Answer briefly.';
+  `workflows and executions before answering. Tools that change data (${AGENT_GATED_TOOLS.join(', ')}) wait for ` +
+  'a person to approve them; the approver may change their arguments, reject them or let them expire. If one ' +
+  'is rejected or expires, respect that and say what you did instead. Answer briefly.';
+
+/** The stored action does not allow running this call: nothing runs, the turn ends with this failure. */
+const notApproved = (message: string) => ApplicationFailure.create({ type: AGENT_ACTION_NOT_APPROVED, message, nonRetryable: true });
 
 /**
  * Activities of the chat agent. Every write carries a key derived from the workflow's own ids
  * (turn, step, tool call), so a retried activity finds its row instead of writing it twice.
  */
-export function agentActivities(services: Services) {
+export interface AgentActivityPorts extends AgentToolPorts {
+  sql: Sql;
+  config: Pick<Config, 'SVC_AGENT_GATE_TTL' | 'SVC_AGENT_PRICES' | 'SVC_AGENT_PROVIDER_TIMEOUT_MS'>;
+  connections: Pick<ConnectionService, 'resolve'>;
+  users: Pick<UsersService, 'byId'>;
+  auth: Pick<AuthService, 'principal'>;
+}
+
+export function agentActivities(services: AgentActivityPorts) {
   const { sql } = services;
 
   async function insertMessage(row: {
@@ -42,7 +63,7 @@ export function agentActivities(services: Services) {
     toolName?: string;
     args?: unknown;
     resultSummary?: string;
-    decision?: unknown;
+    decision?: DecisionRecord;
     telemetry?: unknown;
   }): Promise<void> {
     await sql.query(
@@ -79,16 +100,25 @@ export function agentActivities(services: Services) {
     /** One model call: loads the conversation, calls the provider (streaming when asked), stores the answer. */
     async agentCallModel(input: AgentModelCallInput): Promise<AgentModelCallResult> {
       const stepKey = `model:${input.turnId}:${input.step}`;
-      const [done] = await sql.query<{ content: string; tool_calls: AgentToolCall[] | null; telemetry: { tokens_in: number; tokens_out: number; cost_usd: number } | null }>(
-        'select content, tool_calls, telemetry from agent_messages where session_id = ? and step_key = ?',
-        [input.sessionId, stepKey],
-      );
+      // The three reads are independent: one round trip of waiting, not three.
+      const [[done], session, messages] = await Promise.all([
+        sql.query<{ content: string; tool_calls: AgentToolCall[] | null; telemetry: { tokens_in: number; tokens_out: number; cost_usd: number } | null }>(
+          'select content, tool_calls, telemetry from agent_messages where session_id = ? and step_key = ?',
+          [input.sessionId, stepKey],
+        ),
+        loadSession(sql, input.sessionId),
+        loadHistory(sql, input.sessionId),
+      ]);
       if (done) {
-        return { text: done.content, toolCalls: done.tool_calls ?? [], tokensIn: done.telemetry?.tokens_in ?? 0, tokensOut: done.telemetry?.tokens_out ?? 0, costUsd: done.telemetry?.cost_usd ?? 0 };
+        return {
+          text: done.content,
+          toolCalls: done.tool_calls ?? [],
+          tokensIn: done.telemetry?.tokens_in ?? 0,
+          tokensOut: done.telemetry?.tokens_out ?? 0,
+          costUsd: done.telemetry?.cost_usd ?? 0,
+        };
       }
-      const session = await loadSession(sql, input.sessionId);
       if (!session) throw ApplicationFailure.nonRetryable('The session no longer exists', 'not_found');
-      const messages = await loadHistory(sql, input.sessionId);
       let reply;
       // A model call can take minutes; heartbeats let Temporal notice a dead worker in seconds and
       // retry the call elsewhere instead of waiting for the start-to-close timeout.
@@ -118,53 +148,150 @@ export function agentActivities(services: Services) {
       }
       const costUsd = costOf(services.config.SVC_AGENT_PRICES, session.model, reply.usage.tokensIn, reply.usage.tokensOut);
       const telemetry = { tokens_in: reply.usage.tokensIn, tokens_out: reply.usage.tokensOut, cost_usd: costUsd };
-      await insertMessage({ sessionId: input.sessionId, stepKey, turnId: input.turnId, role: 'assistant', content: reply.text, toolCalls: reply.toolCalls, telemetry });
+      await insertMessage({
+        sessionId: input.sessionId,
+        stepKey,
+        turnId: input.turnId,
+        role: 'assistant',
+        content: reply.text,
+        toolCalls: reply.toolCalls,
+        telemetry,
+      });
       if (input.streamChannel) {
         for (const call of reply.toolCalls) await publish(sql, input.streamChannel, { event: 'tool_call', data: { tool: call.name, args: call.args } });
       }
       return { text: reply.text, toolCalls: reply.toolCalls, tokensIn: reply.usage.tokensIn, tokensOut: reply.usage.tokensOut, costUsd };
     },
 
-    /** Records a gated call as a pending action; nothing runs until a decision arrives. */
-    async agentOpenGate(input: { sessionId: string; turnId: string; actionId: string; call: AgentToolCall }): Promise<AgentPendingAction> {
+    /**
+     * Records a gated call as a pending action; nothing runs until a decision arrives. With
+     * `expiry` the action gets its deadline (the session's gate_ttl_s or SVC_AGENT_GATE_TTL) and
+     * the answer says how long the workflow's timer should wait; a retry finds the stored deadline.
+     */
+    async agentOpenGate(input: { sessionId: string; turnId: string; actionId: string; call: AgentToolCall; expiry?: boolean }): Promise<AgentOpenedGate> {
       const summary = summarizeCall(input.call.name, input.call.args);
+      let ttlSeconds: number | null = null;
+      if (input.expiry) {
+        const session = await loadSession(sql, input.sessionId);
+        if (!session) throw ApplicationFailure.nonRetryable('The session no longer exists', 'not_found');
+        ttlSeconds = session.gate_ttl_s ?? services.config.SVC_AGENT_GATE_TTL;
+      }
       await sql.query(
-        `insert into agent_actions (action_id, session_id, turn_id, tool_call_id, tool, args, summary, status)
-         values (?, ?, ?, ?, ?, ?, ?, 'pending') on conflict (action_id) do nothing`,
-        [input.actionId, input.sessionId, input.turnId, input.call.id, input.call.name, JSON.stringify(input.call.args), summary],
+        `insert into agent_actions (action_id, session_id, turn_id, tool_call_id, tool, args, summary, status, expires_at)
+         values (?, ?, ?, ?, ?, ?, ?, 'pending', now() + make_interval(secs => ?::int)) on conflict (action_id) do nothing`,
+        [input.actionId, input.sessionId, input.turnId, input.call.id, input.call.name, JSON.stringify(input.call.args), summary, ttlSeconds],
       );
-      return { action_id: input.actionId, tool: input.call.name, args: input.call.args, summary };
+      const [row] = await sql.query<{ expires_at: Date | string | null; remaining_ms: string | null }>(
+        `select expires_at, greatest(0, ceil(extract(epoch from (expires_at - now())) * 1000)) as remaining_ms from agent_actions where action_id = ?`,
+        [input.actionId],
+      );
+      const action = { action_id: input.actionId, tool: input.call.name, args: input.call.args, summary, expires_at: toIso(row?.expires_at) };
+      return row?.remaining_ms != null ? { ...action, ttl_ms: Number(row.remaining_ms) } : action;
     },
 
-    /** Runs a tool as the session owner, or records its rejection as the result the model reads. */
-    async agentRunTool(input: AgentToolRunInput): Promise<{ summary: string }> {
-      const [done] = await sql.query<{ result_summary: string }>('select result_summary from agent_messages where session_id = ? and step_key = ?', [input.sessionId, input.stepKey]);
-      if (done) return { summary: done.result_summary };
+    /**
+     * The gate's timer fired: the action expires unless a decision was stored first (a caller
+     * that claimed it holds its row lock until the workflow accepted the decision; this waits for
+     * that). Answers the action's status afterwards: `expired`, or the decision that won.
+     */
+    async agentExpireAction(input: { sessionId: string; actionId: string }): Promise<{ status: AgentActionStatus }> {
+      const [expired] = await sql.query<{ status: AgentActionStatus }>(
+        `update agent_actions set status = 'expired', decided_at = now() where action_id = ? and session_id = ? and status = 'pending' returning status`,
+        [input.actionId, input.sessionId],
+      );
+      if (expired) return expired;
+      const [row] = await sql.query<{ status: AgentActionStatus }>('select status from agent_actions where action_id = ? and session_id = ?', [
+        input.actionId,
+        input.sessionId,
+      ]);
+      if (!row) throw ApplicationFailure.nonRetryable('The action no longer exists', 'not_found');
+      return row;
+    },
+
+    /**
+     * Runs a tool as the session owner, or records its rejection or expiry as the result the model
+     * reads. A gated tool runs only when the stored action is approved for exactly this call
+     * (session, turn, tool call, tool, the model's arguments, the approver's edit): the workflow
+     * deciding to run it is not enough (defence in depth).
+     */
+    async agentRunTool(input: AgentToolRunInput): Promise<{ summary: string; args?: Record<string, unknown> }> {
+      const [done] = await sql.query<{ result_summary: string; args: Record<string, unknown> | null }>(
+        'select result_summary, args from agent_messages where session_id = ? and step_key = ?',
+        [input.sessionId, input.stepKey],
+      );
+      if (done) return { summary: done.result_summary, ...(done.args ? { args: done.args } : {}) };
       const { call, decision } = input;
-      if (decision) {
+      let action: ActionRow | undefined;
+      if (isGatedTool(call.name)) {
+        if (!decision) throw notApproved(`${call.name} is gated: it runs only with an approved action`);
+        // FOR SHARE waits for a decision being taken on this row (the API holds the row lock until
+        // the workflow accepted it), so the status read is the committed outcome.
+        const [row] = await sql.query<ActionRow & { same_call: boolean; same_edit: boolean }>(
+          `select *, args = ?::jsonb as same_call, edited_args is not distinct from ?::jsonb as same_edit from agent_actions
+            where action_id = ? and session_id = ? and turn_id = ? and tool_call_id = ? and tool = ? for share`,
+          [
+            JSON.stringify(call.args),
+            decision.editedArgs ? JSON.stringify(decision.editedArgs) : null,
+            decision.actionId,
+            input.sessionId,
+            input.turnId,
+            call.id,
+            call.name,
+          ],
+        );
+        const expected: AgentActionStatus = decision.expired ? 'expired' : decision.approved ? 'approved' : 'rejected';
+        if (!row || !row.same_call) throw notApproved(`Action ${decision.actionId} is not the action of this ${call.name} call`);
+        if (row.status !== expected) throw notApproved(`Action ${decision.actionId} is ${row.status}, not ${expected}`);
+        if (!row.same_edit) throw notApproved(`Action ${decision.actionId} was approved with other arguments`);
+        action = row;
+      } else if (decision) {
+        throw notApproved(`${call.name} is not gated; it takes no decision`);
+      }
+      const edited = action?.edited_args ?? undefined;
+      const args = edited ?? call.args;
+      if (decision && action) {
         await insertMessage({
           sessionId: input.sessionId,
           stepKey: `decision:${decision.actionId}`,
           turnId: input.turnId,
           role: 'decision',
-          content: decision.approved ? 'approved' : 'rejected',
+          content: action.status,
           toolName: call.name,
           args: call.args,
-          decision: { action_id: decision.actionId, approved: decision.approved, note: decision.note ?? null, decided_by: decision.decidedBy },
+          decision: {
+            action_id: decision.actionId,
+            status: action.status as Exclude<AgentActionStatus, 'pending'>,
+            approved: action.status === 'approved',
+            note: action.note,
+            decided_by: action.decided_by,
+            ...(edited ? { edited_args: edited } : {}),
+          },
         });
       }
       let content: string;
       let summary: string;
       let streamed: unknown;
-      if (decision && !decision.approved) {
-        const result = { error: 'rejected_by_user', message: 'The user rejected this action; it was not carried out.', note: decision.note ?? null };
+      let ok = false;
+      if (action?.status === 'expired') {
+        const result = {
+          error: 'action_expired',
+          message: `Nobody decided on this action before it expired at ${toIso(action.decided_at)}; it was not carried out.`,
+        };
         content = JSON.stringify(result);
-        summary = `rejected by the user${decision.note ? `: ${decision.note}` : ''}`;
+        summary = 'expired: nobody approved it in time; it was not carried out';
         streamed = result;
-      } else if (decision && !(await claimRun(decision.actionId))) {
+      } else if (action?.status === 'rejected') {
+        const result = { error: 'rejected_by_user', message: 'The user rejected this action; it was not carried out.', note: action.note ?? null };
+        content = JSON.stringify(result);
+        summary = `rejected by the user${action.note ? `: ${action.note}` : ''}`;
+        streamed = result;
+      } else if (action && !(await claimRun(action.action_id))) {
         // An approved side effect runs at most once: a retry after a worker died mid-call cannot
         // know whether it happened, so it says so instead of doing it twice.
-        const result = { error: 'outcome_unknown', message: 'The worker stopped while this action ran; it may or may not have been carried out. Check before retrying.' };
+        const result = {
+          error: 'outcome_unknown',
+          message: 'The worker stopped while this action ran; it may or may not have been carried out. Check before retrying.',
+        };
         content = JSON.stringify(result);
         summary = `error: ${result.message}`;
         streamed = result;
@@ -173,16 +300,44 @@ export function agentActivities(services: Services) {
         if (!session) throw ApplicationFailure.nonRetryable('The session no longer exists', 'not_found');
         const owner = await ownerOf(services, session.owner_id);
         const outcome = owner
-          ? await runTool(services, owner, call.name, call.args)
+          ? await runTool(services, owner, call.name, args)
           : { ok: false, result: { error: 'forbidden', message: 'The session owner no longer exists' } };
-        const text = JSON.stringify(outcome.result) ?? 'null';
+        ok = outcome.ok;
+        // The model learns that what ran is not what it proposed, and both versions.
+        const told = edited
+          ? {
+              edited_by_approver: true,
+              message: 'The approver changed the arguments before approving: the tool ran with `args`, not with the `proposed_args` you sent.',
+              proposed_args: call.args,
+              args: edited,
+              ...(action?.note ? { note: action.note } : {}),
+              result: outcome.result,
+            }
+          : outcome.result;
+        const text = JSON.stringify(told) ?? 'null';
         content = text.length > MAX_TOOL_CONTENT ? `${text.slice(0, MAX_TOOL_CONTENT)}... (truncated)` : text;
-        summary = summarizeResult(outcome);
+        summary = (edited ? 'ran with arguments edited by the approver: ' : '') + summarizeResult(outcome);
         streamed = outcome.result;
       }
-      await insertMessage({ sessionId: input.sessionId, stepKey: input.stepKey, turnId: input.turnId, role: 'tool', content, toolCallId: call.id, toolName: call.name, args: call.args, resultSummary: summary });
+      await insertMessage({
+        sessionId: input.sessionId,
+        stepKey: input.stepKey,
+        turnId: input.turnId,
+        role: 'tool',
+        content,
+        toolCallId: call.id,
+        toolName: call.name,
+        args,
+        resultSummary: summary,
+      });
+      if (action) {
+        await sql.query(`update agent_actions set outcome = ?, outcome_at = now() where action_id = ? and outcome is null`, [
+          JSON.stringify({ ok, result_summary: summary }),
+          action.action_id,
+        ]);
+      }
       if (input.streamChannel) await publish(sql, input.streamChannel, { event: 'tool_result', data: { tool: call.name, result: streamed } });
-      return { summary };
+      return { summary, args };
     },
 
     /**

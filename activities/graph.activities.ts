@@ -1,27 +1,53 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
-import type { BeganExecution, GraphNode, NodeError, RunGraphInput, RunNodeInput, RunNodeOutput } from '../workflows/defs.js';
+import {
+  NODE_REFUSALS,
+  type BeganExecution,
+  type Graph,
+  type GraphNode,
+  type NodeError,
+  type NodeErrorCode,
+  type RunGraphInput,
+  type RunNodeInput,
+  type RunNodeOutput,
+} from '../workflows/defs.js';
 import { ExpressionError, resolveTemplate, type ExpressionContext } from '../src/nodes/expressions.js';
-import { nodeTypes, pureNodeTypes } from '../src/nodes/index.js';
+import { nodeTypes, nodeRunModes } from '../src/nodes/index.js';
 import { AppError } from '../src/platform/errors.js';
 import { waitOutDatabase } from '../src/db/availability.js';
-import type { Services } from '../src/services.js';
+import type { ExecutionRef, NodeEntry } from '../src/executions/execution.mirror.js';
+import { nodesFinishedBefore, readNodeEvents } from '../src/executions/reset-point.js';
+import type { AuthService } from '../src/auth/auth.service.js';
+import type { UsersService } from '../src/auth/users.service.js';
+import type { Config } from '../src/config.js';
+import type { ConnectionService } from '../src/connections/connection.service.js';
+import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
+import type { NodeRunContext } from '../src/nodes/node-type.js';
+import type { TemporalHandle } from '../src/temporal/connection.js';
+import type { WorkflowService } from '../src/workflow-definitions/workflow.service.js';
 
-interface ExecutionRef {
-  id: number;
-  workflowId: number;
-  ownerId: number;
-}
-
-/** Turns anything a node threw into the failure Temporal records (and the retry policy reads). */
-function toFailure(err: unknown): Error {
-  if (err instanceof ApplicationFailure || err instanceof CancelledFailure) return err;
+/**
+ * Turns anything a node threw into the failure Temporal records, classified by NODE_ERRORS: a
+ * refusal (bad input, a 4xx of the service's own features) is final; anything unexpected is
+ * `node_failed` and retried under the node's retry policy.
+ */
+export function toFailure(err: unknown): Error {
+  if (err instanceof CancelledFailure) return err;
+  if (err instanceof ApplicationFailure) {
+    const refusal = NODE_REFUSALS.includes(err.type ?? '');
+    return refusal && !err.nonRetryable
+      ? ApplicationFailure.create({ message: err.message, type: err.type ?? undefined, nonRetryable: true, details: err.details as unknown[] })
+      : err;
+  }
   if (err instanceof ExpressionError) return ApplicationFailure.nonRetryable(err.message, 'expression_error');
   if (err instanceof AppError) {
     const retryable = err.status >= 500;
     return retryable ? ApplicationFailure.retryable(err.message, err.code) : ApplicationFailure.nonRetryable(err.message, err.code);
   }
-  return ApplicationFailure.retryable(err instanceof Error ? err.message : String(err), 'node_failed');
+  return ApplicationFailure.retryable(err instanceof Error ? err.message : String(err), 'node_failed' satisfies NodeErrorCode);
 }
+
+/** How long a node runs before the timeline shows it as running (it is written when it ends anyway). */
+const RUNNING_AFTER_MS = 50;
 
 const errorOf = (failure: Error): NodeError => ({
   code: failure instanceof ApplicationFailure ? (failure.type ?? 'node_failed') : failure instanceof CancelledFailure ? 'cancelled' : 'node_failed',
@@ -33,8 +59,19 @@ const errorOf = (failure: Error): NodeError => ({
  * activity writes its own timeline entry, so the mirror is whole even when a worker dies.
  * Executions are found by the Temporal run id, which also covers runs created by a reset.
  */
-export function graphActivities(services: Services) {
-  const sql = services.sql;
+export interface GraphActivityPorts {
+  config: Pick<Config, 'SVC_NODE_OUTPUT_LIMIT' | 'SVC_LOCAL_PURE_NODES' | 'SVC_AGENT_PRICES'>;
+  executionMirror: ExecutionMirror;
+  workflows: Pick<WorkflowService, 'loadVersion'>;
+  connections: Pick<ConnectionService, 'resolve'>;
+  users: Pick<UsersService, 'byId'>;
+  auth: Pick<AuthService, 'principal'>;
+  records: NodeRunContext<unknown>['records'];
+  /** For a run an operator reset: its history says where it came from. */
+  temporal: TemporalHandle;
+}
+
+export function graphActivities(services: GraphActivityPorts) {
   const cache = new Map<string, ExecutionRef>();
   const outputLimit = services.config.SVC_NODE_OUTPUT_LIMIT;
 
@@ -50,30 +87,50 @@ export function graphActivities(services: Services) {
     const deadline = (startToCloseTimeoutMs ? currentAttemptScheduledTimestampMs + startToCloseTimeoutMs : Date.now() + 30_000) - 2_000;
     return waitOutDatabase(fn, deadline, isLocal ? undefined : () => activity.heartbeat());
   }
-  const mirror = <T = Record<string, unknown>>(text: string, params: unknown[]) => patiently(() => sql.query<T>(text, params));
+  const mirror = services.executionMirror;
 
   async function findExecution(temporalWorkflowId: string, runId: string): Promise<ExecutionRef | undefined> {
     const cached = cache.get(runId);
     if (cached) return cached;
-    // One statement finds the run's record, claiming the one the API prepared (start or reset)
-    // when Temporal had not yet given it a run id; an exact match wins over an unclaimed one.
-    const rows = await mirror<{ id: string; workflow_id: number; owner_id: number }>(
-      `with target as (
-         select id from executions
-          where temporal_workflow_id = ? and (temporal_run_id = ? or temporal_run_id is null)
-          order by (temporal_run_id is not null) desc, id desc limit 1 for update skip locked),
-       claimed as (
-         update executions e set temporal_run_id = ? from target where e.id = target.id returning e.id, e.workflow_id)
-       select c.id, c.workflow_id, w.owner_id from claimed c join workflows w on w.id = c.workflow_id`,
-      [temporalWorkflowId, runId, runId],
-    );
-    const row = rows[0];
-    if (!row) return undefined;
-    const ref = { id: Number(row.id), workflowId: row.workflow_id, ownerId: row.owner_id };
+    const ref = await patiently(() => mirror.claim(temporalWorkflowId, runId));
+    if (!ref) return undefined;
     // Only runs in flight need their record; a small cache keeps the worker's heap flat.
     if (cache.size > 1_000) cache.clear();
     cache.set(runId, ref);
     return ref;
+  }
+
+  /**
+   * A run nobody prepared a record for, created by a reset in the Temporal Web UI or CLI: its
+   * history says which run it came from and why, and the mirror makes it an execution of its own.
+   */
+  async function adoptResetRun(temporalWorkflowId: string, runId: string): Promise<boolean> {
+    const events = await readNodeEvents(services.temporal, temporalWorkflowId, runId, { untilReset: true });
+    if (!events.reset) return false;
+    const { baseRunId, reason, lastKeptEventId } = events.reset;
+    // The reset run holds the base run's events up to the point; what the base run recorded about
+    // the point's own task (a timer that fired into it, say) is only in the base run.
+    const keptNodes = nodesFinishedBefore(await readNodeEvents(services.temporal, temporalWorkflowId, baseRunId), lastKeptEventId + 1);
+    return patiently(() => mirror.adoptReset(temporalWorkflowId, runId, { runId: baseRunId, reason, keptNodes }));
+  }
+
+  /** The record of a run: the one the API prepared, or one made for a reset run or a started one. */
+  async function executionOf(temporalWorkflowId: string, runId: string): Promise<ExecutionRef | undefined> {
+    const ref = await findExecution(temporalWorkflowId, runId);
+    if (ref || !(await adoptResetRun(temporalWorkflowId, runId))) return ref;
+    return findExecution(temporalWorkflowId, runId);
+  }
+
+  /** A stored version of a workflow never changes: runs of it read it from here after the first. */
+  const versions = new Map<string, { version: number; graph: Graph }>();
+  async function definitionOf(workflowId: number, version: number | undefined): Promise<{ version: number; graph: Graph }> {
+    const cached = version === undefined ? undefined : versions.get(`${workflowId}:${version}`);
+    if (cached) return cached;
+    const loaded = await patiently(() => services.workflows.loadVersion(workflowId, version));
+    if (versions.size >= 500) versions.delete(versions.keys().next().value!);
+    const definition = { version: loaded.version, graph: loaded.graph };
+    versions.set(`${workflowId}:${loaded.version}`, definition);
+    return definition;
   }
 
   /** The Temporal run an activity belongs to (always set for workflow activities). */
@@ -81,36 +138,31 @@ export function graphActivities(services: Services) {
 
   async function currentExecution(runId: string): Promise<ExecutionRef> {
     const { workflowId } = runOf();
-    const ref = await findExecution(workflowId, runId);
+    const ref = await executionOf(workflowId, runId);
     if (!ref) throw ApplicationFailure.retryable(`No execution record for run ${runId} yet`, 'execution_not_ready');
     return ref;
   }
 
-  async function writeNode(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: Record<string, unknown>) {
-    const fields = ['node_type', 'status', 'started_at', 'finished_at', 'duration_ms', 'attempts', 'input', 'output', 'error', 'reused'] as const;
-    const values = fields.map((f) => (f === 'node_type' ? node.type : f === 'reused' ? false : entry[f] === undefined ? null : ['input', 'output', 'error'].includes(f) ? JSON.stringify(entry[f]) : entry[f]));
-    await mirror(
-      `insert into execution_nodes (execution_id, node_id, ${fields.join(', ')}) values (?, ?, ${fields.map(() => '?').join(', ')})
-       on conflict (execution_id, node_id) do update set status = excluded.status,
-         started_at = coalesce(execution_nodes.started_at, excluded.started_at), finished_at = excluded.finished_at,
-         duration_ms = excluded.duration_ms, attempts = greatest(execution_nodes.attempts, excluded.attempts),
-         input = coalesce(excluded.input, execution_nodes.input), output = excluded.output, error = excluded.error, reused = false`,
-      [executionId, node.id, ...values],
-    );
-  }
+  const writeNode = (executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry) =>
+    patiently(() => mirror.writeNode(executionId, node, entry));
 
   const control = {
     /** First step of every run: claims or creates the execution record and loads the graph. */
     async beginExecution(input: RunGraphInput, runId: string): Promise<BeganExecution> {
       const { workflowId: temporalWorkflowId } = runOf();
-      const definition = await patiently(() => services.workflows.loadVersion(input.workflowId, input.version));
-      let ref = await findExecution(temporalWorkflowId, runId);
+      const definition = await definitionOf(input.workflowId, input.version);
+      let ref = await executionOf(temporalWorkflowId, runId);
       if (!ref) {
         // Started by a schedule, a record event or a parent run: nobody prepared a record.
-        await mirror(
-          `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, temporal_run_id)
-           values (?, ?, 'running', ?, ?, ?, ?) on conflict do nothing`,
-          [input.workflowId, definition.version, input.trigger, JSON.stringify(input.payload ?? null), temporalWorkflowId, runId],
+        await patiently(() =>
+          mirror.insertStarted({
+            workflowId: input.workflowId,
+            version: definition.version,
+            trigger: input.trigger,
+            payload: input.payload,
+            temporalWorkflowId,
+            runId,
+          }),
         );
         ref = await findExecution(temporalWorkflowId, runId);
         if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', 'execution_not_ready');
@@ -119,23 +171,30 @@ export function graphActivities(services: Services) {
         executionId: ref.id,
         version: definition.version,
         graph: definition.graph,
+        runModes: nodeRunModes(services.config.SVC_LOCAL_PURE_NODES),
+        // Still answered for workers on earlier workflow code (a rolling deployment), which read
+        // these: they must run every node the way runModes says.
         localPureNodes: services.config.SVC_LOCAL_PURE_NODES,
-        pureTypes: pureNodeTypes(),
+        pureTypes: [...nodeTypes.values()].filter((n) => n.pure).map((n) => n.type),
       };
     },
 
-    async finishExecution(runId: string, result: { status: string; skipped: { id: string; type: string }[]; error?: NodeError & { node_id?: string }; lastOutput?: unknown }) {
+    /** Last step of every run: the outcome, the skipped nodes and the ones a cancel interrupted. */
+    async finishExecution(
+      runId: string,
+      result: {
+        status: string;
+        skipped: { id: string; type: string }[];
+        error?: NodeError & { node_id?: string };
+        lastOutput?: unknown;
+        cancelled?: { id: string; type: string; startedAt: number }[];
+      },
+    ): Promise<{ executionId: number }> {
       const ref = await currentExecution(runId);
-      await mirror(
-        `update executions set status = ?, finished_at = coalesce(finished_at, now()), error = ?, last_output = ? where id = ?`,
-        [result.status, result.error ? JSON.stringify(result.error) : null, result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput), ref.id],
-      );
-      for (const node of result.skipped) {
-        await mirror(
-          `insert into execution_nodes (execution_id, node_id, node_type, status) values (?, ?, ?, 'skipped') on conflict do nothing`,
-          [ref.id, node.id, node.type],
-        );
-      }
+      await patiently(() => mirror.finish(ref.id, result));
+      await patiently(() => mirror.markCancelled(ref.id, result.cancelled ?? []));
+      await patiently(() => mirror.markSkipped(ref.id, result.skipped));
+      return { executionId: ref.id };
     },
 
     async recordNodeStart(node: GraphNode, runId: string) {
@@ -163,12 +222,16 @@ export function graphActivities(services: Services) {
       const ref = await currentExecution(runId);
       await writeNode(ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
       try {
-        const config = (await resolveTemplate(node.config, { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } })) as { workflow_id: number; payload?: unknown };
+        const config = (await resolveTemplate(node.config, { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
+          workflow_id: number;
+          payload?: unknown;
+        };
         const target = await patiently(() => services.workflows.loadVersion(Number(config.workflow_id))).catch((err: unknown) => {
           if (err instanceof AppError && err.status === 404) return undefined;
           throw err;
         });
-        if (!target || target.status === 'archived') throw ApplicationFailure.nonRetryable(`Workflow ${config.workflow_id} does not exist or is archived`, 'not_found');
+        if (!target || target.status === 'archived')
+          throw ApplicationFailure.nonRetryable(`Workflow ${config.workflow_id} does not exist or is archived`, 'not_found');
         return { workflowId: Number(config.workflow_id), payload: config.payload ?? null };
       } catch (err) {
         const failure = toFailure(err);
@@ -189,12 +252,24 @@ export function graphActivities(services: Services) {
       let ref: ExecutionRef;
       try {
         ref = await currentExecution(runOf().runId);
-        // A local (pure, fast) node is written once, when it ends; others show as running.
-        if (!activity.info.isLocal) await writeNode(ref.id, node, { status: 'running', started_at: new Date(started), attempts });
       } catch (err) {
         if (beat) clearInterval(beat);
         throw err;
       }
+      // A node is written when it ends; one still going after RUNNING_AFTER_MS shows as running
+      // meanwhile (most nodes end sooner, and a write less is a step faster). The attempt count
+      // is in both writes, so a side effect is never performed more often than recorded.
+      let shownRunning: Promise<unknown> | undefined;
+      const showRunning = activity.info.isLocal
+        ? undefined
+        : setTimeout(() => {
+            shownRunning = writeNode(ref.id, node, { status: 'running', started_at: new Date(started), attempts });
+            shownRunning.catch(() => undefined);
+          }, RUNNING_AFTER_MS);
+      const settle = async () => {
+        clearTimeout(showRunning);
+        await shownRunning?.catch(() => undefined);
+      };
       try {
         const type = nodeTypes.get(node.type);
         if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, 'validation_failed');
@@ -208,7 +283,8 @@ export function graphActivities(services: Services) {
         const result = await type.run({
           node,
           config: parsed.data,
-          services,
+          records: services.records,
+          prices: services.config.SVC_AGENT_PRICES,
           execution: ref,
           signal: activity.cancellationSignal,
           connection: () => {
@@ -218,7 +294,7 @@ export function graphActivities(services: Services) {
           },
           heartbeat: (details) => activity.heartbeat(details),
           owner: async () => {
-            const [user] = await mirror<{ id: number; login: string; role: string }>('select id, login, role from users where id = ?', [ref.ownerId]);
+            const user = await patiently(() => services.users.byId(ref.ownerId));
             if (!user) throw ApplicationFailure.nonRetryable('The workflow owner no longer exists', 'forbidden');
             return services.auth.principal(user, 'app_password');
           },
@@ -228,15 +304,35 @@ export function graphActivities(services: Services) {
           throw ApplicationFailure.nonRetryable(`Node output is ${size} bytes, over the limit of ${outputLimit} (SVC_NODE_OUTPUT_LIMIT)`, 'output_too_large');
         }
         const finished = Date.now();
-        await writeNode(ref.id, node, { status: 'success', started_at: new Date(started), finished_at: new Date(finished), duration_ms: finished - started, attempts, input, output: result.output ?? null });
+        await settle();
+        await writeNode(ref.id, node, {
+          status: 'success',
+          started_at: new Date(started),
+          finished_at: new Date(finished),
+          duration_ms: finished - started,
+          attempts,
+          input,
+          output: result.output ?? null,
+        });
         return result;
       } catch (err) {
         const failure = toFailure(err);
         const finished = Date.now();
-        await writeNode(ref.id, node, { status: 'failed', started_at: new Date(started), finished_at: new Date(finished), duration_ms: finished - started, attempts, input, error: errorOf(failure) }).catch(() => undefined);
+        const status = failure instanceof CancelledFailure ? 'cancelled' : 'failed';
+        await settle();
+        await writeNode(ref.id, node, {
+          status,
+          started_at: new Date(started),
+          finished_at: new Date(finished),
+          duration_ms: finished - started,
+          attempts,
+          input,
+          error: errorOf(failure),
+        }).catch(() => undefined);
         throw failure;
       } finally {
         if (beat) clearInterval(beat);
+        clearTimeout(showRunning);
       }
     },
   };

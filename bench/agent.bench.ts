@@ -13,13 +13,12 @@ import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
 import { startStack } from '../src/stack.js';
 import { startFakeOpenAi } from '../test/helpers/fake-providers.js';
-import { percentile, report, round, row, type BenchRow, runMain } from './lib.js';
+import { percentile, report, round, type BenchRow, runMain } from './lib.js';
 import { benchServers } from './servers.js';
 
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 30);
 const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
 const APP_PASSWORD = 'bench-app-password-0123456789';
-
 
 /** Reads an event stream; returns ms to the first token and each token's send-to-receipt delay. */
 async function readStream(response: Response, started: number, tokenOf: (block: string) => string | undefined) {
@@ -68,11 +67,17 @@ async function main() {
   const api = stack.urls.api!;
   const headers = { 'content-type': 'application/json', authorization: 'Basic ' + Buffer.from(`admin:${APP_PASSWORD}`).toString('base64') };
   const post = (path: string, body: unknown) => fetch(api + path, { method: 'POST', headers, body: JSON.stringify(body) });
-  const connection = (await (await post('/api/workflow/v1/connections', { type: 'openai', label: 'fake', cred: 'sk-bench-0000', extra: { base_url: fake.url } })).json()) as any;
+  const connection = (await (
+    await post('/api/workflow/v1/connections', { type: 'openai', label: 'fake', cred: 'sk-bench-0000', extra: { base_url: fake.url } })
+  ).json()) as any;
   const session = (await (await post('/api/agent/v1/sessions', { provider_id: connection.data.id, model_id: 'bench' })).json()) as any;
   const sid = session.data.session_id as string;
   const direct = (stream: boolean) =>
-    fetch(`${fake.url}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: 'hi' }], stream }) });
+    fetch(`${fake.url}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: 'hi' }], stream }),
+    });
 
   const turn = { direct: [] as number[], ours: [] as number[] };
   const ttft = { direct: [] as number[], ours: [] as number[] };
@@ -110,8 +115,20 @@ async function main() {
   }
   const p50 = (xs: number[]) => percentile(xs, 50);
   const added = p50(forward.ours) - p50(forward.direct);
+  const overhead = p50(turn.ours) - p50(turn.direct);
   const rows: BenchRow[] = [
-    { ...row('agent turn, instant provider', 'p50 latency', 'ms', p50(turn.direct), p50(turn.ours), { max: Infinity }), target: 'reported' },
+    {
+      benchmark: 'agent turn, instant provider',
+      metric: 'p50 latency; ratio column: the turn overhead (ours - the provider called directly)',
+      addedUnit: 'ms',
+      unit: 'ms',
+      baseline: round(p50(turn.direct)),
+      ours: round(p50(turn.ours)),
+      ratio: round(overhead),
+      target: 'reported',
+      goal: '<= 30 ms overhead',
+      pass: overhead <= 30,
+    },
     // DESIGN's target is on the time to first token: milliseconds added, not a ratio.
     {
       benchmark: 'agent SSE',
@@ -122,6 +139,7 @@ async function main() {
       ours: round(p50(ttft.ours)),
       ratio: round(p50(ttft.ours) - p50(ttft.direct)),
       target: '<= 5 ms added',
+      goal: '<= 20 ms added',
       pass: p50(ttft.ours) - p50(ttft.direct) <= 5,
     },
     {

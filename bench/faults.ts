@@ -9,8 +9,9 @@
  * Afterwards it checks what a user relies on:
  *  - every request was answered within the hang limit, with a 2xx or the 503 envelope;
  *  - while Temporal or PostgreSQL was down, the API said so with 503 `service_unavailable`;
- *  - every run the API accepted reaches a final status, successfully, and exists exactly once;
- *  - no execution row is left running, and none exists that no request asked for;
+ *  - every request, retried with its Idempotency-Key after a 503 as a client should, gets exactly
+ *    one run, which finishes successfully;
+ *  - no execution row is left running, and none exists that no request's key accounts for;
  *  - no completed node ran twice: each side effect was performed as many times as the timeline
  *    counts attempts of that node;
  *  - the API process never died.
@@ -49,10 +50,19 @@ export interface FaultOptions {
   log: (line: string) => void;
 }
 
-export const defaultFaultOptions: FaultOptions = { calmSeconds: 8, outageSeconds: 8, rate: 4, hangMs: 15_000, drainMs: 180_000, log: (l) => process.stderr.write(l + '\n') };
+export const defaultFaultOptions: FaultOptions = {
+  calmSeconds: 8,
+  outageSeconds: 8,
+  rate: 4,
+  hangMs: 15_000,
+  drainMs: 180_000,
+  log: (l) => process.stderr.write(l + '\n'),
+};
 
 interface Attempt {
   phase: string;
+  /** The Idempotency-Key of the request this attempt belongs to. */
+  key: string;
   at: number;
   ms: number;
   status: number;
@@ -76,8 +86,11 @@ export interface FaultReport {
   finals: Record<string, number>;
   notFinished: number[];
   notSuccessful: { id: number; status: string; error: unknown }[];
+  /** Requests (keys) that got more than one execution id. */
   duplicateRows: number;
-  /** Rows no accepted request accounts for, other than runs the API refused with 503. */
+  /** Idempotency keys whose client never got a 2xx. */
+  gaveUp: string[];
+  /** Rows no request accounts for: every row must be the run of one request's key. */
   unexplainedRows: number[];
   /** Accepted runs without a row. */
   lostRuns: number[];
@@ -171,7 +184,12 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
     const auth = { authorization: basicAuth('admin', appPassword), 'content-type': 'application/json' };
     const call = apiCaller(api, auth.authorization);
     const post = (path: string, body: unknown) => call('POST', path, body) as Promise<{ id: number }>;
-    const connection = await post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'target', cred: 'faults-credential', extra: { base_url: target.url } });
+    const connection = await post('/api/workflow/v1/connections', {
+      type: 'http_bearer',
+      label: 'target',
+      cred: 'faults-credential',
+      extra: { base_url: target.url },
+    });
     const hit = (id: string) => ({ id, type: 'http_request', connection_id: connection.id, config: { method: 'POST', path: `/${id}/{{ execution.id }}` } });
     const workflow = await post('/api/workflow/v1/workflows', {
       title: 'Faults under load',
@@ -189,30 +207,39 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
     const attempts: Attempt[] = [];
     const inFlight = new Set<Promise<void>>();
     let n = 0;
+    // Each run request is a client that does what the API asks of one: it sends an
+    // Idempotency-Key and, answered 503, retries with the same key until it gets its run.
+    let retrying = true;
     const fire = () => {
-      const a: Attempt = { phase, at: Date.now(), ms: 0, status: 0 };
-      attempts.push(a);
-      const started = performance.now();
+      const key = `fault-run-${++n}`;
+      const payload = JSON.stringify({ payload: { n } });
       const p = (async () => {
-        try {
-          const res = await fetch(`${api}/api/workflow/v1/workflows/${workflow.id}/run`, {
-            method: 'POST',
-            headers: auth,
-            body: JSON.stringify({ payload: { n: ++n } }),
-            signal: AbortSignal.timeout(o.hangMs),
-          });
-          a.status = res.status;
-          const text = await res.text();
-          const json = JSON.parse(text) as { status?: string; error?: string; data?: { execution_id?: number; dependency?: string } };
-          if (res.status < 300) a.executionId = json.data?.execution_id;
-          else {
-            a.envelope = json.status === 'fail' && typeof json.error === 'string';
-            a.error = `${json.error}${json.data?.dependency ? ` (${json.data.dependency})` : ''}`;
+        for (;;) {
+          const a: Attempt = { phase, at: Date.now(), ms: 0, status: 0, key };
+          attempts.push(a);
+          const started = performance.now();
+          try {
+            const res = await fetch(`${api}/api/workflow/v1/workflows/${workflow.id}/run`, {
+              method: 'POST',
+              headers: { ...auth, 'idempotency-key': key },
+              body: payload,
+              signal: AbortSignal.timeout(o.hangMs),
+            });
+            a.status = res.status;
+            const text = await res.text();
+            const json = JSON.parse(text) as { status?: string; error?: string; data?: { execution_id?: number; dependency?: string } };
+            if (res.status < 300) a.executionId = json.data?.execution_id;
+            else {
+              a.envelope = json.status === 'fail' && typeof json.error === 'string';
+              a.error = `${json.error}${json.data?.dependency ? ` (${json.data.dependency})` : ''}`;
+            }
+          } catch (err) {
+            a.error = (err as Error).name === 'TimeoutError' ? 'hang' : (err as Error).message;
+          } finally {
+            a.ms = performance.now() - started;
           }
-        } catch (err) {
-          a.error = (err as Error).name === 'TimeoutError' ? 'hang' : (err as Error).message;
-        } finally {
-          a.ms = performance.now() - started;
+          if (a.executionId !== undefined || a.status !== 503 || !retrying) return;
+          await sleep(1000);
         }
       })();
       inFlight.add(p);
@@ -253,7 +280,10 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
     } finally {
       clearInterval(ticker);
     }
+    // Clients still retrying get a while longer; after that they give up.
+    const giveUp = setTimeout(() => (retrying = false), 60_000);
     await Promise.all([...inFlight]);
+    clearTimeout(giveUp);
 
     // Every accepted run must finish; read the mirror straight from PostgreSQL.
     o.log(`faults: ${attempts.length} requests sent; waiting for the runs to finish`);
@@ -275,13 +305,17 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
     ).rows;
     await db.end();
 
-    const accepted = attempts.filter((a) => a.executionId !== undefined).map((a) => a.executionId!);
+    // One execution per key, however often its client retried.
+    const idsByKey = new Map<string, Set<number>>();
+    for (const a of attempts) if (a.executionId !== undefined) idsByKey.set(a.key, (idsByKey.get(a.key) ?? new Set()).add(a.executionId));
+    const accepted = [...idsByKey.values()].flatMap((ids) => [...ids]);
     const acceptedSet = new Set(accepted);
+    const keys = new Set(attempts.map((a) => a.key));
     const byId = new Map(rows.map((r) => [Number(r.id), r]));
     const latencies = attempts.filter((a) => a.status).map((a) => a.ms);
     const byPhase: FaultReport['byPhase'] = {};
     for (const a of attempts) {
-      const key = a.status ? String(a.status) : a.error ?? 'no answer';
+      const key = a.status ? String(a.status) : (a.error ?? 'no answer');
       byPhase[a.phase] = { ...byPhase[a.phase], [key]: (byPhase[a.phase]?.[key] ?? 0) + 1 };
     }
     const finals: Record<string, number> = {};
@@ -292,7 +326,8 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
       for (const node of ['first', 'second']) {
         const hits = target.count(`/${node}/${id}`);
         const recorded = nodes.find((x) => Number(x.execution_id) === id && x.node_id === node);
-        if (hits > (recorded?.attempts ?? 0) || (byId.get(id)?.status === 'success' && hits === 0)) repeatedNodes.push({ id, node, hits, attempts: recorded?.attempts ?? 0 });
+        if (hits > (recorded?.attempts ?? 0) || (byId.get(id)?.status === 'success' && hits === 0))
+          repeatedNodes.push({ id, node, hits, attempts: recorded?.attempts ?? 0 });
       }
     }
     // How long after a dependency came back the API started accepting runs again.
@@ -313,10 +348,12 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
       byPhase,
       finals,
       notFinished: rows.filter((r) => r.status === 'running').map((r) => Number(r.id)),
-      notSuccessful: accepted.filter((id) => byId.get(id) && byId.get(id)!.status !== 'success').map((id) => ({ id, status: byId.get(id)!.status, error: byId.get(id)!.error })),
-      duplicateRows: accepted.length - acceptedSet.size,
-      // A run refused with 503 after its row was written is kept as failed (`start_failed`).
-      unexplainedRows: rows.filter((r) => !acceptedSet.has(Number(r.id)) && !(r.status === 'failed' && (r.error as { code?: string } | null)?.code === 'start_failed')).map((r) => Number(r.id)),
+      notSuccessful: accepted
+        .filter((id) => byId.get(id) && byId.get(id)!.status !== 'success')
+        .map((id) => ({ id, status: byId.get(id)!.status, error: byId.get(id)!.error })),
+      duplicateRows: [...idsByKey.values()].filter((ids) => ids.size > 1).length,
+      gaveUp: [...keys].filter((k) => !idsByKey.has(k)),
+      unexplainedRows: rows.filter((r) => !acceptedSet.has(Number(r.id))).map((r) => Number(r.id)),
       lostRuns: accepted.filter((id) => !byId.has(id)),
       repeatedNodes,
       apiExits,
@@ -329,12 +366,14 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
     if (report.hangs.length) problems.push(`${report.hangs.length} requests unanswered after ${o.hangMs} ms`);
     if (report.notFinished.length) problems.push(`${report.notFinished.length} runs still running after ${o.drainMs} ms`);
     if (report.notSuccessful.length) problems.push(`${report.notSuccessful.length} accepted runs did not succeed`);
-    if (report.duplicateRows) problems.push(`${report.duplicateRows} execution ids were handed out twice`);
+    if (report.duplicateRows) problems.push(`${report.duplicateRows} requests got more than one execution (a retry with the same key started another run)`);
+    if (report.gaveUp.length) problems.push(`${report.gaveUp.length} requests never got their run although their clients retried for a minute after the load`);
     if (report.unexplainedRows.length) problems.push(`${report.unexplainedRows.length} execution rows no request accounts for`);
     if (report.lostRuns.length) problems.push(`${report.lostRuns.length} accepted runs have no execution row`);
     if (report.repeatedNodes.length) problems.push(`${report.repeatedNodes.length} node side effects ran more often than recorded`);
     if (apiExits.length) problems.push('the API process died');
-    for (const [dependency, ms] of Object.entries(recovery)) if (ms > 15_000) problems.push(`the API accepted runs again only ${ms} ms after ${dependency} was back`);
+    for (const [dependency, ms] of Object.entries(recovery))
+      if (ms > 15_000) problems.push(`the API accepted runs again only ${ms} ms after ${dependency} was back`);
     if (workerExits.length) problems.push('a worker process died');
     if (accepted.length < o.rate * o.calmSeconds) problems.push(`only ${accepted.length} runs were accepted: the load did not get through`);
     return report;
@@ -347,10 +386,21 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
 export function describeReport(r: FaultReport): string {
   const lines = [
     `requests ${r.requests}, accepted ${r.accepted}, refused with 503 ${r.unavailable.length}; latency p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, max ${r.latency.max} ms`,
-    ...Object.entries(r.byPhase).map(([phase, counts]) => `  ${phase}: ${Object.entries(counts).map(([k, v]) => `${k} x${v}`).join(', ')}`),
-    `back to accepting runs after a restart: ${Object.entries(r.recoveryMs).map(([k, v]) => `${k} ${v} ms`).join(', ')}`,
-    `final statuses: ${Object.entries(r.finals).map(([k, v]) => `${k} ${v}`).join(', ')}`,
-    r.problems.length ? `PROBLEMS:\n  ${r.problems.join('\n  ')}` : 'no problems: every accepted run finished once, no completed node ran twice, outages answered 503',
+    ...Object.entries(r.byPhase).map(
+      ([phase, counts]) =>
+        `  ${phase}: ${Object.entries(counts)
+          .map(([k, v]) => `${k} x${v}`)
+          .join(', ')}`,
+    ),
+    `back to accepting runs after a restart: ${Object.entries(r.recoveryMs)
+      .map(([k, v]) => `${k} ${v} ms`)
+      .join(', ')}`,
+    `final statuses: ${Object.entries(r.finals)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
+    r.problems.length
+      ? `PROBLEMS:\n  ${r.problems.join('\n  ')}`
+      : 'no problems: every accepted run finished once, no completed node ran twice, outages answered 503',
   ];
   if (r.unexpected.length) lines.push(`unexpected answers: ${JSON.stringify(r.unexpected.slice(0, 5))}`);
   if (r.notSuccessful.length) lines.push(`not successful: ${JSON.stringify(r.notSuccessful.slice(0, 5))}`);

@@ -12,16 +12,42 @@ export interface BenchRow {
   /** `ours / baseline`, compared with the target. */
   ratio: number;
   target: string;
+  /** An absolute goal on `ours` on this machine (DESIGN.md section 9), beside the ratio target. */
+  goal?: string;
   pass: boolean;
   /** Set when the target is a difference, not a ratio: the ratio column then shows `ours - baseline` in this unit. */
   addedUnit?: string;
+  /** For per-step times: ours as a multiple of the limit row (the bare SDK's local-activity step). */
+  perLimit?: number;
+  /** The limit row itself: what the server can do, no code of ours. */
+  limit?: boolean;
 }
 
-export function row(benchmark: string, metric: string, unit: string, baseline: number, ours: number, target: { max?: number; min?: number }): BenchRow {
+type Bound = { max?: number; min?: number };
+const boundText = (b: Bound, suffix: string) => (b.max !== undefined ? `<= ${b.max}${suffix}` : `>= ${b.min}${suffix}`);
+const within = (value: number, b: Bound) => (b.max === undefined || value <= b.max) && (b.min === undefined || value >= b.min);
+
+/** A row with a ratio target (`{}` when only reported) and, optionally, an absolute goal on ours. */
+export function row(benchmark: string, metric: string, unit: string, baseline: number, ours: number, target: Bound, goal?: Bound): BenchRow {
   const ratio = baseline === 0 ? Infinity : ours / baseline;
-  const pass = (target.max === undefined || ratio <= target.max) && (target.min === undefined || ratio >= target.min);
-  const text = target.max !== undefined ? `<= ${target.max}x` : `>= ${target.min}x`;
-  return { benchmark, metric, baseline: round(baseline), ours: round(ours), unit, ratio: round(ratio), target: text, pass };
+  const reported = target.max === undefined && target.min === undefined;
+  const pass = (reported || within(ratio, target)) && (!goal || within(ours, goal));
+  return {
+    benchmark,
+    metric,
+    baseline: round(baseline),
+    ours: round(ours),
+    unit,
+    ratio: round(ratio),
+    target: reported ? 'reported' : boundText(target, 'x'),
+    ...(goal ? { goal: boundText(goal, ` ${unit}`) } : {}),
+    pass,
+  };
+}
+
+/** Median of a few rounds (each round a figure): the table's figures are medians of rounds. */
+export function median(values: number[]): number {
+  return percentile(values, 50);
 }
 
 export const round = (n: number) => (Math.abs(n) >= 100 ? Math.round(n) : Math.round(n * 100) / 100);
@@ -59,8 +85,13 @@ export function report(rows: BenchRow[], print = true): void {
 }
 
 export function table(rows: BenchRow[]): string {
-  const head = '| benchmark | metric | baseline | ours | unit | ratio | target | met |\n|---|---|---|---|---|---|---|---|';
-  const lines = rows.map((r) => `| ${r.benchmark} | ${r.metric} | ${r.baseline} | ${r.ours} | ${r.unit} | ${r.addedUnit ? `+${r.ratio} ${r.addedUnit}` : `${r.ratio}x`} | ${r.target} | ${r.pass ? 'yes' : 'no'} |`);
+  const head =
+    '| benchmark | metric | baseline | ours | unit | ratio | ratio target | absolute goal | x limit | met |\n|---|---|---|---|---|---|---|---|---|---|';
+  const lines = rows.map((r) =>
+    r.limit
+      ? `| **${r.benchmark}** | ${r.metric} | – | ${r.ours} | ${r.unit} | – | – | – | 1x | – |`
+      : `| ${r.benchmark} | ${r.metric} | ${r.baseline} | ${r.ours} | ${r.unit} | ${r.addedUnit ? `+${r.ratio} ${r.addedUnit}` : `${r.ratio}x`} | ${r.target} | ${r.goal ?? '–'} | ${r.perLimit !== undefined ? `${r.perLimit}x` : '–'} | ${r.pass ? 'yes' : 'no'} |`,
+  );
   return [head, ...lines].join('\n');
 }
 
@@ -87,7 +118,11 @@ export const basicAuth = (login: string, password: string) => `Basic ${Buffer.fr
 /** A JSON call to the service that returns the envelope's `data`, throwing on anything but 2xx (set-up steps of the scripts). */
 export function apiCaller(base: string, authorization: string) {
   return async (method: string, path: string, body?: unknown): Promise<any> => {
-    const res = await fetch(`${base}${path}`, { method, headers: { authorization, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
     const json = (await res.json()) as { data: unknown };
     if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
     return json.data;

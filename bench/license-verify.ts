@@ -125,7 +125,10 @@ async function serveBaseline(databaseUrl: string, prepared: boolean): Promise<nu
 async function prepareDatabase(url: string): Promise<void> {
   const logger = createLogger('warn');
   const config = loadConfig({ DATABASE_URL: url, SVC_ENCRYPTION_KEY: generateMasterKey(), LOG_LEVEL: 'warn' });
-  const services = await createServices(config, logger, new KeyRing(parseMasterKey(config.SVC_ENCRYPTION_KEY!)), { databaseUrl: url, temporalAddress: '127.0.0.1:1' });
+  const services = await createServices(config, logger, new KeyRing(parseMasterKey(config.SVC_ENCRYPTION_KEY!)), {
+    databaseUrl: url,
+    temporalAddress: '127.0.0.1:1',
+  });
   await migrate(services.orm);
   await closeServices(services);
   const client = new pg.Client({ connectionString: url });

@@ -57,7 +57,10 @@ async function database(stops: (() => Promise<unknown>)[]): Promise<string> {
     await chmod(dir, 0o755); // PostgreSQL runs as the postgres user when we are root
     const server = new EmbeddedPostgres({ dataDir: join(dir, 'pg'), port: await freePort(), logger, ephemeral: true });
     serverUrl = await server.start();
-    stops.push(() => rm(dir, { recursive: true, force: true }), () => server.stop());
+    stops.push(
+      () => rm(dir, { recursive: true, force: true }),
+      () => server.stop(),
+    );
   }
   const name = `svc_bench_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: serverUrl });
@@ -84,15 +87,25 @@ async function prepare(databaseUrl: string, key: string): Promise<{ password: st
   const services = await createServices(config, logger, new KeyRing(parseMasterKey(key)), { databaseUrl, temporalAddress: '127.0.0.1:1' });
   await services.users.createUser({ login: 'bench', role: 'administrator' });
   const { password } = await services.users.createAppPassword('bench', 'bench');
-  await services.entities.create({ slug: COMPANY, name: 'Company', schema: { fields: { name: { type: 'string', required: true, unique: true }, country: { type: 'string' } } } });
+  await services.entities.create({
+    slug: COMPANY,
+    name: 'Company',
+    schema: { fields: { name: { type: 'string', required: true, unique: true }, country: { type: 'string' } } },
+  });
   await services.entities.create({
     slug: ITEM,
     name: 'Item',
     schema: {
       fields: {
-        name: { type: 'string', required: true }, email: { type: 'string', format: 'email', unique: true }, age: { type: 'integer' },
-        score: { type: 'number' }, active: { type: 'boolean' }, stage: { type: 'enum', values: ['lead', 'customer', 'partner'] },
-        born_on: { type: 'date' }, seen_at: { type: 'datetime' }, company: { type: 'relation', entity: COMPANY },
+        name: { type: 'string', required: true },
+        email: { type: 'string', format: 'email', unique: true },
+        age: { type: 'integer' },
+        score: { type: 'number' },
+        active: { type: 'boolean' },
+        stage: { type: 'enum', values: ['lead', 'customer', 'partner'] },
+        born_on: { type: 'date' },
+        seen_at: { type: 'datetime' },
+        company: { type: 'relation', entity: COMPANY },
       },
     },
     lists: { default: { columns: ['name', 'email'], sort: 'seen_at:desc' }, by_age: { columns: ['name', 'age'], sort: 'age:asc' } },
@@ -103,13 +116,18 @@ async function prepare(databaseUrl: string, key: string): Promise<{ password: st
   const started = performance.now();
   let companyId: string;
   try {
-    await client.query(`insert into records.e_${COMPANY} (name, country) select 'Company ' || g, (array['fr','de','us'])[1 + g % 3] from generate_series(1, ${COMPANIES}) g`);
-    await client.query(`
+    await client.query(
+      `insert into records.e_${COMPANY} (name, country) select 'Company ' || g, (array['fr','de','us'])[1 + g % 3] from generate_series(1, ${COMPANIES}) g`,
+    );
+    await client.query(
+      `
       insert into records.e_${ITEM} (name, email, age, score, active, stage, born_on, seen_at, company)
       select 'Item ' || g, 'item' || g || '@bench.test', (g::bigint * 7919) % 100, ((g::bigint * 104729) % 10000) / 100.0, g % 2 = 0,
              (array['lead','customer','partner'])[1 + g % 3], date '1950-01-01' + (g % 20000),
              timestamptz '2024-01-01T00:00:00Z' + g * interval '17 seconds', c.ids[1 + g % ${COMPANIES}]
-        from generate_series(1, $1::int) g, (select array_agg(uuid order by name) as ids from records.e_${COMPANY}) c`, [ROWS]);
+        from generate_series(1, $1::int) g, (select array_agg(uuid order by name) as ids from records.e_${COMPANY}) c`,
+      [ROWS],
+    );
     await client.query('vacuum analyze');
     companyId = (await client.query(`select uuid from records.e_${COMPANY} limit 1`)).rows[0].uuid;
   } finally {
@@ -186,29 +204,45 @@ async function main(): Promise<void> {
     const records = `${servers.ours}/api/management/v1/records/${ITEM}`;
     const list = `eql=${encodeURIComponent(FILTER)}&sort=${encodeURIComponent(SORT)}`;
     let next = 0;
-    const bulkBody = () => JSON.stringify(Array.from({ length: 100 }, () => {
-      const n = ++next;
-      const values: (string | number | boolean)[] = [`Bulk ${n}`, `bulk${n}@bench.test`, n % 100, n / 7, n % 2 === 0, 'lead', '2001-02-03', '2024-05-06T07:08:09Z', companyId];
-      return { op: 'create', fields: Object.fromEntries(INSERT_COLUMNS.map((c, i) => [c, values[i]])) };
-    }));
+    const bulkBody = () =>
+      JSON.stringify(
+        Array.from({ length: 100 }, () => {
+          const n = ++next;
+          const values: (string | number | boolean)[] = [
+            `Bulk ${n}`,
+            `bulk${n}@bench.test`,
+            n % 100,
+            n / 7,
+            n % 2 === 0,
+            'lead',
+            '2001-02-03',
+            '2024-05-06T07:08:09Z',
+            companyId,
+          ];
+          return { op: 'create', fields: Object.fromEntries(INSERT_COLUMNS.map((c, i) => [c, values[i]])) };
+        }),
+      );
     const scenarios: Scenario[] = [
       {
         name: `list \`${FILTER}\` + sort ${SORT}, per_page=50`,
         ours: { method: 'GET', url: `${records}?${list}&per_page=50`, headers, expectStatus: 200 },
         baseline: { method: 'GET', url: `${servers.baseline}/list?per_page=50`, expectStatus: 200 },
-        requests: REQUESTS, seconds: SECONDS,
+        requests: REQUESTS,
+        seconds: SECONDS,
       },
       {
         name: 'same list, include=company, per_page=200',
         ours: { method: 'GET', url: `${records}?${list}&per_page=200&include=company`, headers, expectStatus: 200 },
         baseline: { method: 'GET', url: `${servers.baseline}/list?per_page=200&include=company`, expectStatus: 200 },
-        requests: Math.ceil(REQUESTS / 2), seconds: SECONDS,
+        requests: Math.ceil(REQUESTS / 2),
+        seconds: SECONDS,
       },
       {
         name: 'bulk of 100 creates',
         ours: { method: 'POST', url: `${records}/_bulk`, headers, body: bulkBody, expectStatus: 200 },
         baseline: { method: 'POST', url: `${servers.baseline}/bulk`, body: bulkBody, expectStatus: 200 },
-        requests: Math.ceil(REQUESTS / 8), seconds: SECONDS,
+        requests: Math.ceil(REQUESTS / 8),
+        seconds: SECONDS,
       },
     ];
     type Page = { data: { total: number; items: { uuid: string }[] } };
@@ -217,7 +251,9 @@ async function main(): Promise<void> {
     )) as [Page, Page];
     const ids = (p: Page) => JSON.stringify([p.data.total, p.data.items.map((i) => i.uuid)]);
     if (ids(ourPage) !== ids(basePage)) throw new Error('the API and the baseline disagree on the first page');
-    console.log(`filter matches ${ourPage.data.total.toLocaleString('en')} of ${ROWS.toLocaleString('en')} records; ${cpus().length} CPUs; concurrency ${CONCURRENCY}`);
+    console.log(
+      `filter matches ${ourPage.data.total.toLocaleString('en')} of ${ROWS.toLocaleString('en')} records; ${cpus().length} CPUs; concurrency ${CONCURRENCY}`,
+    );
     console.log(`baseline SQL:\n  ${servers.sql.pageSql}\n  ${servers.sql.countSql}`);
     const results = [];
     for (const scenario of scenarios) results.push({ name: scenario.name, ...(await measure(scenario)) });
@@ -227,7 +263,8 @@ async function main(): Promise<void> {
       name: 'auth',
       ours: { method: 'GET', url: `${servers.ours}/api/auth/v1/me`, headers, expectStatus: 200 },
       baseline: { method: 'GET', url: `${servers.baseline}/ping`, expectStatus: 200 },
-      requests: REQUESTS, seconds: 1,
+      requests: REQUESTS,
+      seconds: 1,
     });
     console.log(`\n${table(results)}`);
     report(
@@ -237,7 +274,9 @@ async function main(): Promise<void> {
       ]),
       false,
     );
-    console.log(`\nauthentication alone (GET /api/auth/v1/me vs a bare constant route): p50 ${auth.ours.p50.toFixed(2)} ms vs ${auth.baseline.p50.toFixed(2)} ms`);
+    console.log(
+      `\nauthentication alone (GET /api/auth/v1/me vs a bare constant route): p50 ${auth.ours.p50.toFixed(2)} ms vs ${auth.baseline.p50.toFixed(2)} ms`,
+    );
     await mkdir(new URL('./results/', import.meta.url), { recursive: true });
     const file = new URL(`./results/records-list-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url);
     await writeFile(file, JSON.stringify({ rows: ROWS, requests: REQUESTS, seconds: SECONDS, concurrency: CONCURRENCY, results, auth }, null, 2));

@@ -46,7 +46,14 @@ async function readJson(req: NodeJS.ReadableStream): Promise<unknown> {
 export async function serve(): Promise<{ stop(): Promise<void> }> {
   const databaseUrl = process.env.BENCH_DATABASE_URL!;
   const key = process.env.BENCH_KEY!;
-  const config = loadConfig({ DATABASE_URL: databaseUrl, SVC_ENCRYPTION_KEY: key, TEMPORAL_ADDRESS: '127.0.0.1:1', LOG_LEVEL: 'silent', HOST: '127.0.0.1', PORT: '0' });
+  const config = loadConfig({
+    DATABASE_URL: databaseUrl,
+    SVC_ENCRYPTION_KEY: key,
+    TEMPORAL_ADDRESS: '127.0.0.1:1',
+    LOG_LEVEL: 'silent',
+    HOST: '127.0.0.1',
+    PORT: '0',
+  });
   const services = await createServices(config, createLogger('silent'), new KeyRing(parseMasterKey(key)), { databaseUrl, temporalAddress: '127.0.0.1:1' });
   const ours = await listen(buildApp(services).app);
 
@@ -86,7 +93,10 @@ export async function serve(): Promise<{ stop(): Promise<void> }> {
         const results = [];
         for (const [index, op] of operations.entries()) {
           await client.query('savepoint sp');
-          const { rows } = await client.query(insertSql, INSERT_COLUMNS.map((c) => op.fields[c] ?? null));
+          const { rows } = await client.query(
+            insertSql,
+            INSERT_COLUMNS.map((c) => op.fields[c] ?? null),
+          );
           await client.query('release savepoint sp');
           results.push({ index, op: 'create', status: 'ok', uuid: rows[0].uuid });
         }

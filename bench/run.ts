@@ -21,11 +21,17 @@ writeFileSync(resultsFile, '');
 const failed: string[] = [];
 for (const file of chosen) {
   process.stdout.write(`\n## ${file}\n`);
-  const result = spawnSync(process.execPath, ['--import', 'tsx', join(dir, file)], { stdio: 'inherit', env: { ...process.env, BENCH_RESULTS_FILE: resultsFile } });
+  const result = spawnSync(process.execPath, ['--import', 'tsx', join(dir, file)], {
+    stdio: 'inherit',
+    env: { ...process.env, BENCH_RESULTS_FILE: resultsFile },
+  });
   if (result.status !== 0) failed.push(file);
 }
 
-const rows = readFileSync(resultsFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as BenchRow);
+const rows = readFileSync(resultsFile, 'utf8')
+  .split('\n')
+  .filter(Boolean)
+  .map((l) => JSON.parse(l) as BenchRow);
 rmSync(resultsFile, { force: true });
 const summary = [
   `# Benchmarks`,

@@ -8,8 +8,8 @@ import { scratchDir } from './lib.js';
 
 /**
  * PostgreSQL and Temporal for a benchmark: the servers named by DATABASE_URL / TEMPORAL_ADDRESS,
- * or an embedded PostgreSQL and an in-memory Temporal dev server on free loopback ports; plus a
- * database of the benchmark's own.
+ * or, as the embedded default runs them, an embedded PostgreSQL and a file-backed Temporal dev
+ * server on free loopback ports; plus a database of the benchmark's own.
  */
 export async function benchServers(name: string, logger: Logger) {
   const stops: (() => Promise<void>)[] = [];
@@ -21,7 +21,16 @@ export async function benchServers(name: string, logger: Logger) {
   }
   let temporalAddress = process.env.TEMPORAL_ADDRESS;
   if (!temporalAddress) {
-    const server = new TemporalDevServer({ cli: await provisionTemporalCli(logger, process.env.TEMPORAL_CLI), port: await freePort(), uiPort: 0, headless: true, logger });
+    // As the embedded default runs it: a SQLite file, the low-latency dynamic config.
+    const dbFile = join(scratchDir('svc-bench-temporal-'), 'temporal.db');
+    const server = new TemporalDevServer({
+      cli: await provisionTemporalCli(logger, process.env.TEMPORAL_CLI),
+      port: await freePort(),
+      uiPort: 0,
+      headless: true,
+      dbFile,
+      logger,
+    });
     temporalAddress = await server.start();
     stops.push(() => server.stop());
   }

@@ -55,17 +55,32 @@ async function generate(plan: LoadPlan): Promise<void> {
   });
   const headers = { authorization: plan.auth, 'content-type': 'application/json' };
   const requests: Record<Kind, () => Promise<Response>> = {
-    'records list': () => fetch(`${plan.api}/api/management/v1/records/contact?eql=${encodeURIComponent('age >= 30 and stage = "customer"')}&sort=seen_at:desc&per_page=50`, { headers }),
+    'records list': () =>
+      fetch(`${plan.api}/api/management/v1/records/contact?eql=${encodeURIComponent('age >= 30 and stage = "customer"')}&sort=seen_at:desc&per_page=50`, {
+        headers,
+      }),
     'licence verify': () =>
       fetch(`${plan.api}/api/portal/v1/licenses/${encodeURIComponent(plan.licenceKey)}/verify`, {
         method: 'POST',
         headers: { 'content-type': 'application/x-www-form-urlencoded' },
         body: new URLSearchParams({ site_fingerprint: plan.site.site_fingerprint }).toString(),
       }),
-    'workflow run': () => fetch(`${plan.api}/api/workflow/v1/workflows/${plan.workflowId}/run`, { method: 'POST', headers, body: JSON.stringify({ payload: { at: Date.now() } }) }),
+    'workflow run': () =>
+      fetch(`${plan.api}/api/workflow/v1/workflows/${plan.workflowId}/run`, { method: 'POST', headers, body: JSON.stringify({ payload: { at: Date.now() } }) }),
   };
   // Nine reads to one run: lists and verifications as a busy site sends them, runs steadily.
-  const mix: Kind[] = ['records list', 'licence verify', 'records list', 'licence verify', 'records list', 'licence verify', 'records list', 'licence verify', 'records list', 'workflow run'];
+  const mix: Kind[] = [
+    'records list',
+    'licence verify',
+    'records list',
+    'licence verify',
+    'records list',
+    'licence verify',
+    'records list',
+    'licence verify',
+    'records list',
+    'workflow run',
+  ];
   let batch: Sample[] = [];
   const flush = setInterval(() => {
     if (batch.length) send(batch);
@@ -129,7 +144,14 @@ async function main(): Promise<void> {
     await call('POST', '/api/management/v1/entities', {
       slug: 'contact',
       name: 'Contact',
-      schema: { fields: { email: { type: 'string', required: true, unique: true }, age: { type: 'integer' }, stage: { type: 'enum', values: ['lead', 'customer'] }, seen_at: { type: 'datetime' } } },
+      schema: {
+        fields: {
+          email: { type: 'string', required: true, unique: true },
+          age: { type: 'integer' },
+          stage: { type: 'enum', values: ['lead', 'customer'] },
+          seen_at: { type: 'datetime' },
+        },
+      },
     });
     for (let start = 0; start < RECORDS; start += 100) {
       await call(
@@ -137,13 +159,25 @@ async function main(): Promise<void> {
         '/api/management/v1/records/contact/_bulk',
         Array.from({ length: 100 }, (_, k) => {
           const n = start + k;
-          return { op: 'create', fields: { email: `c${n}@soak.test`, age: n % 80, stage: n % 3 ? 'lead' : 'customer', seen_at: new Date(Date.UTC(2024, 0, 1) + n * 60_000).toISOString() } };
+          return {
+            op: 'create',
+            fields: {
+              email: `c${n}@soak.test`,
+              age: n % 80,
+              stage: n % 3 ? 'lead' : 'customer',
+              seen_at: new Date(Date.UTC(2024, 0, 1) + n * 60_000).toISOString(),
+            },
+          };
         }),
       );
     }
     const licence = await call('POST', '/api/management/v1/licenses', { product_slug: 'soak', product_name: 'Soak', domain_limit: 2 });
     const site = { site_url: 'https://soak.example.com', site_fingerprint: 'f'.repeat(64) };
-    const activated = await fetch(`${api}/api/portal/v1/licenses/${encodeURIComponent(licence.token)}/activate`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(site).toString() });
+    const activated = await fetch(`${api}/api/portal/v1/licenses/${encodeURIComponent(licence.token)}/activate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams(site).toString(),
+    });
     if (activated.status !== 200) throw new Error(`activation failed: ${activated.status} ${await activated.text()}`);
     const workflow = await call('POST', '/api/workflow/v1/workflows', {
       title: 'Soak',
@@ -182,7 +216,10 @@ async function main(): Promise<void> {
         kinds.map((kind) => {
           const of = samples.filter((x) => x.kind === kind);
           const ms = of.map((x) => x.ms);
-          return [kind, { count: of.length, errors: of.filter((x) => x.status < 200 || x.status >= 300).length, p50: percentile(ms, 50), p99: percentile(ms, 99) }];
+          return [
+            kind,
+            { count: of.length, errors: of.filter((x) => x.status < 200 || x.status >= 300).length, p50: percentile(ms, 50), p99: percentile(ms, 99) },
+          ];
         }),
       ) as Record<Kind, KindStats>;
     const windows: { stats: Record<Kind, KindStats>; heap: number; rss: number }[] = [];
@@ -203,7 +240,10 @@ async function main(): Promise<void> {
     const deadline = Date.now() + 120_000;
     let counts: { status: string; n: string }[] = [];
     while (Date.now() < deadline) {
-      counts = await stack.services.sql.query<{ status: string; n: string }>('select status, count(*) as n from executions where workflow_id = ? group by status', [workflow.id]);
+      counts = await stack.services.sql.query<{ status: string; n: string }>(
+        'select status, count(*) as n from executions where workflow_id = ? group by status',
+        [workflow.id],
+      );
       if (!counts.some((c) => c.status === 'running')) break;
       await sleep(1);
     }
@@ -223,7 +263,9 @@ async function main(): Promise<void> {
         const k = w.stats[kind];
         errors += k.errors;
         total += k.count;
-        lines.push(`| ${index + 1} | ${kind} | ${k.count} | ${(k.count / WINDOW_SECONDS).toFixed(1)} | ${k.errors} | ${k.p50.toFixed(1)} | ${k.p99.toFixed(1)} | ${(w.heap / MiB).toFixed(1)} | ${(w.rss / MiB).toFixed(0)} |`);
+        lines.push(
+          `| ${index + 1} | ${kind} | ${k.count} | ${(k.count / WINDOW_SECONDS).toFixed(1)} | ${k.errors} | ${k.p50.toFixed(1)} | ${k.p99.toFixed(1)} | ${(w.heap / MiB).toFixed(1)} | ${(w.rss / MiB).toFixed(0)} |`,
+        );
       }
     });
     const first = windows[0]!.heap;
@@ -233,7 +275,8 @@ async function main(): Promise<void> {
     const runs = Object.fromEntries(counts.map((c) => [c.status, Number(c.n)]));
     const problems: string[] = [];
     if (errors) problems.push(`${errors} requests answered other than 2xx`);
-    if (growth > allowed) problems.push(`heap grew ${(growth / MiB).toFixed(1)} MiB from window 1 to window ${WINDOWS} (allowed ${(allowed / MiB).toFixed(1)} MiB)`);
+    if (growth > allowed)
+      problems.push(`heap grew ${(growth / MiB).toFixed(1)} MiB from window 1 to window ${WINDOWS} (allowed ${(allowed / MiB).toFixed(1)} MiB)`);
     if (Object.keys(runs).some((s) => s !== 'success')) problems.push(`runs not all successful: ${JSON.stringify(runs)}`);
     lines.push(
       '',

@@ -1,17 +1,28 @@
 import { z } from 'zod';
-import { priceTableSchema } from './agent/agent.pricing.js';
 
 /** Raised when an environment variable holds a value the service cannot use. */
 export class ConfigError extends Error {
-  constructor(public readonly variable: string, detail: string) {
+  constructor(
+    public readonly variable: string,
+    detail: string,
+  ) {
     super(`${variable}: ${detail}`);
     this.name = 'ConfigError';
   }
 }
 
-const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no'])
-  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
+/** Longest wait a gated action may have (Temporal timers can be longer; a year is plenty). */
+export const MAX_GATE_TTL_SECONDS = 365 * 24 * 3600;
+/** A duration in seconds: a plain number of seconds, or a number with `s`, `m`, `h` or `d`. */
+const durationSeconds = z
+  .string()
+  .regex(/^\d+(s|m|h|d)?$/i, 'expected a duration such as 900, 90s, 15m, 24h or 7d')
+  .transform((v) => {
+    const m = /^(\d+)(s|m|h|d)?$/i.exec(v)!;
+    return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[(m[2] ?? 's').toLowerCase() as 's']!;
+  })
+  .pipe(z.number().int().min(1, 'must be at least one second').max(MAX_GATE_TTL_SECONDS, 'must be at most 365 days'));
 const port = z.coerce.number().int().min(0).max(65535);
 const byteSize = z
   .string()
@@ -26,6 +37,9 @@ const byteSize = z
  * Every variable the service reads. Each field is documented where it is declared; README's
  * configuration table mirrors this list.
  */
+/** USD per 1,000 tokens, in and out, per model id: the shape of SVC_AGENT_PRICES. */
+const priceTableSchema = z.record(z.string(), z.strictObject({ in: z.number().min(0), out: z.number().min(0) }));
+
 const schema = z.object({
   /** HTTP port of the API. */
   PORT: port.default(8080),
@@ -40,7 +54,10 @@ const schema = z.object({
   /** Port of the embedded PostgreSQL (only when DATABASE_URL is unset). */
   SVC_EMBEDDED_PG_PORT: port.default(5488),
   /** Temporal frontend address host:port. When unset, `start` runs the Temporal CLI dev server. */
-  TEMPORAL_ADDRESS: z.string().regex(/^[^\s:]+:\d+$/, 'expected host:port').optional(),
+  TEMPORAL_ADDRESS: z
+    .string()
+    .regex(/^[^\s:]+:\d+$/, 'expected host:port')
+    .optional(),
   /** Temporal namespace. */
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   /** Task queue shared by the API (client) and the worker. */
@@ -49,11 +66,21 @@ const schema = z.object({
    * Prefix of every Temporal workflow and schedule id this deployment creates, so several
    * deployments (or test runs) can share one Temporal namespace without their ids colliding.
    */
-  SVC_INSTANCE_ID: z.string().regex(/^[a-z0-9][a-z0-9-]{0,39}$/, 'lower-case letters, digits and -').default('svc'),
+  SVC_INSTANCE_ID: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9-]{0,39}$/, 'lower-case letters, digits and -')
+    .default('svc'),
   /** Port of the embedded Temporal dev server (only when TEMPORAL_ADDRESS is unset). */
   TEMPORAL_PORT: port.default(7233),
   /** Port of the embedded Temporal Web UI. */
   TEMPORAL_UI_PORT: port.default(8233),
+  /**
+   * Port of the codec listener the embedded Temporal Web UI decodes payloads through (only when
+   * `start` runs the Temporal dev server). It binds 127.0.0.1 whatever HOST says, and asks for no
+   * credentials: every process on this machine may decode. `off` disables it; the UI then calls
+   * the API's authenticated /api/temporal-codec (see docs/operators.md).
+   */
+  SVC_CODEC_PORT: z.union([z.literal('off'), port], { error: 'expected a port number or off (the listener always binds 127.0.0.1)' }).default(8234),
   /** Base URL of the Temporal Web UI, used for links in execution views. */
   TEMPORAL_UI_URL: z.string().url().optional(),
   /** Path of a `temporal` CLI binary to use instead of searching PATH and the cache. */
@@ -73,9 +100,17 @@ const schema = z.object({
   /** Becomes an application password of `admin` on first start, so scripts can log in at once. */
   SVC_ADMIN_APP_PASSWORD: z.string().min(16, 'must be at least 16 characters').optional(),
   /** Capability that `svc_agent_use` maps to. */
-  SVC_AGENT_CAPABILITY: z.string().regex(/^[a-z_]+$/).default('edit_posts'),
+  SVC_AGENT_CAPABILITY: z
+    .string()
+    .regex(/^[a-z_]+$/)
+    .default('edit_posts'),
   /** Model calls allowed in one agent turn; the turn then ends with a message saying so. */
   SVC_AGENT_MAX_MODEL_CALLS: z.coerce.number().int().min(1).max(100).default(10),
+  /**
+   * How long a pending action of the agent's gate waits for a decision before it expires (a
+   * durable timer in the session workflow); a session may set its own `gate_ttl_s` at creation.
+   */
+  SVC_AGENT_GATE_TTL: durationSeconds.default(24 * 3600),
   /** Messages and decisions a session workflow handles before it continues as new (bounds its history). */
   SVC_AGENT_UPDATES_PER_RUN: z.coerce.number().int().min(1).max(10_000).default(200),
   /** Largest agent message content (bytes of UTF-8); a larger one is refused with 413. */
@@ -101,21 +136,50 @@ const schema = z.object({
   /** Largest accepted request body. */
   SVC_BODY_LIMIT: byteSize.default(1024 * 1024),
   /** Lifetime of a browser session cookie, in hours. */
-  SVC_SESSION_TTL_HOURS: z.coerce.number().positive().max(24 * 365).default(48),
+  SVC_SESSION_TTL_HOURS: z.coerce
+    .number()
+    .positive()
+    .max(24 * 365)
+    .default(48),
   /** Lifetime of an X-Svc-Nonce value, in hours. */
-  SVC_NONCE_TTL_HOURS: z.coerce.number().positive().max(24 * 30).default(12),
+  SVC_NONCE_TTL_HOURS: z.coerce
+    .number()
+    .positive()
+    .max(24 * 30)
+    .default(12),
   /** Mark the session cookie Secure (set behind HTTPS). */
   SVC_COOKIE_SECURE: bool.default(false),
   /** Failed logins allowed per login name and client address in a 15-minute window. */
   SVC_LOGIN_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
   /** Requests per minute per client address over the licence endpoints (activate, verify, deactivate). */
   SVC_LICENSE_RATE_LIMIT: z.coerce.number().int().min(1).default(60),
+  /**
+   * Lifetime of the signature on activate and verify answers, in days: a client trusts a cached
+   * answer offline for at most this long (its own grace period may be shorter), and a retired
+   * signing key stays listed this long after a rotation.
+   */
+  SVC_LICENSE_SIGNATURE_TTL_DAYS: z.coerce.number().positive().max(365).default(30),
+  /** Attempts of one licence webhook delivery before it is recorded as failed. */
+  SVC_LICENSE_WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(12),
+  /** Wait before the second attempt of a licence webhook delivery; each further wait doubles, up to 6 hours. */
+  SVC_LICENSE_WEBHOOK_RETRY_MS: z.coerce.number().int().min(10).max(3_600_000).default(30_000),
+  /** How long one licence webhook request may take before the attempt counts as failed. */
+  SVC_LICENSE_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
   /** Take the client address from X-Forwarded-For (only behind a trusted proxy). */
   TRUST_PROXY: bool.default(false),
   /** Prebuilt workflow bundle (`svc bundle-workflows --out FILE`); without it workers bundle at start. */
   SVC_WORKFLOW_BUNDLE: z.string().min(1).optional(),
   /** Largest output a workflow node may produce; a larger one fails the node with `output_too_large`. */
   SVC_NODE_OUTPUT_LIMIT: byteSize.default(512 * 1024),
+  /**
+   * How long an Idempotency-Key of run, replay or webhook is remembered, in hours (at least 24):
+   * a retried call with the same key within it returns the first call's execution.
+   */
+  SVC_IDEMPOTENCY_TTL_HOURS: z.coerce
+    .number()
+    .min(24)
+    .max(24 * 30)
+    .default(24),
   /** Run pure nodes (transform, condition, switch, fail) as Temporal local activities. */
   SVC_LOCAL_PURE_NODES: bool.default(true),
   /** How long a connection test waits for the target. */

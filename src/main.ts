@@ -5,10 +5,13 @@ import { withDatabase } from './cli/database.js';
 import { UsersService } from './auth/users.service.js';
 import { migrate } from './db/orm.js';
 import { createLicenseBody, type LicenseView } from './licenses/license.schemas.js';
+import { LicenseKeyService } from './licenses/license.keys.js';
 import { LicenseService } from './licenses/license.service.js';
+import type { PublicKeyEntry } from './licenses/license.signature.js';
+import { Sql } from './db/sql.js';
 import { AppError, validationFailed } from './platform/errors.js';
 import { createLogger, type Logger } from './platform/logger.js';
-import { startStack } from './stack.js';
+import { loadKeyRing, startStack } from './stack.js';
 import { provisionTemporalCli } from './platform/temporal-server.js';
 import { bundleWorkflows } from './temporal/worker.js';
 
@@ -27,6 +30,8 @@ Commands:
                                  issue a licence; prints its token (once) and reference id
   license show <key>             a licence by token or reference id (also --key)
   license revoke <key>           set a licence to revoked (also --key)
+  license keys                   the public keys that sign licence answers (to pin in a plugin)
+  license rotate-key             retire the signing key and make a new one, endorsed by the old
   bundle-workflows --out FILE    prebuild the workflow bundle (SVC_WORKFLOW_BUNDLE)
   temporal-cli                   find or build the Temporal CLI and print its path
 
@@ -54,6 +59,18 @@ function licenseInput(flags: Flags) {
   throw validationFailed(parsed.error.issues.map((i) => ({ field: `--${String(i.path[0] ?? '').replace(/_/g, '-')}`, message: i.message })));
 }
 
+function describeKeys(keys: PublicKeyEntry[]): string {
+  return keys
+    .map((k) =>
+      [
+        `${k.status === 'current' ? 'Current' : 'Retired'} key ${k.key_id} (ed25519), created ${k.created_at}${k.valid_until ? `, valid until ${k.valid_until}` : ''}`,
+        `  public key: ${k.public_key}`,
+        ...(k.endorsement ? [`  endorsed by ${k.endorsement.key_id}`] : []),
+      ].join('\n'),
+    )
+    .join('\n');
+}
+
 function describeLicense(l: LicenseView): string {
   return [
     `Licence ${l.id} (${l.reference_id}): ${l.product_name} [${l.product_slug}]`,
@@ -78,6 +95,7 @@ async function runServer(config: Config, logger: Logger, roles: { api: boolean; 
       'Workflow automation service is up.',
       stack.urls.api && `  API:              ${stack.urls.api}  (OpenAPI: ${stack.urls.api}/api/openapi.json)`,
       stack.urls.temporalUi && `  Temporal Web UI:  ${stack.urls.temporalUi}`,
+      stack.urls.codec && `  Codec (UI):       ${stack.urls.codec}  (127.0.0.1 only, no credentials)`,
       `  Temporal:         ${stack.urls.temporal}`,
       `  PostgreSQL:       ${stack.urls.database}`,
       stack.adminPassword && `  Created user "admin" with password: ${stack.adminPassword}  (shown once)`,
@@ -140,7 +158,10 @@ async function main(argv: string[]): Promise<void> {
   const config = loadConfig();
   const serverCommand = command === 'start' || command === 'api' || command === 'worker';
   // Server logs go to stdout; one-shot commands keep stdout for their result.
-  const logger = createLogger(serverCommand ? config.LOG_LEVEL : flags.json ? 'warn' : config.LOG_LEVEL, serverCommand ? undefined : (await import('pino')).pino.destination(2));
+  const logger = createLogger(
+    serverCommand ? config.LOG_LEVEL : flags.json ? 'warn' : config.LOG_LEVEL,
+    serverCommand ? undefined : (await import('pino')).pino.destination(2),
+  );
 
   switch (command) {
     case 'start': {
@@ -170,7 +191,11 @@ async function main(argv: string[]): Promise<void> {
       if (sub === 'create') {
         return withDatabase(config, logger, async (orm) => {
           const created = await new UsersService(orm.em).createAppPassword(required(flags, 'login'), required(flags, 'name'));
-          output(flags, { login: created.login, name: created.name, password: created.password }, `Application password for ${created.login} (${created.name}): ${created.password}\nIt is shown once; store it now.`);
+          output(
+            flags,
+            { login: created.login, name: created.name, password: created.password },
+            `Application password for ${created.login} (${created.name}): ${created.password}\nIt is shown once; store it now.`,
+          );
         });
       }
       if (sub === 'revoke') {
@@ -187,15 +212,32 @@ async function main(argv: string[]): Promise<void> {
       if (sub === 'create') {
         const input = licenseInput(flags);
         return withDatabase(config, logger, async (orm) => {
-          const issued = await new LicenseService(orm.em).create(input);
+          const issued = await new LicenseService(orm.em, new Sql(orm.em.getKnex())).create(input);
           output(flags, { ...issued }, `${describeLicense(issued)}\n  token: ${issued.token}\n  It is shown once; store it now.`);
+        });
+      }
+      if (sub === 'keys' || sub === 'rotate-key') {
+        const keyRing = await loadKeyRing(config, !config.DATABASE_URL);
+        return withDatabase(config, logger, async (orm) => {
+          const signer = new LicenseKeyService(new Sql(orm.em.getKnex()), keyRing, Math.round(config.SVC_LICENSE_SIGNATURE_TTL_DAYS * 86_400));
+          if (sub === 'keys') {
+            const keys = await signer.list();
+            return output(flags, { keys }, describeKeys(keys));
+          }
+          const rotated = await signer.rotate();
+          const keys = await signer.list();
+          output(
+            flags,
+            { retired: rotated.retired, current: rotated.current, keys },
+            `${rotated.retired ? `Retired ${rotated.retired}; ` : ''}signing with ${rotated.current.key_id} now.\n${describeKeys(keys)}`,
+          );
         });
       }
       if (sub !== 'show' && sub !== 'revoke') break;
       const key = positionals[2] ?? flags.key;
       if (typeof key !== 'string' || !key) throw new AppError(400, 'invalid_request', `license ${sub} needs a token or reference id (or --key)`);
       return withDatabase(config, logger, async (orm) => {
-        const licenses = new LicenseService(orm.em);
+        const licenses = new LicenseService(orm.em, new Sql(orm.em.getKnex()));
         const license = sub === 'show' ? await licenses.getByKey(key) : await licenses.revoke(key);
         output(flags, { ...license }, describeLicense(license));
       });

@@ -1,4 +1,5 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { AgentGateService } from './agent/agent.gate.js';
 import { AgentService } from './agent/agent.service.js';
 import { TurnStreamHub } from './agent/agent.stream.js';
 import { AuthService } from './auth/auth.service.js';
@@ -7,20 +8,23 @@ import type { Config } from './config.js';
 import { ConnectionService } from './connections/connection.service.js';
 import { openOrm } from './db/orm.js';
 import { Sql } from './db/sql.js';
+import { ExecutionMirror } from './executions/execution.mirror.js';
 import { ExecutionService } from './executions/execution.service.js';
+import { LicenseKeyService } from './licenses/license.keys.js';
+import { LicenseWebhookService } from './licenses/license-webhooks.service.js';
 import { LicenseService } from './licenses/license.service.js';
 import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { RateLimiter } from './platform/rate-limit.js';
-import { RecordsDatabase } from './records/database.js';
+import { recordRowTypes } from './records/row-types.js';
 import { EntityCache } from './records/entity-cache.js';
 import { EntityService, type StoredEntity } from './records/entity.service.js';
 import { RecordEventBus } from './records/record-events.js';
 import { RecordValidator } from './records/record-validation.js';
 import { RecordService } from './records/record.service.js';
 import { connectTemporal, type TemporalHandle } from './temporal/connection.js';
-import { WorkflowSchedules } from './workflows/workflow.schedules.js';
-import { WorkflowService } from './workflows/workflow.service.js';
+import { WorkflowSchedules } from './workflow-definitions/workflow.schedules.js';
+import { WorkflowService } from './workflow-definitions/workflow.service.js';
 
 /** Everything a route, activity or command needs, built once per process and passed explicitly. */
 export interface Services {
@@ -34,15 +38,23 @@ export interface Services {
   auth: AuthService;
   users: UsersService;
   licenses: LicenseService;
+  /** The Ed25519 keys that sign activate and verify answers. */
+  licenseKeys: LicenseKeyService;
+  /** Vendor webhooks on licence events and their deliveries. */
+  licenseWebhooks: LicenseWebhookService;
   temporal: TemporalHandle;
   connections: ConnectionService;
   workflows: WorkflowService;
+  /** The executions and execution_nodes tables, for the API and the worker alike. */
+  executionMirror: ExecutionMirror;
   executions: ExecutionService;
   entities: EntityService;
   records: RecordService;
   /** Record created/updated/deleted notifications, published after commit (the workflow `record` trigger). */
   recordEvents: RecordEventBus;
   agent: AgentService;
+  /** The agent's side-effect gate: decisions, the inbox, the audit trail. */
+  agentGate: AgentGateService;
   /** LISTEN side of agent turn streams (one dedicated PostgreSQL connection, opened on first use). */
   agentStreams: TurnStreamHub;
 }
@@ -55,15 +67,17 @@ export interface Endpoints {
 export async function createServices(config: Config, logger: Logger, keys: KeyRing, endpoints: Endpoints): Promise<Services> {
   const orm = await openOrm(endpoints.databaseUrl, logger);
   const em = orm.em;
-  const limiter = new RateLimiter(em.getKnex());
   const sql = new Sql(em.getKnex());
+  const limiter = new RateLimiter(sql);
   const temporal = connectTemporal(config, endpoints.temporalAddress, keys);
-  const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal));
-  const recordsDb = new RecordsDatabase(em.getKnex());
+  const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
+  const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror);
+  const recordsDb = sql.withRowTypes(recordRowTypes);
   const entityCache = new EntityCache<StoredEntity>(endpoints.databaseUrl, logger);
   const entities = new EntityService(recordsDb, entityCache);
   const recordEvents = new RecordEventBus(logger);
   const connections = new ConnectionService(em, sql, keys);
+  const licenseWebhooks = new LicenseWebhookService(sql, keys, temporal, config, logger);
   return {
     config,
     logger,
@@ -76,12 +90,16 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     temporal,
     connections,
     workflows,
-    executions: new ExecutionService(sql, temporal, workflows),
-    licenses: new LicenseService(em),
+    executionMirror,
+    executions: new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS),
+    licenses: new LicenseService(em, sql, licenseWebhooks),
+    licenseKeys: new LicenseKeyService(sql, keys, Math.round(config.SVC_LICENSE_SIGNATURE_TTL_DAYS * 86_400)),
+    licenseWebhooks,
     entities,
     records: new RecordService(recordsDb, entities, new RecordValidator(), recordEvents),
     recordEvents,
     agent: new AgentService(sql, connections, temporal, config),
+    agentGate: new AgentGateService(sql, temporal),
     agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger),
   };
 }

@@ -12,8 +12,11 @@ import { EmbeddedPostgres } from './platform/embedded-postgres.js';
 import type { Logger } from './platform/logger.js';
 import { TemporalDevServer, provisionTemporalCli } from './platform/temporal-server.js';
 import { closeServices, createServices, type Services } from './services.js';
+import { EncryptionCodec } from './temporal/codec.js';
+import { startLoopbackCodec } from './temporal/codec.listener.js';
 import { startWorker, type RunningWorker } from './temporal/worker.js';
-import { wireRecordTrigger } from './workflows/record-trigger.js';
+import { Client } from '@temporalio/client';
+import { wireRecordTrigger } from './workflow-definitions/record-trigger.js';
 
 export interface StackOptions {
   /** Start embedded PostgreSQL / Temporal when DATABASE_URL / TEMPORAL_ADDRESS are unset. */
@@ -27,7 +30,8 @@ export interface Stack {
   services: Services;
   server?: Server;
   worker?: RunningWorker;
-  urls: { api?: string; temporalUi?: string; temporal: string; database: string };
+  /** `codec`: the loopback codec listener the embedded Temporal Web UI decodes through. */
+  urls: { api?: string; temporalUi?: string; codec?: string; temporal: string; database: string };
   adminPassword?: string;
   /** Child processes started by the stack (embedded PostgreSQL, Temporal dev server). */
   childPids: number[];
@@ -55,7 +59,10 @@ export async function ensureDatabase(serverUrl: string, name: string): Promise<s
 export async function loadKeyRing(config: Config, embeddedDatabase: boolean): Promise<KeyRing> {
   let previous: KeyRing[];
   try {
-    previous = (config.SVC_PREVIOUS_ENCRYPTION_KEYS ?? '').split(',').filter((k) => k.trim()).map((k) => new KeyRing(parseMasterKey(k)));
+    previous = (config.SVC_PREVIOUS_ENCRYPTION_KEYS ?? '')
+      .split(',')
+      .filter((k) => k.trim())
+      .map((k) => new KeyRing(parseMasterKey(k)));
   } catch (err) {
     throw new ConfigError('SVC_PREVIOUS_ENCRYPTION_KEYS', (err as Error).message);
   }
@@ -95,6 +102,7 @@ export async function startStack(config: Config, logger: Logger, options: StackO
     cleanups.length = 0;
   };
   try {
+    const keys = await loadKeyRing(config, !config.DATABASE_URL);
     let databaseUrl = config.DATABASE_URL;
     if (!databaseUrl) {
       if (!options.embedded) throw new ConfigError('DATABASE_URL', 'required for this command');
@@ -107,24 +115,37 @@ export async function startStack(config: Config, logger: Logger, options: StackO
     }
     let temporalAddress = config.TEMPORAL_ADDRESS;
     let temporalUi: string | undefined = config.TEMPORAL_UI_URL;
+    let codecUrl: string | undefined;
     if (!temporalAddress) {
       if (!options.embedded) throw new ConfigError('TEMPORAL_ADDRESS', 'required for this command');
       const cli = await provisionTemporalCli(logger, config.TEMPORAL_CLI);
+      temporalUi ??= `http://localhost:${config.TEMPORAL_UI_PORT}`;
+      // The UI calls its codec from the operator's browser without the API's credentials; on one
+      // machine a loopback-only listener stands in for them (docs/operators.md, the trade-off).
+      if (config.SVC_CODEC_PORT !== 'off') {
+        const listener = await startLoopbackCodec({
+          codec: new EncryptionCodec(keys),
+          port: config.SVC_CODEC_PORT,
+          uiOrigins: [temporalUi, `http://localhost:${config.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${config.TEMPORAL_UI_PORT}`],
+          bodyLimit: config.SVC_BODY_LIMIT,
+          logger,
+        });
+        cleanups.push(() => listener.close());
+        codecUrl = listener.url;
+      }
       const devServer = new TemporalDevServer({
         cli,
         port: config.TEMPORAL_PORT,
         uiPort: config.TEMPORAL_UI_PORT,
         dbFile: resolve(config.SVC_DATA_DIR, 'temporal.db'),
-        codecEndpoint: `http://localhost:${config.PORT}/api/temporal-codec`,
+        codecEndpoint: codecUrl ?? `http://localhost:${config.PORT}/api/temporal-codec`,
         logger,
       });
       logger.info('starting the Temporal dev server');
       temporalAddress = await devServer.start();
       cleanups.push(() => devServer.stop());
       childPids.push(devServer.pid!);
-      temporalUi ??= `http://localhost:${config.TEMPORAL_UI_PORT}`;
     }
-    const keys = await loadKeyRing(config, !config.DATABASE_URL);
     const services = await createServices(config, logger, keys, { databaseUrl, temporalAddress });
     cleanups.push(() => closeServices(services));
     const applied = await migrate(services.orm);
@@ -135,11 +156,22 @@ export async function startStack(config: Config, logger: Logger, options: StackO
     if (options.roles.worker) {
       worker = await startWorker(services, temporalAddress, options.workflowBundle ? { bundlePath: options.workflowBundle } : {});
       cleanups.push(() => worker!.shutdown());
+      if (options.roles.api) {
+        // API and worker in one process: runs the API starts begin on this worker at once.
+        services.temporal.eagerClient = new Client({
+          connection: worker.connection,
+          namespace: config.TEMPORAL_NAMESPACE,
+          dataConverter: { payloadCodecs: [services.temporal.codec] },
+        });
+        cleanups.push(async () => void (services.temporal.eagerClient = undefined));
+      }
       // Runs ended from outside (terminated in the Web UI, timed out) never report back
       // themselves; the worker reconciles their mirror records with Temporal.
       const sweeper = setInterval(() => {
-        services.executions.sweep(60_000).catch((err) => logger.warn({ err }, 'execution sweep failed'));
-      }, 30_000);
+        services.executions.sweep(10_000).catch((err) => logger.warn({ err }, 'execution sweep failed'));
+        // Licence webhook deliveries written where nothing started them (the CLI, an outage).
+        services.licenseWebhooks.sweep().catch((err) => logger.warn({ err }, 'licence webhook sweep failed'));
+      }, 15_000);
       sweeper.unref();
       cleanups.push(async () => clearInterval(sweeper));
     }
@@ -174,6 +206,7 @@ export async function startStack(config: Config, logger: Logger, options: StackO
       urls: {
         ...(apiUrl ? { api: apiUrl } : {}),
         ...(temporalUi ? { temporalUi } : {}),
+        ...(codecUrl ? { codec: codecUrl } : {}),
         temporal: temporalAddress,
         database: mask(databaseUrl),
       },

@@ -27,9 +27,12 @@ const notes = async () => Number((await app.sql<{ n: string }>('select count(*) 
 beforeAll(async () => {
   app = await startTestApp({ worker: false });
   openai = await startFakeOpenAi();
-  providerId = (await app.admin.post('/api/workflow/v1/connections', { type: 'openai', label: 'fake', cred: 'sk-x-1234', extra: { base_url: openai.url } })).body.data.id;
+  providerId = (await app.admin.post('/api/workflow/v1/connections', { type: 'openai', label: 'fake', cred: 'sk-x-1234', extra: { base_url: openai.url } }))
+    .body.data.id;
   editor = await app.createUser('editor');
-  expect((await app.admin.post('/api/management/v1/entities', { slug: 'note', name: 'Note', schema: { fields: { title: { type: 'string' } } } })).status).toBe(201);
+  expect((await app.admin.post('/api/management/v1/entities', { slug: 'note', name: 'Note', schema: { fields: { title: { type: 'string' } } } })).status).toBe(
+    201,
+  );
 });
 afterAll(async () => {
   await Promise.all(workers.map(kill));
@@ -37,8 +40,8 @@ afterAll(async () => {
   await openai?.close();
 });
 
-async function session() {
-  return (await editor.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm' })).body.data.session_id as string;
+async function session(body: Record<string, unknown> = {}) {
+  return (await editor.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm', ...body })).body.data.session_id as string;
 }
 
 describe('agent across processes', () => {
@@ -51,7 +54,12 @@ describe('agent across processes', () => {
     const events = parseSse(res.text);
     const kinds = events.map((e) => e.event).filter((k) => k !== 'token');
     expect(kinds).toEqual(['tool_call', 'tool_result', 'done']);
-    expect(events.filter((e) => e.event === 'token').map((e) => e.data.delta).join('')).toBe('Checking the entities.There is a note entity.');
+    expect(
+      events
+        .filter((e) => e.event === 'token')
+        .map((e) => e.data.delta)
+        .join(''),
+    ).toBe('Checking the entities.There is a note entity.');
     expect(events.at(-1)!.data).toMatchObject({ outcome: 'answered', assistant_message: 'There is a note entity.' });
   });
 
@@ -84,5 +92,49 @@ describe('agent across processes', () => {
     expect(['slow', 'answered on the new worker']).toContain(res.body.data.assistant_message);
     const assistants = (await editor.client.get(`${A}/sessions/${id}`)).body.data.messages.filter((m: any) => m.role === 'assistant');
     expect(assistants).toHaveLength(1);
+  });
+
+  it('expires a pending action by its durable timer although no worker ran at its deadline', async () => {
+    startWorker();
+    const id = await session({ gate_ttl_s: 3 });
+    const before = await notes();
+    openai.script({ toolCalls: [{ name: 'records_create', args: { entity: 'note', fields: { title: 'expires' } } }] });
+    const gate = await editor.client.post(`${A}/sessions/${id}/messages`, { content: 'create one', stream: false });
+    expect(gate.body.data.outcome).toBe('gate_pending');
+    const actionId = gate.body.data.pending_action.action_id;
+    await Promise.all(workers.map(kill));
+    // The deadline passes while no worker runs; the timer lives in Temporal, not in a process.
+    await new Promise((r) => setTimeout(r, 4000));
+    const late = await editor.client.get(`${A}/actions/${actionId}`);
+    expect(late.body.data.status).toBe('pending');
+    // Past its deadline it can no longer be decided, even before the timer's expiry is stored.
+    const tooLate = await editor.client.post(`${A}/actions/${actionId}/approve`);
+    expect(tooLate.status).toBe(409);
+    expect(tooLate.body.error).toBe('action_expired');
+    openai.script({ text: 'It expired, so nothing was created.' });
+    startWorker();
+    const action = await eventually(
+      async () => {
+        const a = (await editor.client.get(`${A}/actions/${actionId}`)).body.data;
+        return a.status === 'expired' ? a : undefined;
+      },
+      60_000,
+      'the expiry after the restart',
+    );
+    expect(action.decided_by).toBeNull();
+    const history = await eventually(
+      async () => {
+        const messages = (await editor.client.get(`${A}/sessions/${id}`)).body.data.messages;
+        return messages.at(-1)?.content === 'It expired, so nothing was created.' ? messages : undefined;
+      },
+      60_000,
+      'the turn to go on',
+    );
+    expect(history.map((m: any) => m.role)).toEqual(['user', 'assistant', 'decision', 'tool', 'assistant']);
+    expect(history[3].result_summary).toContain('expired');
+    expect(await notes()).toBe(before);
+    const approve = await editor.client.post(`${A}/actions/${actionId}/approve`);
+    expect(approve.status).toBe(409);
+    expect(approve.body.error).toBe('action_expired');
   });
 });

@@ -32,7 +32,11 @@ async function stream(id: string, content: string) {
   return events;
 }
 
-const tokens = (events: { event: string; data: any }[]) => events.filter((e) => e.event === 'token').map((e) => e.data.delta).join('');
+const tokens = (events: { event: string; data: any }[]) =>
+  events
+    .filter((e) => e.event === 'token')
+    .map((e) => e.data.delta)
+    .join('');
 
 beforeAll(async () => {
   app = await startTestApp({ worker: true, env: { SVC_AGENT_PROVIDER_TIMEOUT_MS: '1500', SVC_AGENT_UPDATES_PER_RUN: '3' } });
@@ -66,12 +70,19 @@ describe('event stream', () => {
     expect(tokens(events.slice(result))).toBe('You have one entity: note.');
     expect(events[call]!.data).toEqual({ tool: 'entities_list', args: {} });
     expect(events[result]!.data).toMatchObject({ tool: 'entities_list', result: { items: [{ slug: 'note' }] } });
-    expect(events.at(-1)!.data).toMatchObject({ outcome: 'answered', assistant_message: 'You have one entity: note.', telemetry: { tokens_in: 22, tokens_out: 14, cost_usd: 0 } });
+    expect(events.at(-1)!.data).toMatchObject({
+      outcome: 'answered',
+      assistant_message: 'You have one entity: note.',
+      telemetry: { tokens_in: 22, tokens_out: 14, cost_usd: 0 },
+    });
   });
 
   it('streams up to the gate (Anthropic), and the turn goes on after approval', async () => {
     const id = await session(anthropicId);
-    anthropic.script({ text: 'Creating it.', toolCalls: [{ name: 'records_create', args: { entity: 'note', fields: { title: 'streamed' } } }] }, { text: 'Done.' });
+    anthropic.script(
+      { text: 'Creating it.', toolCalls: [{ name: 'records_create', args: { entity: 'note', fields: { title: 'streamed' } } }] },
+      { text: 'Done.' },
+    );
     const events = await stream(id, 'Create a note');
     expect(events.map((e) => e.event).filter((k) => k !== 'token')).toEqual(['tool_call', 'gate_pending', 'done']);
     expect(tokens(events)).toBe('Creating it.');

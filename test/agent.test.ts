@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
-import { parseSse, providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
+import { providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 
 const A = '/api/agent/v1';
 const M = '/api/management/v1';
@@ -70,7 +70,12 @@ describe('turns', () => {
     openai.script({ text: 'Hello there.', usage: { in: 1000, out: 500 } });
     const res = await say(id, 'Hi!');
     expect(res.status, res.text).toBe(200);
-    expect(res.body.data).toMatchObject({ outcome: 'answered', assistant_message: 'Hello there.', tools_called: [], telemetry: { tokens_in: 1000, tokens_out: 500, cost_usd: 2 } });
+    expect(res.body.data).toMatchObject({
+      outcome: 'answered',
+      assistant_message: 'Hello there.',
+      tools_called: [],
+      telemetry: { tokens_in: 1000, tokens_out: 500, cost_usd: 2 },
+    });
     expect(res.body.data.telemetry.wall_ms).toBeGreaterThanOrEqual(0);
     const seen = openai.requests.at(-1)!;
     expect(seen.headers.authorization).toBe('Bearer sk-test-cred-1234');
@@ -78,7 +83,13 @@ describe('turns', () => {
     expect(seen.body.messages.at(-1)).toEqual({ role: 'user', content: 'Hi!' });
     expect(seen.body.tools.map((t: any) => t.function.name)).toContain('records_create');
     const view = await editor.client.get(`${A}/sessions/${id}`);
-    expect(view.body.data).toMatchObject({ model_id: 'gpt-test', turn_count: 1, price_known: true, totals: { tokens_in: 1000, tokens_out: 500, cost_usd: 2 }, pending_action: null });
+    expect(view.body.data).toMatchObject({
+      model_id: 'gpt-test',
+      turn_count: 1,
+      price_known: true,
+      totals: { tokens_in: 1000, tokens_out: 500, cost_usd: 2 },
+      pending_action: null,
+    });
     expect(view.body.data.messages.map((m: any) => [m.role, m.content])).toEqual([
       ['user', 'Hi!'],
       ['assistant', 'Hello there.'],
@@ -91,7 +102,11 @@ describe('turns', () => {
     anthropic.script({ toolCalls: [{ name: 'records_search', args: { entity: 'note', eql: "title = 'first'" } }] }, { text: 'There is one note: first.' });
     const res = await say(id, 'Which notes are there?');
     expect(res.status, res.text).toBe(200);
-    expect(res.body.data).toMatchObject({ outcome: 'answered', assistant_message: 'There is one note: first.', telemetry: { tokens_in: 26, tokens_out: 10, cost_usd: 0 } });
+    expect(res.body.data).toMatchObject({
+      outcome: 'answered',
+      assistant_message: 'There is one note: first.',
+      telemetry: { tokens_in: 26, tokens_out: 10, cost_usd: 0 },
+    });
     expect(res.body.data.tools_called).toHaveLength(1);
     expect(res.body.data.tools_called[0]).toMatchObject({ name: 'records_search', args: { entity: 'note', eql: "title = 'first'" } });
     expect(res.body.data.tools_called[0].result_summary).toContain('first');
@@ -107,7 +122,10 @@ describe('turns', () => {
   it('stops at the gate; the tool runs only after approval; a decision is taken once', async () => {
     const id = await session(openaiId);
     const before = await notes();
-    openai.script({ text: 'I will create it.', toolCalls: [{ name: 'records_create', args: { entity: 'note', fields: { title: 'gated' } } }] }, { text: 'Created the note.' });
+    openai.script(
+      { text: 'I will create it.', toolCalls: [{ name: 'records_create', args: { entity: 'note', fields: { title: 'gated' } } }] },
+      { text: 'Created the note.' },
+    );
     const res = await say(id, 'Create a note called gated');
     expect(res.status, res.text).toBe(200);
     expect(res.body.data.outcome).toBe('gate_pending');
@@ -142,7 +160,10 @@ describe('turns', () => {
   it('rejects with a note: nothing runs and the model reads the rejection', async () => {
     const id = await session(openaiId);
     const before = await notes();
-    openai.script({ toolCalls: [{ name: 'records_delete', args: { entity: 'note', uuid: '00000000-0000-4000-8000-000000000001' } }] }, { text: 'Understood, I kept it.' });
+    openai.script(
+      { toolCalls: [{ name: 'records_delete', args: { entity: 'note', uuid: '00000000-0000-4000-8000-000000000001' } }] },
+      { text: 'Understood, I kept it.' },
+    );
     const gate = await say(id, 'Delete that note');
     expect(gate.body.data.outcome).toBe('gate_pending');
     const other = await app.createUser('editor');
@@ -211,7 +232,10 @@ describe('turns', () => {
   it('lets a tool refusal reach the model as a result, not a failure', async () => {
     const subscriberSession = await app.createUser('editor');
     const id = await session(openaiId, subscriberSession.client);
-    openai.script({ toolCalls: [{ name: 'records_get', args: { entity: 'nope', uuid: '00000000-0000-4000-8000-000000000009' } }] }, { text: 'No such entity.' });
+    openai.script(
+      { toolCalls: [{ name: 'records_get', args: { entity: 'nope', uuid: '00000000-0000-4000-8000-000000000009' } }] },
+      { text: 'No such entity.' },
+    );
     const res = await say(id, 'read it', subscriberSession.client);
     expect(res.body.data).toMatchObject({ outcome: 'answered', assistant_message: 'No such entity.' });
     expect(res.body.data.tools_called[0].result_summary).toMatch(/^error: /);
@@ -267,14 +291,28 @@ describe('llm_prompt node', () => {
     const created = await app.admin.post('/api/workflow/v1/workflows', {
       title: `llm ${Math.random()}`,
       trigger: { type: 'manual' },
-      nodes: [{ id: 'ask', type: 'llm_prompt', connection_id: anthropicId, config: { model: 'claude-test', prompt: 'Summarise {{ trigger.topic }}', system: 'Be brief.' } }],
+      nodes: [
+        {
+          id: 'ask',
+          type: 'llm_prompt',
+          connection_id: anthropicId,
+          config: { model: 'claude-test', prompt: 'Summarise {{ trigger.topic }}', system: 'Be brief.' },
+        },
+      ],
       edges: [],
     });
     expect(created.status, created.text).toBe(201);
     anthropic.script({ text: 'A short summary.' });
     const run = await app.admin.post(`/api/workflow/v1/workflows/${created.body.data.id}/run?wait=true&timeout_ms=30000`, { payload: { topic: 'tides' } });
     expect(run.status, run.text).toBe(200);
-    expect(run.body.data).toMatchObject({ status: 'success', output: { text: 'A short summary.', model: 'claude-test', usage: { tokens_in: 13, tokens_out: 5 } } });
-    expect(anthropic.requests.at(-1)!.body).toMatchObject({ model: 'claude-test', system: 'Be brief.', messages: [{ role: 'user', content: [{ type: 'text', text: 'Summarise tides' }] }] });
+    expect(run.body.data).toMatchObject({
+      status: 'success',
+      output: { text: 'A short summary.', model: 'claude-test', usage: { tokens_in: 13, tokens_out: 5 } },
+    });
+    expect(anthropic.requests.at(-1)!.body).toMatchObject({
+      model: 'claude-test',
+      system: 'Be brief.',
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'Summarise tides' }] }],
+    });
   });
 });

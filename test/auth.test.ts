@@ -26,10 +26,7 @@ describe('application passwords (HTTP Basic)', () => {
   });
 
   it('answers 401 in the envelope for a wrong application password, unknown user or other scheme', async () => {
-    for (const client of [
-      app.client({ login: 'admin', password: 'wrong wrong wrong wrong' }),
-      app.client({ login: 'nobody', password: ADMIN_APP_PASSWORD }),
-    ]) {
+    for (const client of [app.client({ login: 'admin', password: 'wrong wrong wrong wrong' }), app.client({ login: 'nobody', password: ADMIN_APP_PASSWORD })]) {
       const res = await client.get('/api/auth/v1/me');
       expect(res.status).toBe(401);
       expect(res.body).toMatchObject({ status: 'fail', error: 'unauthenticated' });
@@ -141,7 +138,9 @@ describe('capabilities', () => {
     const subscriber = await app.createUser('subscriber');
     const editorCaps = (await editor.client.get('/api/auth/v1/me')).body.data.capabilities;
     const subscriberCaps = (await subscriber.client.get('/api/auth/v1/me')).body.data.capabilities;
-    expect(editorCaps).toEqual(expect.arrayContaining(['edit_posts', 'svc_agent_use', 'svc_view_records', 'svc_delete_records', 'svc_manage_workflows']));
+    expect(editorCaps).toEqual(
+      expect.arrayContaining(['edit_posts', 'svc_agent_use', 'svc_agent_approve', 'svc_view_records', 'svc_delete_records', 'svc_manage_workflows']),
+    );
     expect(editorCaps).not.toContain('svc_manage_entities');
     expect(subscriberCaps.sort()).toEqual(['read', 'svc_view_records']);
   });
@@ -167,7 +166,14 @@ describe('logs', () => {
     await app.anonymous.request('POST', '/api/auth/v1/login', { raw: `{"login":"admin","password":"${ADMIN_PASSWORD}"`, contentType: 'application/json' });
     const text = logs.join('\n');
     expect(text).toContain('request_id');
-    for (const secret of [ADMIN_PASSWORD, 'a-wrong-password-123', ADMIN_APP_PASSWORD, cookie.split('=')[1]!, nonce, Buffer.from(`admin:${ADMIN_APP_PASSWORD}`).toString('base64')]) {
+    for (const secret of [
+      ADMIN_PASSWORD,
+      'a-wrong-password-123',
+      ADMIN_APP_PASSWORD,
+      cookie.split('=')[1]!,
+      nonce,
+      Buffer.from(`admin:${ADMIN_APP_PASSWORD}`).toString('base64'),
+    ]) {
       expect(text).not.toContain(secret);
     }
   });

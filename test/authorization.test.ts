@@ -43,6 +43,9 @@ const matrix: Record<string, 'P' | 'A' | 'E' | 'D'> = {
   'POST /api/agent/v1/sessions/{id}/messages': 'E',
   'POST /api/agent/v1/actions/{action_id}/approve': 'E',
   'POST /api/agent/v1/actions/{action_id}/reject': 'E',
+  'GET /api/agent/v1/actions': 'E',
+  'GET /api/agent/v1/actions/{action_id}': 'E',
+  'GET /api/agent/v1/sessions/{id}/actions': 'E',
   'GET /api/management/v1/entities': 'A',
   'POST /api/management/v1/entities': 'D',
   'GET /api/management/v1/entities/{slug}': 'A',
@@ -60,6 +63,13 @@ const matrix: Record<string, 'P' | 'A' | 'E' | 'D'> = {
   'GET /api/management/v1/licenses/{id}': 'D',
   'PATCH /api/management/v1/licenses/{id}': 'D',
   'GET /api/management/v1/licenses/{id}/activations': 'D',
+  'POST /api/management/v1/licence-webhooks': 'D',
+  'GET /api/management/v1/licence-webhooks': 'D',
+  'GET /api/management/v1/licence-webhooks/{id}': 'D',
+  'PATCH /api/management/v1/licence-webhooks/{id}': 'D',
+  'DELETE /api/management/v1/licence-webhooks/{id}': 'D',
+  'GET /api/management/v1/licence-webhooks/{id}/deliveries': 'D',
+  'GET /api/portal/v1/keys': 'P',
   'POST /api/portal/v1/licenses/{key}/activate': 'P',
   'POST /api/portal/v1/licenses/{key}/verify': 'P',
   'POST /api/portal/v1/licenses/{key}/deactivate': 'P',
@@ -103,7 +113,11 @@ afterAll(async () => app?.close());
 const fill = (path: string) =>
   // Entity routes get a slug that does not exist, so the administrator's DELETE in the walk
   // cannot remove the entity the record routes use.
-  path.replace('{entity}', 'thing').replace('{slug}', 'no-such-entity').replace('{uuid}', '00000000-0000-4000-8000-000000000000').replace(/\{[^}]+\}/g, '424242');
+  path
+    .replace('{entity}', 'thing')
+    .replace('{slug}', 'no-such-entity')
+    .replace('{uuid}', '00000000-0000-4000-8000-000000000000')
+    .replace(/\{[^}]+\}/g, '424242');
 
 describe('authorization matrix', () => {
   it('lists every route of the OpenAPI document, and only those', () => {

@@ -19,6 +19,10 @@ describe('configuration', () => {
     ['SVC_BODY_LIMIT', '1gb'],
     ['TRUST_PROXY', 'maybe'],
     ['SVC_ADMIN_PASSWORD', 'short'],
+    ['SVC_AGENT_GATE_TTL', '0'],
+    ['SVC_AGENT_GATE_TTL', '2w'],
+    ['SVC_AGENT_GATE_TTL', '400d'],
+    ['SVC_AGENT_GATE_TTL', '-5m'],
   ])('refuses %s=%s naming the variable', (variable, value) => {
     let error: unknown;
     try {
@@ -33,6 +37,19 @@ describe('configuration', () => {
 
   it('parses sizes and booleans', () => {
     expect(loadConfig({ SVC_BODY_LIMIT: '512kb', TRUST_PROXY: 'true' })).toMatchObject({ SVC_BODY_LIMIT: 512 * 1024, TRUST_PROXY: true });
+  });
+
+  it('parses the gate deadline as seconds or with a unit; 24 h by default', () => {
+    expect(loadConfig({}).SVC_AGENT_GATE_TTL).toBe(86_400);
+    for (const [value, seconds] of [
+      ['900', 900],
+      ['90s', 90],
+      ['15m', 900],
+      ['24H', 86_400],
+      ['7d', 604_800],
+    ] as const) {
+      expect(loadConfig({ SVC_AGENT_GATE_TTL: value }).SVC_AGENT_GATE_TTL, value).toBe(seconds);
+    }
   });
 
   it('stops the process with one clear line naming the variable', async () => {

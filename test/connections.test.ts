@@ -23,7 +23,8 @@ afterAll(async () => {
   await target?.close();
 });
 
-const create = (body: Record<string, unknown>) => app.admin.post(C, { type: 'http_bearer', label: 'API', cred: SECRET, extra: { base_url: target.url }, ...body });
+const create = (body: Record<string, unknown>) =>
+  app.admin.post(C, { type: 'http_bearer', label: 'API', cred: SECRET, extra: { base_url: target.url }, ...body });
 
 describe('storage', () => {
   it('encrypts the credential at rest and only ever shows a masked preview', async () => {
@@ -141,7 +142,10 @@ describe('deletion', () => {
     await app.admin.post(`/api/workflow/v1/workflows/${workflow.id}/activate`);
     const refused = await app.admin.delete(`${C}/${id}`);
     expect(refused.status).toBe(409);
-    expect(refused.body).toMatchObject({ error: 'connection_in_use', data: { workflows: [{ id: workflow.id, slug: workflow.slug, title: 'Uses the connection' }] } });
+    expect(refused.body).toMatchObject({
+      error: 'connection_in_use',
+      data: { workflows: [{ id: workflow.id, slug: workflow.slug, title: 'Uses the connection' }] },
+    });
 
     const forced = await app.admin.delete(`${C}/${id}?force=true`);
     expect(forced.status).toBe(200);
@@ -180,11 +184,19 @@ describe('Temporal history', () => {
     const run = await app.admin.post(`/api/workflow/v1/workflows/${workflow.id}/run?wait=true&timeout_ms=90000`, { payload: { note: marker } });
     expect(run.body.data.status).toBe('success');
     const { client, namespace } = app.stack.services.temporal;
-    const history = await client.workflowService.getWorkflowExecutionHistory({ namespace, execution: { workflowId: app.stack.services.temporal.executionWorkflowId(run.body.data.execution_id) } });
+    const history = await client.workflowService.getWorkflowExecutionHistory({
+      namespace,
+      execution: { workflowId: app.stack.services.temporal.executionWorkflowId(run.body.data.execution_id) },
+    });
     const raw = JSON.stringify(history.history);
     const bytes = Buffer.concat(
       (history.history?.events ?? []).flatMap((e) =>
-        [e.workflowExecutionStartedEventAttributes?.input, e.activityTaskScheduledEventAttributes?.input, e.activityTaskCompletedEventAttributes?.result, e.workflowExecutionCompletedEventAttributes?.result]
+        [
+          e.workflowExecutionStartedEventAttributes?.input,
+          e.activityTaskScheduledEventAttributes?.input,
+          e.activityTaskCompletedEventAttributes?.result,
+          e.workflowExecutionCompletedEventAttributes?.result,
+        ]
           .flatMap((p) => p?.payloads ?? [])
           .map((p) => Buffer.from(p.data ?? new Uint8Array())),
       ),
@@ -195,9 +207,15 @@ describe('Temporal history', () => {
       expect(raw).not.toContain(text);
     }
     // The codec endpoint decodes them for an operator.
-    const payload = history.history!.events!.find((e) => e.workflowExecutionStartedEventAttributes)!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!;
+    const payload = history.history!.events!.find((e) => e.workflowExecutionStartedEventAttributes)!.workflowExecutionStartedEventAttributes!.input!
+      .payloads![0]!;
     const decoded = await app.admin.post('/api/temporal-codec/decode', {
-      payloads: [{ metadata: Object.fromEntries(Object.entries(payload.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')])), data: Buffer.from(payload.data!).toString('base64') }],
+      payloads: [
+        {
+          metadata: Object.fromEntries(Object.entries(payload.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+          data: Buffer.from(payload.data!).toString('base64'),
+        },
+      ],
     });
     expect(decoded.status).toBe(200);
     expect(Buffer.from(decoded.body.payloads[0].data, 'base64').toString()).toContain(marker);

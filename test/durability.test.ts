@@ -22,7 +22,8 @@ const kill = killProcess;
 beforeAll(async () => {
   app = await startTestApp({ worker: false });
   target = await startHttpTarget((req) => (req.url.startsWith('/slow') ? { delayMs: 3000 } : undefined));
-  connectionId = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 't', cred: 'x', extra: { base_url: target.url } })).body.data.id;
+  connectionId = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 't', cred: 'x', extra: { base_url: target.url } })).body
+    .data.id;
 });
 afterAll(async () => {
   await Promise.all(workers.map(kill));
@@ -33,15 +34,21 @@ afterAll(async () => {
 const call = (id: string, path: string) => ({ id, type: 'http_request', connection_id: connectionId, config: { method: 'GET', path } });
 
 async function finished(executionId: number, client = app.admin, timeoutMs = 60_000) {
-  return eventually(async () => {
-    const v = (await client.get(`/api/workflow/v1/executions/${executionId}`)).body.data;
-    return v.status !== 'running' ? v : undefined;
-  }, timeoutMs, `execution ${executionId} to finish`);
+  return eventually(
+    async () => {
+      const v = (await client.get(`/api/workflow/v1/executions/${executionId}`)).body.data;
+      return v.status !== 'running' ? v : undefined;
+    },
+    timeoutMs,
+    `execution ${executionId} to finish`,
+  );
 }
 
 describe('a run the API never got to start', () => {
   it('is closed as start_failed a minute later instead of staying running forever', async () => {
-    const workflow = (await app.admin.post(W, { title: 'Never started', trigger: { type: 'manual' }, nodes: [{ id: 'a', type: 'transform', config: { value: 1 } }] })).body.data;
+    const workflow = (
+      await app.admin.post(W, { title: 'Never started', trigger: { type: 'manual' }, nodes: [{ id: 'a', type: 'transform', config: { value: 1 } }] })
+    ).body.data;
     // As the API leaves it when it dies between writing the record and starting the run.
     const prefix = app.stack.services.temporal.executionWorkflowPrefix;
     const insert = (age: string) =>
@@ -128,7 +135,11 @@ describe('the API restarted', () => {
       })
     ).body.data;
     const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: { keep: true } })).body.data.execution_id;
-    const env = { SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!, TEMPORAL_TASK_QUEUE: app.config.TEMPORAL_TASK_QUEUE, SVC_INSTANCE_ID: app.config.SVC_INSTANCE_ID };
+    const env = {
+      SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!,
+      TEMPORAL_TASK_QUEUE: app.config.TEMPORAL_TASK_QUEUE,
+      SVC_INSTANCE_ID: app.config.SVC_INSTANCE_ID,
+    };
     const second = await startTestApp({ databaseUrl: app.databaseUrl, env });
     try {
       await app.stack.server!.close();

@@ -1,7 +1,8 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import * as addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { RecordsDatabase } from '../src/records/database.js';
+import { Sql } from '../src/db/sql.js';
+import { recordRowTypes } from '../src/records/row-types.js';
 import { EntityCache } from '../src/records/entity-cache.js';
 import { EntityService, type StoredEntity } from '../src/records/entity.service.js';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
@@ -48,9 +49,13 @@ async function columns(table: string) {
   );
 }
 const indexes = async (table: string) =>
-  (await app.sql<{ indexname: string }>(`select indexname from pg_indexes where schemaname = 'records' and tablename = $1 order by 1`, [table])).map((r) => r.indexname);
+  (await app.sql<{ indexname: string }>(`select indexname from pg_indexes where schemaname = 'records' and tablename = $1 order by 1`, [table])).map(
+    (r) => r.indexname,
+  );
 const foreignKeys = async (table: string) =>
-  (await app.sql<{ conname: string }>(`select conname from pg_constraint where conrelid = $1::regclass and contype = 'f'`, [`records.${table}`])).map((r) => r.conname);
+  (await app.sql<{ conname: string }>(`select conname from pg_constraint where conrelid = $1::regclass and contype = 'f'`, [`records.${table}`])).map(
+    (r) => r.conname,
+  );
 
 async function createEntity(definition: object) {
   const res = await app.admin.post(`${root}/entities`, definition);
@@ -66,9 +71,18 @@ describe('entity lifecycle', () => {
     expect(created.capabilities).toEqual({ view: 'svc_view_records', create: 'svc_create_records', edit: 'svc_edit_records', delete: 'svc_delete_records' });
     const cols = await columns('e_contact');
     expect(cols.map((c) => [c.column_name, c.data_type])).toEqual([
-      ['uuid', 'uuid'], ['created_at', 'timestamp with time zone'], ['updated_at', 'timestamp with time zone'],
-      ['email', 'character varying'], ['age', 'bigint'], ['score', 'double precision'], ['vip', 'boolean'], ['stage', 'text'],
-      ['born_on', 'date'], ['seen_at', 'timestamp with time zone'], ['meta', 'jsonb'], ['company', 'uuid'],
+      ['uuid', 'uuid'],
+      ['created_at', 'timestamp with time zone'],
+      ['updated_at', 'timestamp with time zone'],
+      ['email', 'character varying'],
+      ['age', 'bigint'],
+      ['score', 'double precision'],
+      ['vip', 'boolean'],
+      ['stage', 'text'],
+      ['born_on', 'date'],
+      ['seen_at', 'timestamp with time zone'],
+      ['meta', 'jsonb'],
+      ['company', 'uuid'],
     ]);
     expect(cols.find((c) => c.column_name === 'email')!.is_nullable).toBe('NO');
     expect(await indexes('e_contact')).toEqual(['contact__company_idx', 'contact__email_uq', 'contact__seen_at_idx', 'e_contact_pkey']);
@@ -112,7 +126,7 @@ describe('entity lifecycle', () => {
       schema: {
         fields: {
           select: { type: 'string' },
-          'Upper': { type: 'string' },
+          Upper: { type: 'string' },
           owner: { type: 'relation', entity: 'ghost' },
           size: { type: 'integer', default: 5, max: 3 },
           stage: { type: 'enum', values: ['a'], default: 'b' },
@@ -124,8 +138,14 @@ describe('entity lifecycle', () => {
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('validation_failed');
     expect(res.body.data.errors.map((e: { field: string }) => e.field).sort()).toEqual([
-      'lists.default.columns.0', 'lists.default.sort', 'schema.fields.Upper', 'schema.fields.flag.unique', 'schema.fields.owner.entity',
-      'schema.fields.select', 'schema.fields.size.default', 'schema.fields.stage.default',
+      'lists.default.columns.0',
+      'lists.default.sort',
+      'schema.fields.Upper',
+      'schema.fields.flag.unique',
+      'schema.fields.owner.entity',
+      'schema.fields.select',
+      'schema.fields.size.default',
+      'schema.fields.stage.default',
     ]);
     const shape = await app.admin.post(`${root}/entities`, { slug: 'x', name: 'X', schema: { fields: { a: { type: 'text' } } } });
     expect(shape.status).toBe(400);
@@ -142,7 +162,7 @@ describe('entity lifecycle', () => {
     expect((await app.anonymous.get(`${root}/entities`)).status).toBe(401);
   });
 
-  it("hides an entity whose view capability the caller lacks", async () => {
+  it('hides an entity whose view capability the caller lacks', async () => {
     await createEntity({ slug: 'secret', name: 'Secret', schema: { fields: { note: { type: 'string' } } }, capabilities: { view: 'list_users' } });
     const list = await subscriber.client.get(`${root}/entities`);
     expect(list.body.data.items.map((i: { slug: string }) => i.slug)).not.toContain('secret');
@@ -155,13 +175,20 @@ describe('entity lifecycle', () => {
 
 describe('PATCH runs the reconciler', () => {
   beforeAll(async () => {
-    await createEntity({ slug: 'deal', name: 'Deal', schema: { fields: { title: { type: 'string' }, amount: { type: 'integer' }, note: { type: 'string' } } } });
+    await createEntity({
+      slug: 'deal',
+      name: 'Deal',
+      schema: { fields: { title: { type: 'string' }, amount: { type: 'integer' }, note: { type: 'string' } } },
+    });
     await app.sql(`insert into records.e_deal (title, amount, note) values ('a', 1, 'x'), ('b', 2, null), ('b', 3, 'y')`);
   });
 
   it('returns the plan of a dry run and applies nothing', async () => {
     const before = await columns('e_deal');
-    const res = await app.admin.patch(`${root}/entities/deal?dry_run=true`, { name: 'Deals', schema: { fields: { note: null, stage: { type: 'enum', values: ['open', 'won'] } } } });
+    const res = await app.admin.patch(`${root}/entities/deal?dry_run=true`, {
+      name: 'Deals',
+      schema: { fields: { note: null, stage: { type: 'enum', values: ['open', 'won'] } } },
+    });
     expect(res.status).toBe(200);
     expect(res.body.data.applied).toBe(false);
     expect(res.body.data.dry_run.destructive).toBe(true);
@@ -195,7 +222,10 @@ describe('PATCH runs the reconciler', () => {
     });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body.data.dry_run.changes.map((c: { kind: string; field: string }) => `${c.kind}:${c.field}`)).toEqual([
-      'change_type:title', 'change_type:amount', 'set_required:amount', 'add_index:amount',
+      'change_type:title',
+      'change_type:amount',
+      'set_required:amount',
+      'add_index:amount',
     ]);
     // Shortening a string may cut values; widening an integer to a number cannot lose anything.
     expect(res.body.data.dry_run.changes.map((c: { destructive: boolean }) => c.destructive)).toEqual([true, false, false, false]);
@@ -205,7 +235,9 @@ describe('PATCH runs the reconciler', () => {
 
   it('refuses to make a field required while records have no value, all or nothing', async () => {
     await app.sql(`insert into records.e_deal (title, amount) values (null, 4)`);
-    const res = await app.admin.patch(`${root}/entities/deal`, { schema: { fields: { extra: { type: 'string' }, title: { type: 'string', max_length: 50, required: true } } } });
+    const res = await app.admin.patch(`${root}/entities/deal`, {
+      schema: { fields: { extra: { type: 'string' }, title: { type: 'string', max_length: 50, required: true } } },
+    });
     expect(res.status).toBe(409);
     expect(res.body.error).toBe('change_refused');
     expect(res.body.data).toMatchObject({ kind: 'set_required', field: 'title', records: 1 });
@@ -237,9 +269,9 @@ describe('PATCH runs the reconciler', () => {
 describe('definition cache', () => {
   it('serves definitions from memory and drops them when another process changes the entity', async () => {
     // A second service on the same database stands in for another API process.
-    const other = new EntityService(new RecordsDatabase(app.stack.services.orm.em.getKnex()), new EntityCache<StoredEntity>(app.databaseUrl));
+    const other = new EntityService(new Sql(app.stack.services.orm.em.getKnex(), recordRowTypes), new EntityCache<StoredEntity>(app.databaseUrl));
     try {
-      const catalogueReads = vi.spyOn(RecordsDatabase.prototype, 'query');
+      const catalogueReads = vi.spyOn(Sql.prototype, 'query');
       await vi.waitFor(async () => {
         catalogueReads.mockClear();
         await other.require('deal');
@@ -278,7 +310,11 @@ describe('deleting an entity', () => {
   });
 
   it('handles an entity related to itself, which does not protect it from deletion', async () => {
-    await createEntity({ slug: 'employee', name: 'Employee', schema: { fields: { name: { type: 'string' }, manager: { type: 'relation', entity: 'employee' } } } });
+    await createEntity({
+      slug: 'employee',
+      name: 'Employee',
+      schema: { fields: { name: { type: 'string' }, manager: { type: 'relation', entity: 'employee' } } },
+    });
     const boss = (await app.admin.post(`${root}/records/employee`, { name: 'Boss' })).body.data;
     expect((await app.admin.post(`${root}/records/employee`, { name: 'Ann', manager: boss.uuid })).status).toBe(201);
     const res = await app.admin.get(`${root}/records/employee?eql=${encodeURIComponent("manager.name = 'Boss'")}&include=manager`);

@@ -17,7 +17,12 @@ beforeAll(async () => {
     if (req.url.startsWith('/echo')) return { body: { echoed: req.body ? JSON.parse(req.body) : null, auth: req.headers.authorization } };
     return undefined;
   });
-  const conn = await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'target', cred: 'tok-secret-1234', extra: { base_url: target.url } });
+  const conn = await app.admin.post('/api/workflow/v1/connections', {
+    type: 'http_bearer',
+    label: 'target',
+    cred: 'tok-secret-1234',
+    extra: { base_url: target.url },
+  });
   connectionId = conn.body.data.id;
 });
 afterAll(async () => {
@@ -66,7 +71,11 @@ describe('runs', () => {
         { id: 'start', type: 'transform', config: { value: { n: 1 } } },
         { id: 'left', type: 'http_request', connection_id: connectionId, config: { method: 'POST', path: '/echo', body: { side: 'left' } } },
         { id: 'right', type: 'transform', config: { value: 'right' } },
-        { id: 'join', type: 'transform', config: { value: { l: '{{ nodes.left.body.echoed.side }}', r: '{{ nodes.right }}', auth: '{{ nodes.left.body.auth }}' } } },
+        {
+          id: 'join',
+          type: 'transform',
+          config: { value: { l: '{{ nodes.left.body.echoed.side }}', r: '{{ nodes.right }}', auth: '{{ nodes.left.body.auth }}' } },
+        },
       ],
       edges: [
         { from: 'start', to: 'left' },
@@ -121,7 +130,15 @@ describe('runs', () => {
   it('retries a node on 5xx and records the attempts', async () => {
     flakyCalls = 0;
     const id = await create({
-      nodes: [{ id: 'flaky', type: 'http_request', connection_id: connectionId, retry: { max_attempts: 4, initial_interval_ms: 50 }, config: { method: 'GET', path: '/flaky' } }],
+      nodes: [
+        {
+          id: 'flaky',
+          type: 'http_request',
+          connection_id: connectionId,
+          retry: { max_attempts: 4, initial_interval_ms: 50 },
+          config: { method: 'GET', path: '/flaky' },
+        },
+      ],
     });
     const execution = await runAndWait(id);
     expect(execution.status).toBe('success');
@@ -181,7 +198,14 @@ describe('runs', () => {
 });
 
 describe('ended from Temporal', () => {
-  const longRun = () => create({ nodes: [{ id: 'wait', type: 'delay', config: { duration_ms: 60_000 } }, { id: 'after', type: 'transform', config: { value: 1 } }], edges: [{ from: 'wait', to: 'after' }] });
+  const longRun = () =>
+    create({
+      nodes: [
+        { id: 'wait', type: 'delay', config: { duration_ms: 60_000 } },
+        { id: 'after', type: 'transform', config: { value: 1 } },
+      ],
+      edges: [{ from: 'wait', to: 'after' }],
+    });
 
   it('a cancel (as from the Temporal Web UI) ends the execution cancelled', async () => {
     const id = await longRun();

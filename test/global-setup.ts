@@ -37,44 +37,43 @@ export default async function setup(project: TestProject) {
     await rm(workDir, { recursive: true, force: true }).catch(() => undefined);
   };
   try {
+    const [databaseServerUrl, temporalAddress, bundle] = await Promise.all([
+      (async () => {
+        if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
+        const server = new EmbeddedPostgres({ dataDir: join(workDir, 'pg'), port: await freePort(), logger, ephemeral: true });
+        const url = await server.start();
+        stops.push(() => server.stop());
+        return url;
+      })(),
+      (async () => {
+        if (process.env.TEMPORAL_ADDRESS) return process.env.TEMPORAL_ADDRESS;
+        const cli = await provisionTemporalCli(logger, process.env.TEMPORAL_CLI);
+        const server = new TemporalDevServer({ cli, port: await freePort(), uiPort: 0, headless: true, logger });
+        const address = await server.start();
+        stops.push(() => server.stop());
+        return address;
+      })(),
+      bundleWorkflows(),
+    ]);
 
-  const [databaseServerUrl, temporalAddress, bundle] = await Promise.all([
-    (async () => {
-      if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
-      const server = new EmbeddedPostgres({ dataDir: join(workDir, 'pg'), port: await freePort(), logger, ephemeral: true });
-      const url = await server.start();
-      stops.push(() => server.stop());
-      return url;
-    })(),
-    (async () => {
-      if (process.env.TEMPORAL_ADDRESS) return process.env.TEMPORAL_ADDRESS;
-      const cli = await provisionTemporalCli(logger, process.env.TEMPORAL_CLI);
-      const server = new TemporalDevServer({ cli, port: await freePort(), uiPort: 0, headless: true, logger });
-      const address = await server.start();
-      stops.push(() => server.stop());
-      return address;
-    })(),
-    bundleWorkflows(),
-  ]);
+    const admin = new pg.Client({ connectionString: databaseServerUrl });
+    await admin.connect();
+    await admin.query(`drop database if exists ${TEMPLATE_DATABASE}`);
+    await admin.query(`create database ${TEMPLATE_DATABASE}`);
+    await admin.end();
+    const templateUrl = new URL(databaseServerUrl);
+    templateUrl.pathname = `/${TEMPLATE_DATABASE}`;
+    const orm = await openOrm(templateUrl.toString(), logger, 2);
+    await migrate(orm);
+    await orm.close(true);
 
-  const admin = new pg.Client({ connectionString: databaseServerUrl });
-  await admin.connect();
-  await admin.query(`drop database if exists ${TEMPLATE_DATABASE}`);
-  await admin.query(`create database ${TEMPLATE_DATABASE}`);
-  await admin.end();
-  const templateUrl = new URL(databaseServerUrl);
-  templateUrl.pathname = `/${TEMPLATE_DATABASE}`;
-  const orm = await openOrm(templateUrl.toString(), logger, 2);
-  await migrate(orm);
-  await orm.close(true);
+    const workflowBundle = join(workDir, 'workflow-bundle.js');
+    await writeFile(workflowBundle, bundle.code);
 
-  const workflowBundle = join(workDir, 'workflow-bundle.js');
-  await writeFile(workflowBundle, bundle.code);
-
-  project.provide('databaseServerUrl', databaseServerUrl);
-  project.provide('templateDatabase', TEMPLATE_DATABASE);
-  project.provide('temporalAddress', temporalAddress);
-  project.provide('workflowBundle', workflowBundle);
+    project.provide('databaseServerUrl', databaseServerUrl);
+    project.provide('templateDatabase', TEMPLATE_DATABASE);
+    project.provide('temporalAddress', temporalAddress);
+    project.provide('workflowBundle', workflowBundle);
   } catch (err) {
     await teardown();
     throw err;

@@ -11,8 +11,10 @@ let proxied: TestApp;
 
 beforeAll(async () => {
   first = await startTestApp();
-  second = await startTestApp({ databaseUrl: first.databaseUrl });
-  proxied = await startTestApp({ databaseUrl: first.databaseUrl, env: { TRUST_PROXY: 'true', SVC_LICENSE_RATE_LIMIT: '5' } });
+  // Processes of one deployment share the service key (the licence signing key is sealed under it).
+  const key = first.config.SVC_ENCRYPTION_KEY!;
+  second = await startTestApp({ databaseUrl: first.databaseUrl, env: { SVC_ENCRYPTION_KEY: key } });
+  proxied = await startTestApp({ databaseUrl: first.databaseUrl, env: { SVC_ENCRYPTION_KEY: key, TRUST_PROXY: 'true', SVC_LICENSE_RATE_LIMIT: '5' } });
 });
 afterAll(async () => {
   await proxied?.close();
@@ -41,7 +43,11 @@ describe('licence endpoint rate limit', () => {
     }
     const statuses = (await Promise.all(calls)).map((r) => r.status);
     expect(statuses).not.toContain(429);
-    for (const [app, action] of [[first, 'verify'], [second, 'activate'], [first, 'deactivate']] as const) {
+    for (const [app, action] of [
+      [first, 'verify'],
+      [second, 'activate'],
+      [first, 'deactivate'],
+    ] as const) {
       const res = await portal(app.anonymous, license.token, action, action === 'verify' ? {} : s);
       expect(res.status).toBe(429);
       expect(res.body).toMatchObject({ status: 'fail', error: 'rate_limited' });

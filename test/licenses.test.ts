@@ -23,6 +23,16 @@ async function activationsOf(id: number) {
   return (await app.admin.get(`/api/management/v1/licenses/${id}/activations?per_page=100`)).body.data.items as Record<string, unknown>[];
 }
 const pastDate = () => new Date(Date.now() - 60_000).toISOString();
+/** The signature every activate and verify answer carries (its checks: license-signatures.test.ts). */
+const signatureShape = {
+  alg: 'ed25519',
+  key_id: expect.any(String),
+  issued_at: expect.any(String),
+  valid_until: expect.any(String),
+  value: expect.any(String),
+};
+/** What activate says about the licence: verify's fields, for this (now active) site. */
+const activeLicense = expect.objectContaining({ license_status: 'active', site_match: true });
 
 describe('licence status (SPEC section 3, DESIGN section 7)', () => {
   it('verifies an active licence with the SPEC body, expires_at as YYYY-MM-DD HH:MM:SS UTC', async () => {
@@ -37,6 +47,7 @@ describe('licence status (SPEC section 3, DESIGN section 7)', () => {
       site_match: false,
       product_slug: 'seo-suite',
       product_name: 'SEO Suite Pro',
+      signature: signatureShape,
     });
   });
 
@@ -102,7 +113,7 @@ describe('licence status (SPEC section 3, DESIGN section 7)', () => {
     // The reference id sees the slot the token used, and the same activation.
     expect((await activate(license.reference_id, site('https://other.example'))).body.error).toBe('site_limit_reached');
     const again = await activate(license.reference_id, s);
-    expect(again.body.data).toEqual({ activation_id: byToken.body.data.activation_id, reactivated: true });
+    expect(again.body.data).toEqual({ activation_id: byToken.body.data.activation_id, reactivated: true, license: activeLicense, signature: signatureShape });
     expect((await deactivate(license.reference_id, { site_fingerprint: s.site_fingerprint })).status).toBe(200);
     expect((await verify(license.token, { site_fingerprint: s.site_fingerprint })).body.site_match).toBe(false);
   });
@@ -114,7 +125,7 @@ describe('activation state machine (SPEC section 3)', () => {
     const s = site('https://shop.example.com/');
     const res = await activate(license.token, { ...s, wp_version: '6.6.2', php_version: '8.3.1', plugin_version: '2.0.0' });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ status: 'ok', data: { activation_id: expect.any(String) } });
+    expect(res.body).toEqual({ status: 'ok', data: { activation_id: expect.any(String), license: activeLicense, signature: signatureShape } });
     expect((await licenseState(license.id)).active_domains).toBe(1);
     const [activation] = await activationsOf(license.id);
     expect(activation).toMatchObject({
@@ -135,7 +146,7 @@ describe('activation state machine (SPEC section 3)', () => {
     const first = await activate(license.token, { ...s, wp_version: '6.5', php_version: '8.1', plugin_version: '1.0' });
     const second = await activate(license.token, { ...s, wp_version: '6.6', plugin_version: '1.1' });
     expect(second.status).toBe(200);
-    expect(second.body.data).toEqual({ activation_id: first.body.data.activation_id, reactivated: true });
+    expect(second.body.data).toEqual({ activation_id: first.body.data.activation_id, reactivated: true, license: activeLicense, signature: signatureShape });
     expect((await licenseState(license.id)).active_domains).toBe(1);
     const items = await activationsOf(license.id);
     expect(items).toHaveLength(1);
@@ -199,7 +210,7 @@ describe('activation state machine (SPEC section 3)', () => {
     await deactivate(license.token, { site_fingerprint: a.site_fingerprint });
     const back = await activate(license.token, a);
     expect(back.status).toBe(200);
-    expect(back.body.data).toEqual({ activation_id: first.body.data.activation_id });
+    expect(back.body.data).toEqual({ activation_id: first.body.data.activation_id, license: activeLicense, signature: signatureShape });
     expect((await verify(license.token, { site_fingerprint: a.site_fingerprint })).body.site_match).toBe(true);
     // Gone again, and meanwhile another domain took the only slot.
     await deactivate(license.token, { site_fingerprint: a.site_fingerprint });
@@ -214,7 +225,7 @@ describe('activation state machine (SPEC section 3)', () => {
     const fingerprint = site('https://old-home.example').site_fingerprint;
     const first = await activate(license.token, { site_url: 'https://old-home.example', site_fingerprint: fingerprint });
     const moved = await activate(license.token, { site_url: 'https://new-home.example', site_fingerprint: fingerprint });
-    expect(moved.body.data).toEqual({ activation_id: first.body.data.activation_id, reactivated: true });
+    expect(moved.body.data).toEqual({ activation_id: first.body.data.activation_id, reactivated: true, license: activeLicense, signature: signatureShape });
     expect((await activationsOf(license.id)).map((a) => a.domain)).toEqual(['new-home.example']);
     expect((await licenseState(license.id)).active_domains).toBe(1);
     expect((await activate(license.token, site('https://old-home.example'))).status).toBe(409);
@@ -303,7 +314,7 @@ describe('request validation', () => {
     }
     // Checked before the key: a malformed request is malformed whatever the key.
     expect((await activate('unknown-key', {})).status).toBe(400);
-    expect((await activationsOf(license.id))).toHaveLength(0);
+    expect(await activationsOf(license.id)).toHaveLength(0);
   });
 
   it('refuses a site_url with no usable domain', async () => {
@@ -375,10 +386,22 @@ describe('management API', () => {
   });
 
   it('validates what it issues', async () => {
-    const bad = await app.admin.post('/api/management/v1/licenses', { product_slug: 'Bad Slug', product_name: '', domain_limit: 0, expires_at: '2027-02-30', status: 'gold' });
+    const bad = await app.admin.post('/api/management/v1/licenses', {
+      product_slug: 'Bad Slug',
+      product_name: '',
+      domain_limit: 0,
+      expires_at: '2027-02-30',
+      status: 'gold',
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.error).toBe('validation_failed');
-    expect(bad.body.data.errors.map((e: { field: string }) => e.field).sort()).toEqual(['domain_limit', 'expires_at', 'product_name', 'product_slug', 'status']);
+    expect(bad.body.data.errors.map((e: { field: string }) => e.field).sort()).toEqual([
+      'domain_limit',
+      'expires_at',
+      'product_name',
+      'product_slug',
+      'status',
+    ]);
     const dateOnly = await issueLicense(app, { expires_at: '2030-01-31' });
     expect(dateOnly.expires_at).toBe('2030-01-31T23:59:59.000Z');
     const spaced = await issueLicense(app, { expires_at: '2030-01-31 10:00:00' });
@@ -474,7 +497,19 @@ describe('svc license', () => {
   it('create --json prints one JSON object whose token then works through the API; show and revoke', async () => {
     const env = { DATABASE_URL: app.databaseUrl, LOG_LEVEL: 'warn' };
     const created = await runCli(
-      ['license', 'create', '--product-slug', 'cli-product', '--product-name', 'CLI Product', '--domain-limit', '2', '--expires-at', '2033-03-03 03:03:03', '--json'],
+      [
+        'license',
+        'create',
+        '--product-slug',
+        'cli-product',
+        '--product-name',
+        'CLI Product',
+        '--domain-limit',
+        '2',
+        '--expires-at',
+        '2033-03-03 03:03:03',
+        '--json',
+      ],
       env,
     );
     expect(created.code, created.stderr).toBe(0);
@@ -484,7 +519,13 @@ describe('svc license', () => {
     expect(issued).toMatchObject({ token: expect.any(String), reference_id: expect.stringMatching(/^lic_/), status: 'active', domain_limit: 2 });
 
     const res = await verify(issued.token);
-    expect(res.body).toMatchObject({ status: 'ok', expires_at: '2033-03-03 03:03:03', domain_limit: 2, product_slug: 'cli-product', product_name: 'CLI Product' });
+    expect(res.body).toMatchObject({
+      status: 'ok',
+      expires_at: '2033-03-03 03:03:03',
+      domain_limit: 2,
+      product_slug: 'cli-product',
+      product_name: 'CLI Product',
+    });
 
     const shown = await runCli(['license', 'show', issued.reference_id, '--json'], env);
     expect(JSON.parse(shown.stdout)).toMatchObject({ id: issued.id, status: 'active' });
@@ -507,7 +548,11 @@ describe('svc license', () => {
     expect(JSON.parse(missing.stdout)).toMatchObject({ status: 'fail', message: '--domain-limit is required' });
     const bad = await runCli(['license', 'create', '--product-slug', 'x', '--product-name', 'X', '--domain-limit', 'many', '--status', 'gold', '--json'], env);
     expect(JSON.parse(bad.stdout)).toMatchObject({ status: 'fail', error: 'validation_failed' });
-    expect(JSON.parse(bad.stdout).data.errors.map((e: { field: string }) => e.field).sort()).toEqual(['--domain-limit', '--status']);
+    expect(
+      JSON.parse(bad.stdout)
+        .data.errors.map((e: { field: string }) => e.field)
+        .sort(),
+    ).toEqual(['--domain-limit', '--status']);
     const unknown = await runCli(['license', 'show', 'lic_aaaaaaaaaaaaaaaaaaaa', '--json'], env);
     expect(unknown.code).toBe(1);
     expect(JSON.parse(unknown.stdout)).toMatchObject({ status: 'fail', error: 'license_not_found' });

@@ -1,3 +1,4 @@
+import { Sql } from '../src/db/sql.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { openOrm } from '../src/db/orm.js';
@@ -20,7 +21,7 @@ afterAll(async () => {
 
 describe('RateLimiter (batched writes)', () => {
   it('counts every hit exactly when many arrive at once from two processes', async () => {
-    const limiters = [new RateLimiter(app.stack.services.orm.em.getKnex()), new RateLimiter(otherOrm.em.getKnex())];
+    const limiters = [new RateLimiter(app.stack.services.sql), new RateLimiter(new Sql(otherOrm.em.getKnex()))];
     const buckets = ['test:a', 'test:b', 'test:c', 'test:d'];
     const calls = Array.from({ length: 400 }, (_, i) =>
       limiters[i % 2]!.hit(buckets[(i * 7) % buckets.length]!, 60, 3600).then((d) => ({ bucket: buckets[(i * 7) % buckets.length]!, ...d })),
@@ -37,7 +38,7 @@ describe('RateLimiter (batched writes)', () => {
   });
 
   it('keeps windows of different lengths apart and reads them with peek', async () => {
-    const limiter = new RateLimiter(app.stack.services.orm.em.getKnex());
+    const limiter = new RateLimiter(app.stack.services.sql);
     const [short, long] = await Promise.all([limiter.hit('test:window', 5, 60), limiter.hit('test:window', 5, 900)]);
     expect(short.hits).toBe(1);
     expect(long.hits).toBe(1);
@@ -47,7 +48,7 @@ describe('RateLimiter (batched writes)', () => {
   });
 
   it('stores long or unusual bucket names under a digest, so they count like any other', async () => {
-    const limiter = new RateLimiter(app.stack.services.orm.em.getKnex());
+    const limiter = new RateLimiter(app.stack.services.sql);
     const long = `login:${'x'.repeat(300)}:10.0.0.1`;
     const odd = 'login:\u00fcber\u0000:10.0.0.1';
     const [a, b, c] = await Promise.all([limiter.hit(long, 5, 60), limiter.hit(long, 5, 60), limiter.hit(odd, 5, 60)]);
@@ -58,7 +59,7 @@ describe('RateLimiter (batched writes)', () => {
   });
 
   it('fails the waiting hits when PostgreSQL refuses the write, and works again afterwards', async () => {
-    const limiter = new RateLimiter(app.stack.services.orm.em.getKnex());
+    const limiter = new RateLimiter(app.stack.services.sql);
     await app.sql('alter table rate_limit_counters rename to rate_limit_counters_away');
     let results: PromiseSettledResult<unknown>[];
     try {

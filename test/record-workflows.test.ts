@@ -33,10 +33,14 @@ describe('record trigger', () => {
     const created = await app.admin.post(R + '/lead', { name: 'Ada', score: 90 });
     expect(created.status, created.text).toBe(201);
     const uuid = created.body.data.uuid;
-    const run = await eventually(async () => {
-      const list = (await app.admin.get(`/api/workflow/v1/executions?workflow_id=${workflow.body.data.id}&status=success`)).body.data;
-      return list.total ? list.items[0] : undefined;
-    }, 60_000, 'the record-triggered run');
+    const run = await eventually(
+      async () => {
+        const list = (await app.admin.get(`/api/workflow/v1/executions?workflow_id=${workflow.body.data.id}&status=success`)).body.data;
+        return list.total ? list.items[0] : undefined;
+      },
+      60_000,
+      'the record-triggered run',
+    );
     expect(run.trigger).toBe('record');
     const view = (await app.admin.get(`/api/workflow/v1/executions/${run.id}`)).body.data;
     expect(view.trigger_payload).toMatchObject({ entity: 'lead', action: 'created', record: { uuid, name: 'Ada', score: 90 } });
@@ -64,7 +68,7 @@ describe('record trigger', () => {
 });
 
 describe('record nodes', () => {
-  it('create and query records with the owner\'s capabilities', async () => {
+  it("create and query records with the owner's capabilities", async () => {
     const workflow = await app.admin.post(W, {
       title: 'Create and count',
       trigger: { type: 'manual' },

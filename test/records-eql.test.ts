@@ -21,8 +21,14 @@ async function emails(eql: string): Promise<string[]> {
 // The oracle: what each expression means, written in JavaScript over the seeded data. Positive
 // comparisons never match a missing value; negations always do.
 type Check = (p: Person) => boolean;
-const has = <K extends keyof Person>(k: K, test: (v: NonNullable<Person[K]>) => boolean): Check => (p) => p[k] !== null && test(p[k] as NonNullable<Person[K]>);
-const not = (c: Check): Check => (p) => !c(p);
+const has =
+  <K extends keyof Person>(k: K, test: (v: NonNullable<Person[K]>) => boolean): Check =>
+  (p) =>
+    p[k] !== null && test(p[k] as NonNullable<Person[K]>);
+const not =
+  (c: Check): Check =>
+  (p) =>
+    !c(p);
 const size = (p: Person) => companies.find((c) => c.name === p.company)?.size ?? null;
 const time = (s: string) => Date.parse(s);
 
@@ -100,7 +106,10 @@ const cases: Record<string, [string, Check][]> = {
     ["seen_at = '2024-05-01T12:00:00+02:00'", has('seen_at', (v) => time(v) === time('2024-05-01T10:00:00Z'))],
     ["seen_at <= '2024-03-10T11:59:59.000Z'", has('seen_at', (v) => time(v) <= time('2024-03-10T11:59:59Z'))],
     ["seen_at > '2024-05-01T10:00:00Z'", has('seen_at', (v) => time(v) > time('2024-05-01T10:00:00Z'))],
-    ["seen_at in ('2024-01-01T00:00:00Z', '2024-06-15T10:30:00+02:00')", has('seen_at', (v) => [time('2024-01-01T00:00:00Z'), time('2024-06-15T08:30:00Z')].includes(time(v)))],
+    [
+      "seen_at in ('2024-01-01T00:00:00Z', '2024-06-15T10:30:00+02:00')",
+      has('seen_at', (v) => [time('2024-01-01T00:00:00Z'), time('2024-06-15T08:30:00Z')].includes(time(v))),
+    ],
     ["seen_at not in ('2024-01-01T00:00:00Z')", not(has('seen_at', (v) => time(v) === time('2024-01-01T00:00:00Z')))],
     ["seen_at != '2024-01-01T00:00:00Z'", not(has('seen_at', (v) => time(v) === time('2024-01-01T00:00:00Z')))],
     ['seen_at is null', (p) => p.seen_at === null],
@@ -136,10 +145,20 @@ describe('every EQL operator on every field type, against real rows', () => {
         const res = await app.admin.get(`${root}/records/contact?eql=${encodeURIComponent(eql)}`);
         expect(res.status).toBe(400);
         expect(res.body.data.reason).toMatch(/unknown field Stage/);
-        expect(await emails(eql.replace('Stage', 'stage'))).toEqual(people.filter((p) => (p.vip && p.company === 'Acme') || p.stage === null).map((p) => p.email).sort());
+        expect(await emails(eql.replace('Stage', 'stage'))).toEqual(
+          people
+            .filter((p) => (p.vip && p.company === 'Acme') || p.stage === null)
+            .map((p) => p.email)
+            .sort(),
+        );
         return;
       }
-      expect(await emails(eql)).toEqual(people.filter(check).map((p) => p.email).sort());
+      expect(await emails(eql)).toEqual(
+        people
+          .filter(check)
+          .map((p) => p.email)
+          .sort(),
+      );
     });
   }
 
@@ -153,11 +172,25 @@ describe('every EQL operator on every field type, against real rows', () => {
     expect(await emails(`uuid not in ('${ada}', '${bob}')`)).toHaveLength(people.length - 2);
     const acme = seeded.companyIds.get('Acme');
     const globex = seeded.companyIds.get('Globex');
-    const works = (names: string[]) => people.filter((p) => p.company !== null && names.includes(p.company)).map((p) => p.email).sort();
+    const works = (names: string[]) =>
+      people
+        .filter((p) => p.company !== null && names.includes(p.company))
+        .map((p) => p.email)
+        .sort();
     expect(await emails(`company = '${acme}'`)).toEqual(works(['Acme']));
     expect(await emails(`company in ('${acme}', '${globex}')`)).toEqual(works(['Acme', 'Globex']));
-    expect(await emails(`company != '${acme}'`)).toEqual(people.filter((p) => p.company !== 'Acme').map((p) => p.email).sort());
-    expect(await emails(`company not in ('${acme}', '${globex}')`)).toEqual(people.filter((p) => !['Acme', 'Globex'].includes(p.company!)).map((p) => p.email).sort());
+    expect(await emails(`company != '${acme}'`)).toEqual(
+      people
+        .filter((p) => p.company !== 'Acme')
+        .map((p) => p.email)
+        .sort(),
+    );
+    expect(await emails(`company not in ('${acme}', '${globex}')`)).toEqual(
+      people
+        .filter((p) => !['Acme', 'Globex'].includes(p.company!))
+        .map((p) => p.email)
+        .sort(),
+    );
     expect(await emails("created_at > '2000-01-01' and updated_at > '2000-01-01'")).toHaveLength(people.length);
     expect(await emails("created_at < '2000-01-01T00:00:00Z'")).toEqual([]);
   });
@@ -184,13 +217,13 @@ describe('operators that do not fit a field type', () => {
 describe('EQL errors', () => {
   const errors: [string, number, RegExp][] = [
     ["age = 'x'", 6, /takes an integer/],
-    ["nope = 1", 0, /unknown field nope/],
-    ["vip > true", 0, /operator > does not apply/],
+    ['nope = 1', 0, /unknown field nope/],
+    ['vip > true', 0, /operator > does not apply/],
     ["stage ~ 'le'", 0, /operator ~ does not apply/],
     ["meta = 'x'", 0, /does not apply/],
     ["born_on = 'yesterday'", 10, /takes a date/],
-    ["age = 1 and (", 13, /expected a field name/],
-    ["company.ghost = 1", 0, /unknown field company.ghost/],
+    ['age = 1 and (', 13, /expected a field name/],
+    ['company.ghost = 1', 0, /unknown field company.ghost/],
   ];
   it.each(errors)('%j is 400 invalid_eql at %i', async (eql, position, reason) => {
     const res = await app.admin.get(`${root}/records/contact?eql=${encodeURIComponent(eql)}`);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { RecordsDatabase } from '../src/records/database.js';
+import { Sql } from '../src/db/sql.js';
 import type { RecordEvent } from '../src/records/record-events.js';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 import { companies, people, root, seedRecords, type Seeded } from './helpers/records-fixture.js';
@@ -30,7 +30,21 @@ describe('one record', () => {
     expect(record).toMatchObject({ email: 'new@example.com', age: 40, vip: false, stage: null, meta: [{ deep: true }], born_on: '1999-12-31' });
     expect(record.uuid).toMatch(/^[0-9a-f-]{36}$/);
     expect(record.created_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
-    expect(Object.keys(record)).toEqual(['uuid', 'email', 'name', 'age', 'score', 'vip', 'stage', 'born_on', 'seen_at', 'meta', 'company', 'created_at', 'updated_at']);
+    expect(Object.keys(record)).toEqual([
+      'uuid',
+      'email',
+      'name',
+      'age',
+      'score',
+      'vip',
+      'stage',
+      'born_on',
+      'seen_at',
+      'meta',
+      'company',
+      'created_at',
+      'updated_at',
+    ]);
 
     const read = await subscriber.client.get(`${contacts}/${record.uuid}`);
     expect(read.status).toBe(200);
@@ -51,7 +65,14 @@ describe('one record', () => {
 
   it('validates writes against the JSON Schema, listing every failing field', async () => {
     const res = await app.admin.post(contacts, {
-      email: 'not-an-email', age: 1.5, stage: 'nope', born_on: '2020-02-30', seen_at: 'yesterday', vip: 'yes', extra: 1, uuid: randomUUID(),
+      email: 'not-an-email',
+      age: 1.5,
+      stage: 'nope',
+      born_on: '2020-02-30',
+      seen_at: 'yesterday',
+      vip: 'yes',
+      extra: 1,
+      uuid: randomUUID(),
     });
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('validation_failed');
@@ -59,7 +80,11 @@ describe('one record', () => {
     expect(res.body.data.errors.find((e: { field: string }) => e.field === 'stage').message).toContain('"lead"');
     expect(fieldsOf(await app.admin.post(contacts, { name: 'x' }))).toEqual(['email']);
     const ada = seeded.personIds.get('ada@example.com')!;
-    expect(fieldsOf(await app.admin.patch(`${contacts}/${ada}`, { email: null, age: -3, created_at: '2020-01-01T00:00:00Z' }))).toEqual(['age', 'created_at', 'email']);
+    expect(fieldsOf(await app.admin.patch(`${contacts}/${ada}`, { email: null, age: -3, created_at: '2020-01-01T00:00:00Z' }))).toEqual([
+      'age',
+      'created_at',
+      'email',
+    ]);
     expect((await app.admin.post(contacts, ['not', 'an', 'object'])).status).toBe(400);
   });
 
@@ -109,7 +134,7 @@ describe('listing', () => {
   });
 
   it('deep-loads relations with one query per relation, never one per row', async () => {
-    const spy = vi.spyOn(RecordsDatabase.prototype, 'query');
+    const spy = vi.spyOn(Sql.prototype, 'query');
     const res = await app.admin.get(`${contacts}?include=company&fields=email&per_page=200`);
     expect(res.status).toBe(200);
     const companyQueries = spy.mock.calls.filter(([sql]) => sql.includes('"e_company"'));
@@ -117,7 +142,12 @@ describe('listing', () => {
     for (const item of res.body.data.items) {
       const person = people.find((p) => p.email === item.email)!;
       if (person.company === null) expect(item.company).toBeNull();
-      else expect(item.company).toMatchObject({ uuid: seeded.companyIds.get(person.company), name: person.company, size: companies.find((c) => c.name === person.company)!.size });
+      else
+        expect(item.company).toMatchObject({
+          uuid: seeded.companyIds.get(person.company),
+          name: person.company,
+          size: companies.find((c) => c.name === person.company)!.size,
+        });
     }
     const one = await app.admin.get(`${contacts}/${seeded.personIds.get('ada@example.com')}?include=company`);
     expect(one.body.data.company.name).toBe('Acme');
@@ -127,7 +157,12 @@ describe('listing', () => {
   it('paginates 1-based, 20 by default, 200 at most', async () => {
     const page2 = await app.admin.get(`${contacts}?sort=email:asc&per_page=2&page=2&fields=email`);
     expect(page2.body.data).toMatchObject({ total: people.length, page: 2, per_page: 2 });
-    expect(page2.body.data.items.map((r: { email: string }) => r.email)).toEqual(people.map((p) => p.email).sort().slice(2, 4));
+    expect(page2.body.data.items.map((r: { email: string }) => r.email)).toEqual(
+      people
+        .map((p) => p.email)
+        .sort()
+        .slice(2, 4),
+    );
     expect((await app.admin.get(contacts)).body.data.per_page).toBe(20);
     const beyond = await app.admin.get(`${contacts}?page=99`);
     expect(beyond.body.data).toMatchObject({ items: [], total: people.length, page: 99 });
@@ -161,15 +196,29 @@ describe('bulk', () => {
     const { results, ok, failed } = res.body.data;
     expect([ok, failed]).toEqual([3, 7]);
     expect(results.map((r: { status: string; error?: { code: string } }) => r.error?.code ?? r.status)).toEqual([
-      'ok', 'validation_failed', 'conflict', 'ok', 'not_found', 'ok', 'validation_failed', 'invalid_request', 'validation_failed', 'conflict',
+      'ok',
+      'validation_failed',
+      'conflict',
+      'ok',
+      'not_found',
+      'ok',
+      'validation_failed',
+      'invalid_request',
+      'validation_failed',
+      'conflict',
     ]);
     expect(results.map((r: { index: number }) => r.index)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     expect(results[0].uuid).toMatch(/^[0-9a-f-]{36}$/);
     expect(results[1].uuid).toBeNull();
     expect(results[4]).toMatchObject({ op: 'update', uuid: ghost });
     expect(results[2].error.data).toEqual({ field: 'email' });
-    const rows = await app.sql<{ email: string; age: number | null }>(`select email, age::int as age from records.e_contact where email like 'bulk-%' order by email`);
-    expect(rows).toEqual([{ email: 'bulk-1@example.com', age: null }, { email: 'bulk-keep@example.com', age: 18 }]);
+    const rows = await app.sql<{ email: string; age: number | null }>(
+      `select email, age::int as age from records.e_contact where email like 'bulk-%' order by email`,
+    );
+    expect(rows).toEqual([
+      { email: 'bulk-1@example.com', age: null },
+      { email: 'bulk-keep@example.com', age: 18 },
+    ]);
   });
 
   it('answers 400 for more than 100 operations or a malformed list, and changes nothing', async () => {
@@ -205,9 +254,17 @@ describe('capabilities', () => {
 
   it('follows the capabilities an entity overrides', async () => {
     await app.admin.post(`${root}/entities`, {
-      slug: 'memo', name: 'Memo', schema: { fields: { text: { type: 'string' } } }, capabilities: { view: 'read', create: 'svc_manage_entities' },
+      slug: 'memo',
+      name: 'Memo',
+      schema: { fields: { text: { type: 'string' } } },
+      capabilities: { view: 'read', create: 'svc_manage_entities' },
     });
-    await app.admin.post(`${root}/entities`, { slug: 'vault', name: 'Vault', schema: { fields: { text: { type: 'string' } } }, capabilities: { view: 'list_users' } });
+    await app.admin.post(`${root}/entities`, {
+      slug: 'vault',
+      name: 'Vault',
+      schema: { fields: { text: { type: 'string' } } },
+      capabilities: { view: 'list_users' },
+    });
     const denied = await editor.client.post(`${root}/records/memo`, { text: 'x' });
     expect(denied.status).toBe(403);
     expect(denied.body.data.capability).toBe('svc_manage_entities');
@@ -240,7 +297,10 @@ describe('record events', () => {
       ]);
       await vi.waitFor(() => expect(visible).toHaveLength(4));
       expect(events.map((e) => `${e.entity}:${e.action}:${e.record.email}`)).toEqual([
-        'contact:created:ev@example.com', 'contact:updated:ev@example.com', 'contact:deleted:ev@example.com', 'contact:created:ev-bulk@example.com',
+        'contact:created:ev@example.com',
+        'contact:updated:ev@example.com',
+        'contact:deleted:ev@example.com',
+        'contact:created:ev-bulk@example.com',
       ]);
       expect(events[1]!.previous).toMatchObject({ age: null });
       expect(events[1]!.record).toMatchObject({ age: 5 });

@@ -61,8 +61,18 @@ describe('secrets', () => {
     const admin = app.admin;
 
     // Connections: an HTTP credential and a model provider key.
-    const conn = (await seen(admin.post(`${W}/connections`, { type: 'http_bearer', label: 'API', cred: CONNECTION_SECRET, extra: { base_url: target.url } }))).body.data.id;
-    const refused = (await seen(admin.post(`${W}/connections`, { type: 'http_bearer', label: 'Down', cred: CONNECTION_SECRET, extra: { base_url: `http://127.0.0.1:${await freePort()}` } }))).body.data.id;
+    const conn = (await seen(admin.post(`${W}/connections`, { type: 'http_bearer', label: 'API', cred: CONNECTION_SECRET, extra: { base_url: target.url } })))
+      .body.data.id;
+    const refused = (
+      await seen(
+        admin.post(`${W}/connections`, {
+          type: 'http_bearer',
+          label: 'Down',
+          cred: CONNECTION_SECRET,
+          extra: { base_url: `http://127.0.0.1:${await freePort()}` },
+        }),
+      )
+    ).body.data.id;
     const llm = await providerConnection(admin, 'anthropic', provider.url, PROVIDER_KEY);
     expect((await seen(admin.post(`${W}/connections/${conn}/test`))).status).toBe(200);
     expect((await seen(admin.post(`${W}/connections/${refused}/test`))).status).toBe(422);

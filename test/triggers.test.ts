@@ -45,10 +45,14 @@ describe('webhook trigger', () => {
     expect((await app.anonymous.post(url, { name: 'x' }, { headers: { 'x-webhook-secret': secret } })).status).toBe(404);
   });
 
-  it('answers with the last node\'s output when the trigger says respond: last_node', async () => {
+  it("answers with the last node's output when the trigger says respond: last_node", async () => {
     const workflow = await hookWorkflow('last_node');
     await app.admin.post(`${W}/${workflow.id}/activate`);
-    const res = await app.anonymous.post(`/api/workflow/v1/hooks/${workflow.slug}`, { name: 'Ada' }, { headers: { 'x-webhook-secret': workflow.webhook.secret } });
+    const res = await app.anonymous.post(
+      `/api/workflow/v1/hooks/${workflow.slug}`,
+      { name: 'Ada' },
+      { headers: { 'x-webhook-secret': workflow.webhook.secret } },
+    );
     expect(res.status).toBe(200);
     expect(res.body.data).toMatchObject({ status: 'success', output: { got: 'Ada' } });
   });
@@ -84,10 +88,14 @@ describe('schedule trigger', () => {
     const described = await handle.describe();
     expect(described.state.paused).toBe(false);
     expect(described.policies.overlap).toBe('SKIP');
-    const run = await eventually(async () => {
-      const list = (await app.admin.get(`/api/workflow/v1/executions?workflow_id=${id}&status=success`)).body.data;
-      return list.total > 0 ? list.items[0] : undefined;
-    }, 60_000, 'a scheduled run');
+    const run = await eventually(
+      async () => {
+        const list = (await app.admin.get(`/api/workflow/v1/executions?workflow_id=${id}&status=success`)).body.data;
+        return list.total > 0 ? list.items[0] : undefined;
+      },
+      60_000,
+      'a scheduled run',
+    );
     expect(run.trigger).toBe('schedule');
 
     await app.admin.post(`${W}/${id}/deactivate`);
@@ -96,7 +104,11 @@ describe('schedule trigger', () => {
     expect((await handle.describe()).state.paused).toBe(false);
     await app.admin.delete(`${W}/${id}`);
     expect((await handle.describe()).state.paused).toBe(true);
-    await eventually(async () => (await app.admin.get(`/api/workflow/v1/executions?workflow_id=${id}&status=running`)).body.data.total === 0, 10_000, 'runs to settle');
+    await eventually(
+      async () => (await app.admin.get(`/api/workflow/v1/executions?workflow_id=${id}&status=running`)).body.data.total === 0,
+      10_000,
+      'runs to settle',
+    );
     const purged = await app.admin.delete(`${W}/${id}?force=true`);
     expect(purged.status, purged.text).toBe(200);
     await expect(handle.describe()).rejects.toBeInstanceOf(ScheduleNotFoundError);

@@ -184,7 +184,14 @@ describe('listing', () => {
     const all = await c.get(W);
     expect(all.body.data.total).toBe(5);
     expect(all.body.data.items[0]).toEqual({
-      id: expect.any(Number), slug: expect.any(String), title: 'Filler 2', status: 'inactive', trigger_type: 'manual', node_count: 1, description: '', tags: ['ops'],
+      id: expect.any(Number),
+      slug: expect.any(String),
+      title: 'Filler 2',
+      status: 'inactive',
+      trigger_type: 'manual',
+      node_count: 1,
+      description: '',
+      tags: ['ops'],
     });
     expect((await c.get(`${W}?status=active`)).body.data.items.map((i: { title: string }) => i.title)).toEqual(['Nightly backup']);
     expect((await c.get(`${W}?tag=billing`)).body.data.total).toBe(1);
@@ -213,7 +220,7 @@ describe('listing', () => {
     }
   });
 
-  it('hides other users\' workflows (404) unless shared with them', async () => {
+  it("hides other users' workflows (404) unless shared with them", async () => {
     const owner = await app.createUser('editor');
     const viewer = await app.createUser('subscriber');
     const viewerId = (await viewer.client.get('/api/auth/v1/me')).body.data.id;

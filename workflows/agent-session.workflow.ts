@@ -4,7 +4,10 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
+  log,
+  patched,
   proxyActivities,
+  proxyLocalActivities,
   setHandler,
   uuid4,
   workflowInfo,
@@ -12,8 +15,14 @@ import {
 import type { AgentActivities } from '../activities/index.js';
 import { agentDecisionUpdate, agentMessageUpdate, agentStateQuery } from './agent.updates.js';
 import {
-  AGENT_GATED_TOOLS,
+  AGENT_ACTION_NOT_APPROVED,
+  AGENT_GATE_EXPIRY_PATCH,
+  AGENT_LOCAL_BOOKKEEPING_PATCH,
+  AGENT_REJECTION,
+  isGatedTool,
+  type AgentDecision,
   type AgentPendingAction,
+  type AgentRejection,
   type AgentSessionInput,
   type AgentTelemetry,
   type AgentToolCall,
@@ -25,6 +34,15 @@ const store = proxyActivities<AgentActivities>({
   startToCloseTimeout: '30s',
   retry: { initialInterval: '500ms', maximumAttempts: 20, nonRetryableErrorTypes: ['not_found'] },
 });
+
+// A turn's bookkeeping (store the user's message, close the turn) is short and idempotent: as
+// local activities it runs inside the workflow task instead of a dispatch through the server each.
+const localStore = proxyLocalActivities<AgentActivities>({
+  startToCloseTimeout: '30s',
+  retry: { initialInterval: '500ms', maximumAttempts: 20, nonRetryableErrorTypes: ['not_found'] },
+});
+/** Sessions started before AGENT_LOCAL_BOOKKEEPING_PATCH keep regular activities until they continue as new. */
+const bookkeeping = () => (patched(AGENT_LOCAL_BOOKKEEPING_PATCH) ? localStore : store);
 
 // 429 and 5xx come back as retryable `provider_unavailable` failures, so Temporal's backoff is the
 // retry loop; a refused credential, an unreachable host or a malformed answer fail at once.
@@ -62,7 +80,19 @@ function failureOf(err: unknown): { code: string; message: string } {
   return { code: 'provider_error', message: err instanceof Error ? err.message : String(err) };
 }
 
-const refuse = (type: string, message: string) => ApplicationFailure.create({ type, message, nonRetryable: true });
+const refuse = (type: AgentRejection, message: string) => ApplicationFailure.create({ type, message, nonRetryable: true });
+
+/** The type of an activity's ApplicationFailure, if that is what `err` is. */
+function failureType(err: unknown): string | undefined {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  return cause instanceof ApplicationFailure ? (cause.type ?? undefined) : undefined;
+}
+
+/** A gate whose deadline the workflow's main loop watches with a durable timer. */
+interface WatchedGate {
+  actionId: string;
+  ttlMs: number;
+}
 
 /**
  * One chat session. A message and a decision are Temporal updates (not signal + query) because the
@@ -75,33 +105,54 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
   let pending: AgentPendingAction | undefined;
   let suspended: Turn | undefined;
   let handled = 0;
+  /** The pending gate's deadline, while its timer runs (gates opened before the patch have none). */
+  let watched: WatchedGate | undefined;
+  /** The action whose deadline passed and whose expiry is being stored: decisions on it are refused. */
+  let expiring: string | undefined;
 
-  async function drive(turn: Turn, streamChannel: string | undefined, decision?: { actionId: string; approved: boolean; note?: string; decidedBy: number }): Promise<AgentTurnOutcome> {
+  async function drive(turn: Turn, streamChannel: string | undefined, decision?: AgentDecision): Promise<AgentTurnOutcome> {
     const started = Date.now();
     const spent = () => ({ ...turn.telemetry, wall_ms: turn.telemetry.wall_ms + (Date.now() - started) });
     const ids = { sessionId: input.sessionId, turnId: turn.turnId };
     for (;;) {
       const call = turn.queue[0];
       if (call) {
-        const gated = AGENT_GATED_TOOLS.includes(call.name);
+        const gated = isGatedTool(call.name);
         if (gated && !decision) {
-          const action = await store.agentOpenGate({ ...ids, actionId: uuid4(), call });
+          // The marker sits just before the gate's activity, so a history of older code (an
+          // activity here, no marker) replays as it ran: no deadline, no timer. Remove with
+          // deprecatePatch once no session can still hold a run of that code (every session
+          // continues as new after SVC_AGENT_UPDATES_PER_RUN updates).
+          const expiry = patched(AGENT_GATE_EXPIRY_PATCH);
+          const { ttl_ms: ttlMs, ...action } = await store.agentOpenGate({ ...ids, actionId: uuid4(), call, ...(expiry ? { expiry } : {}) });
           pending = action;
           suspended = turn;
+          watched = expiry && ttlMs !== undefined ? { actionId: action.action_id, ttlMs } : undefined;
           turn.telemetry = spent();
           return { outcome: 'gate_pending', pending_action: action, tools_called: turn.toolsCalled, telemetry: turn.telemetry };
         }
         const stepKey = `tool:${turn.turnId}:${turn.modelCalls}:${call.id}`;
-        const result = await store.agentRunTool({ ...ids, stepKey, call, ...(gated && decision ? { decision } : {}), ...(streamChannel ? { streamChannel } : {}) });
+        let result;
+        try {
+          result = await store.agentRunTool({ ...ids, stepKey, call, ...(gated && decision ? { decision } : {}), ...(streamChannel ? { streamChannel } : {}) });
+        } catch (err) {
+          // The activity refused a gated call whose stored action does not allow it. Older code
+          // never saw this failure type, so this branch adds no command to any recorded history.
+          if (failureType(err) !== AGENT_ACTION_NOT_APPROVED) throw err;
+          const error = failureOf(err);
+          turn.telemetry = spent();
+          await bookkeeping().agentFinishTurn({ ...ids, step: turn.modelCalls, telemetry: turn.telemetry, error });
+          return { outcome: 'failed', error, tools_called: turn.toolsCalled, telemetry: turn.telemetry };
+        }
         decision = undefined;
         turn.queue.shift();
-        turn.toolsCalled.push({ name: call.name, args: call.args, result_summary: result.summary });
+        turn.toolsCalled.push({ name: call.name, args: result.args ?? call.args, result_summary: result.summary });
         continue;
       }
       if (turn.modelCalls >= input.maxModelCalls) {
         const message = `I stopped here: this turn reached its limit of ${input.maxModelCalls} model calls. Send another message to let me continue.`;
         turn.telemetry = spent();
-        await store.agentFinishTurn({ ...ids, step: turn.modelCalls, telemetry: turn.telemetry, closingMessage: message });
+        await bookkeeping().agentFinishTurn({ ...ids, step: turn.modelCalls, telemetry: turn.telemetry, closingMessage: message });
         return { outcome: 'answered', assistant_message: message, tools_called: turn.toolsCalled, telemetry: turn.telemetry };
       }
       let reply;
@@ -110,7 +161,7 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
       } catch (err) {
         const error = failureOf(err);
         turn.telemetry = spent();
-        await store.agentFinishTurn({ ...ids, step: turn.modelCalls, telemetry: turn.telemetry, error });
+        await bookkeeping().agentFinishTurn({ ...ids, step: turn.modelCalls, telemetry: turn.telemetry, error });
         return { outcome: 'failed', error, tools_called: turn.toolsCalled, telemetry: turn.telemetry };
       }
       turn.modelCalls++;
@@ -122,7 +173,7 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
         continue;
       }
       turn.telemetry = spent();
-      await store.agentFinishTurn({ ...ids, step: turn.modelCalls, telemetry: turn.telemetry });
+      await bookkeeping().agentFinishTurn({ ...ids, step: turn.modelCalls, telemetry: turn.telemetry });
       return { outcome: 'answered', assistant_message: reply.text, tools_called: turn.toolsCalled, telemetry: turn.telemetry };
     }
   }
@@ -133,8 +184,14 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
       busy = true;
       handled++;
       try {
-        await store.agentBeginTurn({ sessionId: input.sessionId, turnId: args.turnId, content: args.content });
-        const turn: Turn = { turnId: args.turnId, modelCalls: 0, queue: [], toolsCalled: [], telemetry: { tokens_in: 0, tokens_out: 0, wall_ms: 0, cost_usd: 0 } };
+        await bookkeeping().agentBeginTurn({ sessionId: input.sessionId, turnId: args.turnId, content: args.content });
+        const turn: Turn = {
+          turnId: args.turnId,
+          modelCalls: 0,
+          queue: [],
+          toolsCalled: [],
+          telemetry: { tokens_in: 0, tokens_out: 0, wall_ms: 0, cost_usd: 0 },
+        };
         return await drive(turn, args.streamChannel);
       } finally {
         busy = false;
@@ -142,8 +199,8 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
     },
     {
       validator: (_args) => {
-        if (busy) throw refuse('turn_in_progress', 'A turn of this session is still running; wait for its outcome');
-        if (pending) throw refuse('gate_pending', 'This session waits for a decision on its pending action');
+        if (busy) throw refuse(AGENT_REJECTION.turnInProgress, 'A turn of this session is still running; wait for its outcome');
+        if (pending) throw refuse(AGENT_REJECTION.gatePending, 'This session waits for a decision on its pending action');
       },
     },
   );
@@ -156,25 +213,77 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
       const turn = suspended!;
       pending = undefined;
       suspended = undefined;
+      watched = undefined;
       try {
-        return await drive(turn, args.streamChannel, { actionId: args.actionId, approved: args.approved, decidedBy: args.decidedBy, ...(args.note !== undefined ? { note: args.note } : {}) });
+        return await drive(turn, args.streamChannel, {
+          actionId: args.actionId,
+          approved: args.approved,
+          decidedBy: args.decidedBy,
+          ...(args.note !== undefined ? { note: args.note } : {}),
+          ...(args.editedArgs ? { editedArgs: args.editedArgs } : {}),
+        });
       } finally {
         busy = false;
       }
     },
     {
       validator: (args) => {
-        if (busy) throw refuse('turn_in_progress', 'A turn of this session is still running; wait for its outcome');
-        if (!pending || !suspended || pending.action_id !== args.actionId) throw refuse('action_not_pending', 'This action is not waiting for a decision');
+        if (busy) throw refuse(AGENT_REJECTION.turnInProgress, 'A turn of this session is still running; wait for its outcome');
+        if (expiring === args.actionId) throw refuse(AGENT_REJECTION.actionExpired, 'This action expired before it was decided');
+        if (!pending || !suspended || pending.action_id !== args.actionId)
+          throw refuse(AGENT_REJECTION.actionNotPending, 'This action is not waiting for a decision');
       },
     },
   );
 
   setHandler(agentStateQuery, () => ({ busy, pending: pending ?? null }));
 
+  /**
+   * Waits for a decision on the watched gate until its deadline (a durable timer: a worker restart
+   * does not lose it). When none came, the action is stored as expired and the turn goes on with
+   * the model, which reads the expiry as the tool's result; no caller waits for that outcome, so
+   * it is in the session history (and the next turn's `done` names the expired action).
+   */
+  async function watch(gate: WatchedGate): Promise<void> {
+    const stillPending = () => pending?.action_id === gate.actionId;
+    await condition(() => !stillPending(), gate.ttlMs);
+    if (watched === gate) watched = undefined;
+    if (!stillPending() || busy) return;
+    expiring = gate.actionId;
+    let status;
+    try {
+      ({ status } = await store.agentExpireAction({ sessionId: input.sessionId, actionId: gate.actionId }));
+    } catch (err) {
+      log.warn('The expiry of an agent action could not be stored; it waits for a decision instead', { actionId: gate.actionId, error: String(err) });
+      return;
+    } finally {
+      expiring = undefined;
+    }
+    // A decision stored just before the deadline wins; its update is on its way.
+    if (status !== 'expired' || !stillPending()) return;
+    const turn = suspended!;
+    pending = undefined;
+    suspended = undefined;
+    busy = true;
+    try {
+      await drive(turn, undefined, { actionId: gate.actionId, approved: false, expired: true });
+    } catch (err) {
+      // The turn's failure is the session's to report, not a reason to end the session workflow.
+      log.warn('An agent turn resumed after an expiry failed', { actionId: gate.actionId, error: String(err) });
+    } finally {
+      busy = false;
+    }
+  }
+
   // A session lives as long as its user keeps talking; it continues as new between turns (never
-  // while a turn runs or a gate waits, whose state would otherwise have to travel along).
-  await condition(() => !busy && !pending && (handled >= input.updatesPerRun || workflowInfo().continueAsNewSuggested));
+  // while a turn runs or a gate waits, whose state would otherwise have to travel along). Between
+  // turns it watches the deadline of a pending gate.
+  const mayContinueAsNew = () => !busy && !pending && (handled >= input.updatesPerRun || workflowInfo().continueAsNewSuggested);
+  for (;;) {
+    await condition(() => watched !== undefined || mayContinueAsNew());
+    if (!watched) break;
+    await watch(watched);
+  }
   await condition(allHandlersFinished);
   await continueAsNew<typeof agentSession>(input);
 }

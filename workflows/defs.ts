@@ -49,16 +49,34 @@ export interface RunGraphInput {
   replayOf?: number;
 }
 
+/**
+ * How the interpreter runs a node of a type, as the node registry says: an activity, a local
+ * activity (pure and fast: no dispatch through the server), a durable timer (config
+ * `duration_ms`), or a child run of another stored workflow.
+ */
+export type NodeRunMode = 'activity' | 'local' | 'timer' | 'child';
+
 export interface BeganExecution {
   executionId: number;
   version: number;
   graph: Graph;
-  /** Pure node types are run as local activities (decided by the worker's configuration). */
-  localPureNodes: boolean;
-  pureTypes: string[];
+  /** Node type -> how it runs (the worker's registry and configuration decide). */
+  runModes?: Record<string, NodeRunMode>;
+  /** Earlier workflow code reads these instead: pure types run locally when this is set. */
+  localPureNodes?: boolean;
+  pureTypes?: string[];
 }
 
-export type NodeStatus = 'success' | 'failed' | 'skipped';
+/** A run mode for a node type, also for runs begun before runModes existed (their recorded answer). */
+export function runModeOf(began: BeganExecution, type: string): NodeRunMode {
+  const mode = began.runModes?.[type];
+  if (mode) return mode;
+  if (type === 'delay') return 'timer';
+  if (type === 'run_workflow') return 'child';
+  return began.localPureNodes && (began.pureTypes ?? []).includes(type) ? 'local' : 'activity';
+}
+
+export type NodeStatus = 'success' | 'failed' | 'skipped' | 'cancelled';
 export type ExecutionStatus = 'running' | 'success' | 'failed' | 'partial' | 'cancelled';
 
 export interface NodeError {
@@ -86,18 +104,47 @@ export interface RunNodeOutput {
   branch?: string;
 }
 
-/** Error types thrown by node activities as non-retryable ApplicationFailures. */
-export const NODE_ERROR_TYPES = [
-  'validation_failed',
-  'expression_error',
-  'connection_missing',
-  'http_error',
-  'node_failed',
-  'output_too_large',
-  'timeout',
-  'provider_error',
-  'provider_auth_failed',
-] as const;
+/**
+ * Every error code a node activity ends with, in one list: a `refusal` is final (the same input
+ * fails the same way), so Temporal never retries it; `retried` codes (`node_failed` is an
+ * unexpected error: a crash, a dropped connection) are retried under the node's retry policy;
+ * `per_failure` codes say on each failure (an HTTP 4xx answer is final, a 429, 5xx or network
+ * error is retried). Codes of other features that reach a node (a record's `conflict`, a `fail`
+ * node's own code) carry their retryability on the failure itself.
+ */
+export const NODE_ERRORS = {
+  validation_failed: 'refusal',
+  expression_error: 'refusal',
+  connection_missing: 'refusal',
+  output_too_large: 'refusal',
+  not_found: 'refusal',
+  forbidden: 'refusal',
+  provider_auth_failed: 'refusal',
+  http_error: 'per_failure',
+  provider_error: 'per_failure',
+  timeout: 'retried',
+  node_failed: 'retried',
+} as const satisfies Record<string, 'refusal' | 'retried' | 'per_failure'>;
+
+export type NodeErrorCode = keyof typeof NODE_ERRORS;
+
+/** The refusals: the `nonRetryableErrorTypes` of every node activity. */
+export const NODE_REFUSALS: readonly string[] = Object.entries(NODE_ERRORS)
+  .filter(([, kind]) => kind === 'refusal')
+  .map(([code]) => code);
+
+/** Memo key the workflow upserts when a node starts (the reset point of a replay from that node). */
+export const NODE_STARTED_MEMO = 'node';
+/** Memo key upserted when a node finishes, so a reset knows what finished before it. */
+export const NODE_FINISHED_MEMO = 'finished';
+export interface NodeFinishedMemo {
+  node: string;
+  /** It ran as a local activity: its result belongs to the workflow task that saw it finish. */
+  local: boolean;
+}
+
+/** patched() id of the finished-memo; runs started before it carry none. */
+export const NODE_FINISHED_MEMO_PATCH = 'node-finished-memo';
 
 /** Activity ids of node activities; replay-from-node finds a node's events by this id. */
 export const nodeActivityId = (nodeId: string) => `node:${nodeId}`;
@@ -107,8 +154,31 @@ export const nodeActivityId = (nodeId: string) => `node:${nodeId}`;
 export const AGENT_SESSION_WORKFLOW = 'agentSession';
 export const agentSessionWorkflowId = (sessionId: string) => `agent-session-${sessionId}`;
 
-/** Tools with side effects: the turn stops at the gate until the call is approved or rejected. */
-export const AGENT_GATED_TOOLS: readonly string[] = ['records_create', 'records_update', 'records_delete', 'workflow_run'];
+/**
+ * Tools with side effects: the turn stops at the gate until the call is approved, rejected or
+ * expires. The one declaration of which tools are gated: the workflow reads it here (it may not
+ * import src/), the tool registry in src/agent/agent.tools.ts derives each tool's `gated` from it
+ * and the tool activity refuses to run one of these without an approved action.
+ */
+export const AGENT_GATED_TOOLS = ['records_create', 'records_update', 'records_delete', 'workflow_run'] as const;
+export type AgentGatedTool = (typeof AGENT_GATED_TOOLS)[number];
+export const isGatedTool = (name: string): name is AgentGatedTool => (AGENT_GATED_TOOLS as readonly string[]).includes(name);
+
+/**
+ * patched() id of the gate's expiry: a gate opened before it (a history without the marker) has no
+ * deadline and no timer, as before; every gate opened after it gets both.
+ */
+export const AGENT_GATE_EXPIRY_PATCH = 'agent-gate-expiry';
+/** patched() id: a turn's begin and finish bookkeeping as local activities. */
+export const AGENT_LOCAL_BOOKKEEPING_PATCH = 'agent-local-bookkeeping';
+
+/** Who may decide a session's pending actions (chosen when the session is created). */
+export const AGENT_APPROVAL_POLICIES = ['owner', 'others', 'any'] as const;
+export type AgentApprovalPolicy = (typeof AGENT_APPROVAL_POLICIES)[number];
+
+/** States of a gated action; only `pending` ever changes, once. */
+export const AGENT_ACTION_STATUSES = ['pending', 'approved', 'rejected', 'expired'] as const;
+export type AgentActionStatus = (typeof AGENT_ACTION_STATUSES)[number];
 
 export interface AgentSessionInput {
   sessionId: string;
@@ -142,6 +212,27 @@ export interface AgentPendingAction {
   tool: string;
   args: Record<string, unknown>;
   summary: string;
+  /** When the action expires unless decided; absent for actions opened without expiry. */
+  expires_at?: string | null;
+}
+
+/** What the gate activity answers: the pending action, and how long it may wait when it expires. */
+export interface AgentOpenedGate extends AgentPendingAction {
+  /** Milliseconds until expiry (the workflow's timer); absent when the gate was opened without expiry. */
+  ttl_ms?: number;
+}
+
+/** A decision as the session workflow passes it to the tool activity. */
+export interface AgentDecision {
+  actionId: string;
+  approved: boolean;
+  /** The action expired undecided (then `approved` is false and nobody decided it). */
+  expired?: boolean;
+  note?: string;
+  /** Absent for an expiry. */
+  decidedBy?: number;
+  /** Arguments the approver replaced the model's with (validated by the API). */
+  editedArgs?: Record<string, unknown>;
 }
 
 /** What a message, an approval or a rejection answers: the turn's next outcome. */
@@ -162,11 +253,26 @@ export interface AgentDecisionArgs {
   approved: boolean;
   note?: string;
   decidedBy: number;
+  /** Approve only: the arguments the tool runs with instead of the model's. */
+  editedArgs?: Record<string, unknown>;
   streamChannel?: string;
 }
 
-/** Reasons the session workflow refuses an update before accepting it (update validators). */
-export const AGENT_REJECTIONS = ['turn_in_progress', 'gate_pending', 'action_not_pending'] as const;
+/**
+ * Reasons the session workflow refuses an update before accepting it (update validators), and
+ * the API's 409 codes for them (`action_not_pending` is answered as `action_already_decided`).
+ */
+export const AGENT_REJECTION = {
+  turnInProgress: 'turn_in_progress',
+  gatePending: 'gate_pending',
+  actionNotPending: 'action_not_pending',
+  actionExpired: 'action_expired',
+} as const;
+export type AgentRejection = (typeof AGENT_REJECTION)[keyof typeof AGENT_REJECTION];
+export const AGENT_REJECTIONS: readonly AgentRejection[] = Object.values(AGENT_REJECTION);
+
+/** Failure type of the tool activity when asked to run a gated tool without a matching approved action. */
+export const AGENT_ACTION_NOT_APPROVED = 'action_not_approved';
 
 export interface AgentModelCallInput {
   sessionId: string;
@@ -189,8 +295,11 @@ export interface AgentToolRunInput {
   turnId: string;
   stepKey: string;
   call: AgentToolCall;
-  /** For a gated tool: the decision; a rejection is recorded as the tool's result and nothing runs. */
-  decision?: { actionId: string; approved: boolean; note?: string; decidedBy: number };
+  /**
+   * For a gated tool: the decision; a rejection or an expiry is recorded as the tool's result and
+   * nothing runs. The activity checks it against the stored action before it runs anything.
+   */
+  decision?: AgentDecision;
   streamChannel?: string;
 }
 
@@ -204,3 +313,27 @@ export interface AgentTurnEnd {
   closingMessage?: string;
   error?: { code: string; message: string };
 }
+
+// ---- Licence webhooks -------------------------------------------------------------------------
+
+export const LICENSE_WEBHOOK_WORKFLOW = 'deliverLicenseWebhook';
+
+/** One delivery of a licence event to one vendor webhook; its retry policy comes from the configuration. */
+export interface LicenseWebhookInput {
+  deliveryId: string;
+  /** Attempts before the delivery is recorded as failed. */
+  maxAttempts: number;
+  /** Wait before the second attempt; each further wait doubles. */
+  retryMs: number;
+  /** How long one request may take. */
+  timeoutMs: number;
+}
+
+export interface LicenseWebhookResult {
+  deliveryId: string;
+  status: 'delivered' | 'failed';
+  attempts: number;
+}
+
+/** Non-retryable failure types of the send activity: retrying cannot help. */
+export const LICENSE_WEBHOOK_FINAL_ERRORS = ['not_found', 'webhook_inactive'] as const;

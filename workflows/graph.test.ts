@@ -10,7 +10,15 @@ const graph = (nodes: string[], edges: [string, string, string?][]): Graph => ({
 
 describe('GraphState', () => {
   it('starts roots together, then nodes whose inputs are all decided', () => {
-    const state = new GraphState(graph(['a', 'b', 'c'], [['a', 'c'], ['b', 'c']]));
+    const state = new GraphState(
+      graph(
+        ['a', 'b', 'c'],
+        [
+          ['a', 'c'],
+          ['b', 'c'],
+        ],
+      ),
+    );
     expect(state.ready()).toEqual(['a', 'b']);
     state.complete('a');
     expect(state.ready()).toEqual([]); // the join waits for b
@@ -19,7 +27,16 @@ describe('GraphState', () => {
   });
 
   it('skips the branch not taken, and everything only it leads to', () => {
-    const state = new GraphState(graph(['if', 'yes', 'no', 'after-no'], [['if', 'yes', 'true'], ['if', 'no', 'false'], ['no', 'after-no']]));
+    const state = new GraphState(
+      graph(
+        ['if', 'yes', 'no', 'after-no'],
+        [
+          ['if', 'yes', 'true'],
+          ['if', 'no', 'false'],
+          ['no', 'after-no'],
+        ],
+      ),
+    );
     expect(state.ready()).toEqual(['if']);
     state.complete('if', 'true');
     expect(state.ready()).toEqual(['yes']);
@@ -27,7 +44,17 @@ describe('GraphState', () => {
   });
 
   it('runs a join when at least one input is live and the others are dead', () => {
-    const state = new GraphState(graph(['if', 'yes', 'no', 'join'], [['if', 'yes', 'true'], ['if', 'no', 'false'], ['yes', 'join'], ['no', 'join']]));
+    const state = new GraphState(
+      graph(
+        ['if', 'yes', 'no', 'join'],
+        [
+          ['if', 'yes', 'true'],
+          ['if', 'no', 'false'],
+          ['yes', 'join'],
+          ['no', 'join'],
+        ],
+      ),
+    );
     state.ready();
     state.complete('if', 'false');
     expect(state.ready()).toEqual(['no']);
@@ -37,7 +64,15 @@ describe('GraphState', () => {
   });
 
   it('treats seeded nodes as done and reports unfinished ones', () => {
-    const state = new GraphState(graph(['a', 'b', 'c'], [['a', 'b'], ['b', 'c']]));
+    const state = new GraphState(
+      graph(
+        ['a', 'b', 'c'],
+        [
+          ['a', 'b'],
+          ['b', 'c'],
+        ],
+      ),
+    );
     state.seed('a');
     expect(state.ready()).toEqual(['b']);
     expect(state.unfinished()).toEqual(['b', 'c']);
@@ -47,8 +82,33 @@ describe('GraphState', () => {
 describe('graph helpers', () => {
   it('finds cycles and ancestors', () => {
     expect(findCycle(graph(['a', 'b'], [['a', 'b']]))).toBeUndefined();
-    expect(findCycle(graph(['a', 'b', 'c'], [['a', 'b'], ['b', 'c'], ['c', 'b']]))).toEqual(['b', 'c', 'b']);
-    expect([...ancestors(graph(['a', 'b', 'c', 'd'], [['a', 'b'], ['b', 'c'], ['d', 'c']]), 'c')].sort()).toEqual(['a', 'b', 'd']);
+    expect(
+      findCycle(
+        graph(
+          ['a', 'b', 'c'],
+          [
+            ['a', 'b'],
+            ['b', 'c'],
+            ['c', 'b'],
+          ],
+        ),
+      ),
+    ).toEqual(['b', 'c', 'b']);
+    expect(
+      [
+        ...ancestors(
+          graph(
+            ['a', 'b', 'c', 'd'],
+            [
+              ['a', 'b'],
+              ['b', 'c'],
+              ['d', 'c'],
+            ],
+          ),
+          'c',
+        ),
+      ].sort(),
+    ).toEqual(['a', 'b', 'd']);
   });
 
   it('reads the node outputs an expression names', () => {

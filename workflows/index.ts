@@ -2,3 +2,4 @@
 // nothing from src/ (a test checks the imports). Side effects live in activities/.
 export { runGraph } from './run-graph.workflow.js';
 export { agentSession } from './agent-session.workflow.js';
+export { deliverLicenseWebhook } from './license-webhook.workflow.js';

@@ -5,6 +5,7 @@ import {
   ChildWorkflowFailure,
   executeChild,
   isCancellation,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   sleep,
@@ -14,8 +15,14 @@ import {
 } from '@temporalio/workflow';
 import type { ControlActivities, NodeActivities } from '../activities/index.js';
 import {
+  NODE_FINISHED_MEMO,
+  NODE_FINISHED_MEMO_PATCH,
+  NODE_REFUSALS,
+  NODE_STARTED_MEMO,
   RUN_GRAPH_WORKFLOW,
   nodeActivityId,
+  runModeOf,
+  type NodeFinishedMemo,
   type GraphNode,
   type NodeError,
   type RunGraphInput,
@@ -34,8 +41,6 @@ const localControl = proxyLocalActivities<ControlActivities>({
   retry: { initialInterval: '500ms', maximumAttempts: 20 },
 });
 
-const NON_RETRYABLE = ['validation_failed', 'expression_error', 'connection_missing', 'node_failed', 'output_too_large', 'not_found'];
-
 function activityOptions(node: GraphNode): ActivityOptions {
   const retry = node.retry ?? {};
   return {
@@ -48,7 +53,7 @@ function activityOptions(node: GraphNode): ActivityOptions {
       initialInterval: retry.initial_interval_ms ?? 1_000,
       backoffCoefficient: retry.backoff_coefficient ?? 2,
       ...(retry.max_interval_ms ? { maximumInterval: retry.max_interval_ms } : {}),
-      nonRetryableErrorTypes: NON_RETRYABLE,
+      nonRetryableErrorTypes: [...NODE_REFUSALS],
     },
   };
 }
@@ -70,8 +75,7 @@ function nodeErrorOf(err: unknown): NodeError {
 export async function runGraph(input: RunGraphInput): Promise<RunGraphResult> {
   // Bookkeeping runs as local activities: no task round trip through the server for each.
   const began = await localControl.beginExecution(input, workflowInfo().runId);
-  const { executionId, graph } = began;
-  const pure = new Set(began.pureTypes);
+  const { graph } = began;
   const nodes = new Map(graph.nodes.map((n) => [n.id, n]));
   const state = new GraphState(graph);
   const outputs: Record<string, unknown> = {};
@@ -79,6 +83,9 @@ export async function runGraph(input: RunGraphInput): Promise<RunGraphResult> {
   let failure: RunGraphResult['error'];
   let partial = false;
   let cancelled: unknown;
+  /** Workflow time each node started; the nodes a cancel interrupted. */
+  const startedAt = new Map<string, number>();
+  const interrupted: { id: string; type: string; startedAt: number }[] = [];
 
   for (const [id, output] of Object.entries(input.seed ?? {})) {
     outputs[id] = output;
@@ -87,7 +94,8 @@ export async function runGraph(input: RunGraphInput): Promise<RunGraphResult> {
   }
 
   const runNode = async (node: GraphNode): Promise<RunNodeOutput> => {
-    if (node.type === 'delay') {
+    const mode = runModeOf(began, node.type);
+    if (mode === 'timer') {
       const startedAt = Date.now();
       await localControl.recordNodeStart(node, workflowInfo().runId);
       await sleep(Number(node.config.duration_ms));
@@ -95,7 +103,7 @@ export async function runGraph(input: RunGraphInput): Promise<RunGraphResult> {
       await localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'success', output, startedAt });
       return { output };
     }
-    if (node.type === 'run_workflow') {
+    if (mode === 'child') {
       const startedAt = Date.now();
       const child = await control.prepareChildRun(node, { trigger: input.payload, nodes: contextFor(node, outputs) }, workflowInfo().runId);
       try {
@@ -113,25 +121,36 @@ export async function runGraph(input: RunGraphInput): Promise<RunGraphResult> {
       }
     }
     const { activityId: _id, heartbeatTimeout: _hb, ...localOptions } = activityOptions(node);
-    const activities =
-      began.localPureNodes && pure.has(node.type) ? proxyLocalActivities<NodeActivities>(localOptions) : proxyActivities<NodeActivities>(activityOptions(node));
+    const activities = runsLocally(node) ? proxyLocalActivities<NodeActivities>(localOptions) : proxyActivities<NodeActivities>(activityOptions(node));
     return activities.runNode({ node, context: { trigger: input.payload, nodes: contextFor(node, outputs) } });
+  };
+
+  const runsLocally = (node: GraphNode) => runModeOf(began, node.type) === 'local';
+
+  /** A marker in history: a reset knows this node finished in this workflow task. */
+  const markFinished = (node: GraphNode) => {
+    // Added after runs were already in flight: their histories carry no such command.
+    if (patched(NODE_FINISHED_MEMO_PATCH)) upsertMemo({ [NODE_FINISHED_MEMO]: { node: node.id, local: runsLocally(node) } satisfies NodeFinishedMemo });
   };
 
   const runOne = async (id: string) => {
     const node = nodes.get(id)!;
     // A marker in history: replay-from-node resets to the workflow task that started this node.
-    upsertMemo({ node: id });
+    upsertMemo({ [NODE_STARTED_MEMO]: id });
+    startedAt.set(id, Date.now());
     try {
       const result = await runNode(node);
       outputs[id] = result.output;
       lastOutput = result.output;
       state.complete(id, result.branch);
+      markFinished(node);
     } catch (err) {
       if (isCancellation(err)) {
         cancelled ??= err;
+        interrupted.push({ id, type: node.type, startedAt: startedAt.get(id)! });
         return;
       }
+      markFinished(node);
       const error = nodeErrorOf(err);
       if (node.on_error === 'continue') {
         partial = true;
@@ -146,7 +165,11 @@ export async function runGraph(input: RunGraphInput): Promise<RunGraphResult> {
   const running = new Map<string, Promise<void>>();
   for (;;) {
     if (!failure && !cancelled) {
-      for (const id of state.ready()) running.set(id, runOne(id).finally(() => running.delete(id)));
+      for (const id of state.ready())
+        running.set(
+          id,
+          runOne(id).finally(() => running.delete(id)),
+        );
     }
     if (running.size === 0) break;
     await Promise.race(running.values());
@@ -154,9 +177,23 @@ export async function runGraph(input: RunGraphInput): Promise<RunGraphResult> {
 
   const status: RunGraphResult['status'] = cancelled ? 'cancelled' : failure ? 'failed' : partial ? 'partial' : 'success';
   const notRun = [...state.skippedNodes(), ...(failure || cancelled ? state.unfinished() : [])].map((id) => ({ id, type: nodes.get(id)!.type }));
-  await CancellationScope.nonCancellable(() =>
-    localControl.finishExecution(workflowInfo().runId, { status, skipped: notRun, ...(failure ? { error: failure } : {}), lastOutput }),
+  // The record this run writes to: after a reset (from the API or by an operator in the Temporal
+  // Web UI or CLI) that is the reset run's own execution, not the one beginExecution found.
+  const finished = await CancellationScope.nonCancellable(() =>
+    localControl.finishExecution(workflowInfo().runId, {
+      status,
+      skipped: notRun,
+      ...(failure ? { error: failure } : {}),
+      lastOutput,
+      ...(interrupted.length ? { cancelled: interrupted } : {}),
+    }),
   );
   if (cancelled) throw cancelled;
-  return { executionId, status, ...(lastOutput !== undefined ? { lastOutput } : {}), ...(failure ? { error: failure } : {}) };
+  return {
+    // Runs recorded before finishExecution answered with the id have only beginExecution's.
+    executionId: finished?.executionId ?? began.executionId,
+    status,
+    ...(lastOutput !== undefined ? { lastOutput } : {}),
+    ...(failure ? { error: failure } : {}),
+  };
 }

@@ -1,8 +1,9 @@
 import type { Principal } from '../auth/auth.service.js';
 import type { Sql } from '../db/sql.js';
-import type { Services } from '../services.js';
-import type { AgentToolCall } from '../../workflows/defs.js';
-import type { ChatMessage } from './providers/index.js';
+import type { AuthService } from '../auth/auth.service.js';
+import type { UsersService } from '../auth/users.service.js';
+import type { AgentActionStatus, AgentApprovalPolicy, AgentToolCall } from '../../workflows/defs.js';
+import type { ChatMessage } from '../providers/index.js';
 
 export interface SessionRow {
   id: string;
@@ -12,7 +13,44 @@ export interface SessionRow {
   provider_type: string;
   model: string;
   system_prompt: string | null;
+  approval: AgentApprovalPolicy;
+  /** Seconds a pending action waits; null for SVC_AGENT_GATE_TTL. */
+  gate_ttl_s: number | null;
+  /** numeric comes back as text. */
+  budget_usd: string | null;
   created_at: Date | string;
+}
+
+/** One gated action as stored: the audit trail of the gate. */
+export interface ActionRow {
+  action_id: string;
+  session_id: string;
+  turn_id: string;
+  tool_call_id: string;
+  tool: string;
+  args: Record<string, unknown>;
+  edited_args: Record<string, unknown> | null;
+  summary: string;
+  status: AgentActionStatus;
+  note: string | null;
+  decided_by: number | null;
+  decided_at: Date | string | null;
+  started_at: Date | string | null;
+  expires_at: Date | string | null;
+  outcome: { ok: boolean; result_summary: string } | null;
+  outcome_at: Date | string | null;
+  created_at: Date | string;
+}
+
+/** The decision part of a `decision` message. */
+export interface DecisionRecord {
+  action_id: string;
+  /** Absent on decisions recorded before expiry existed (then `approved` tells). */
+  status?: Exclude<AgentActionStatus, 'pending'>;
+  approved: boolean;
+  note: string | null;
+  decided_by: number | null;
+  edited_args?: Record<string, unknown>;
 }
 
 export interface MessageRow {
@@ -25,18 +63,33 @@ export interface MessageRow {
   tool_name: string | null;
   args: Record<string, unknown> | null;
   result_summary: string | null;
-  decision: { action_id: string; approved: boolean; note: string | null; decided_by: number } | null;
+  decision: DecisionRecord | null;
   telemetry: { tokens_in?: number; tokens_out?: number; cost_usd?: number; wall_ms?: number; error?: { code: string; message: string } } | null;
   created_at: Date | string;
 }
 
 export async function loadSession(sql: Sql, id: string): Promise<SessionRow | undefined> {
   const [row] = await sql.query<SessionRow>(
-    `select s.id, s.owner_id, u.login as owner_login, s.provider_id, s.provider_type, s.model, s.system_prompt, s.created_at
+    `select s.id, s.owner_id, u.login as owner_login, s.provider_id, s.provider_type, s.model, s.system_prompt,
+            s.approval, s.gate_ttl_s, s.budget_usd, s.created_at
      from agent_sessions s join users u on u.id = s.owner_id where s.id = ?`,
     [id],
   );
   return row;
+}
+
+/**
+ * Tokens and cost of a session so far: the model calls' own telemetry (rows `model:*`), not the
+ * closing and error rows, which repeat their turn's totals.
+ */
+export async function sessionUsage(sql: Sql, sessionId: string): Promise<{ tokens_in: number; tokens_out: number; cost_usd: number }> {
+  const [row] = await sql.query<{ tokens_in: string; tokens_out: string; cost_usd: string }>(
+    `select coalesce(sum((telemetry->>'tokens_in')::bigint), 0) as tokens_in, coalesce(sum((telemetry->>'tokens_out')::bigint), 0) as tokens_out,
+            coalesce(sum((telemetry->>'cost_usd')::numeric), 0) as cost_usd
+       from agent_messages where session_id = ? and step_key like 'model:%' and telemetry is not null`,
+    [sessionId],
+  );
+  return { tokens_in: Number(row!.tokens_in), tokens_out: Number(row!.tokens_out), cost_usd: Math.round(Number(row!.cost_usd) * 1e6) / 1e6 };
 }
 
 export async function loadMessages(sql: Sql, sessionId: string): Promise<MessageRow[]> {
@@ -55,7 +108,10 @@ export async function loadHistory(sql: Sql, sessionId: string): Promise<ChatMess
 }
 
 /** The session owner with their current role: tools act with exactly their capabilities. */
-export async function ownerOf(services: Services, ownerId: number): Promise<Principal | undefined> {
-  const [user] = await services.sql.query<{ id: number; login: string; role: string }>('select id, login, role from users where id = ?', [ownerId]);
-  return user ? services.auth.principal(user, 'app_password') : undefined;
+export async function ownerOf(
+  ports: { users: Pick<UsersService, 'byId'>; auth: Pick<AuthService, 'principal'> },
+  ownerId: number,
+): Promise<Principal | undefined> {
+  const user = await ports.users.byId(ownerId);
+  return user ? ports.auth.principal(user, 'app_password') : undefined;
 }

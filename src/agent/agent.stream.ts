@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Sql } from '../db/sql.js';
+import type { Queryable } from '../db/sql.js';
 import type { Logger } from '../platform/logger.js';
 
 /**
@@ -19,9 +19,10 @@ const MAX_PAYLOAD = 7000;
 export const turnChannel = (turnId: string) => `agent_turn_${turnId.replace(/-/g, '')}`;
 
 /** Publishes one event of a turn's stream (from an activity or the API). */
-export async function publish(sql: Sql, channel: string, event: StreamEvent): Promise<void> {
+export async function publish(sql: Queryable, channel: string, event: StreamEvent): Promise<void> {
   let payload = JSON.stringify(event);
-  if (payload.length > MAX_PAYLOAD) payload = JSON.stringify({ event: event.event, data: { truncated: true, preview: JSON.stringify(event.data).slice(0, MAX_PAYLOAD / 2) } });
+  if (payload.length > MAX_PAYLOAD)
+    payload = JSON.stringify({ event: event.event, data: { truncated: true, preview: JSON.stringify(event.data).slice(0, MAX_PAYLOAD / 2) } });
   await sql.query('select pg_notify(?, ?)', [channel, payload]);
 }
 

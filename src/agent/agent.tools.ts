@@ -1,36 +1,55 @@
 import { z } from 'zod';
 import type { Principal } from '../auth/auth.service.js';
 import { AppError, forbidden } from '../platform/errors.js';
-import type { Services } from '../services.js';
-import type { ToolSpec } from './providers/index.js';
+import type { ExecutionService } from '../executions/execution.service.js';
+import type { EntityService } from '../records/entity.service.js';
+import type { RecordService } from '../records/record.service.js';
+import type { WorkflowService } from '../workflow-definitions/workflow.service.js';
+import { AGENT_GATED_TOOLS, isGatedTool } from '../../workflows/defs.js';
+import type { ToolSpec } from '../providers/index.js';
 
-/** One tool the model may call: its argument schema, whether it is gated, and what it does. */
-export interface AgentTool<A = any> {
+/** What the tools act on: the features a session's owner may use through the agent. */
+export interface AgentToolPorts {
+  records: RecordService;
+  entities: EntityService;
+  workflows: WorkflowService;
+  executions: ExecutionService;
+}
+
+/** One tool the model may call: its argument schema and what it does. */
+interface ToolDefinition<A = any> {
   name: string;
   description: string;
-  gated: boolean;
-  args: z.ZodType<A>;
+  args: z.ZodObject<any>;
   /** One line a person reads before approving the call. */
   summarize(args: A): string;
-  run(services: Services, owner: Principal, args: A): Promise<unknown>;
+  run(ports: AgentToolPorts, owner: Principal, args: A): Promise<unknown>;
+}
+
+/** A tool as the registry holds it: whether it is gated comes from AGENT_GATED_TOOLS alone. */
+export interface AgentTool<A = any> extends ToolDefinition<A> {
+  gated: boolean;
 }
 
 const entity = z.string().min(1).max(63);
 const fields = z.record(z.string(), z.unknown());
 
-const tools: AgentTool[] = [
+const definitions: ToolDefinition[] = [
   {
     name: 'records_search',
-    description: 'Lists records of an entity, optionally filtered by an EQL expression (e.g. `stage = \'lead\' and age > 30`) and sorted (`field:asc`).',
-    gated: false,
-    args: z.object({ entity, eql: z.string().max(2000).optional(), sort: z.string().max(500).optional(), per_page: z.number().int().min(1).max(50).optional() }),
+    description: "Lists records of an entity, optionally filtered by an EQL expression (e.g. `stage = 'lead' and age > 30`) and sorted (`field:asc`).",
+    args: z.object({
+      entity,
+      eql: z.string().max(2000).optional(),
+      sort: z.string().max(500).optional(),
+      per_page: z.number().int().min(1).max(50).optional(),
+    }),
     summarize: (a) => `search ${a.entity}${a.eql ? ` where ${a.eql}` : ''}`,
     run: (s, owner, a) => s.records.list(owner, a.entity, { ...(a.eql ? { eql: a.eql } : {}), ...(a.sort ? { sort: a.sort } : {}), perPage: a.per_page ?? 20 }),
   },
   {
     name: 'records_get',
     description: 'Reads one record of an entity by its uuid.',
-    gated: false,
     args: z.object({ entity, uuid: z.string().min(1) }),
     summarize: (a) => `read ${a.entity} ${a.uuid}`,
     run: (s, owner, a) => s.records.get(owner, a.entity, a.uuid),
@@ -38,7 +57,6 @@ const tools: AgentTool[] = [
   {
     name: 'entities_list',
     description: 'Lists the entities (record types) with their display names and record counts.',
-    gated: false,
     args: z.object({}),
     summarize: () => 'list entities',
     run: (s, owner) => s.entities.list(owner, 1, 100),
@@ -46,7 +64,6 @@ const tools: AgentTool[] = [
   {
     name: 'workflows_list',
     description: 'Lists the workflows the user can see, optionally searching title and description.',
-    gated: false,
     args: z.object({ q: z.string().max(200).optional() }),
     summarize: (a) => `list workflows${a.q ? ` matching ${a.q}` : ''}`,
     run: (s, owner, a) => s.workflows.list(owner, { ...(a.q ? { q: a.q } : {}), page: 1, per_page: 20 }),
@@ -54,39 +71,34 @@ const tools: AgentTool[] = [
   {
     name: 'executions_get',
     description: 'Reads one execution (a workflow run) with its timeline.',
-    gated: false,
     args: z.object({ id: z.coerce.number().int().min(1) }),
     summarize: (a) => `read execution ${a.id}`,
     run: (s, owner, a) => s.executions.view(owner, a.id),
   },
   {
     name: 'records_create',
-    description: 'Creates a record of an entity from a field map. Needs the user\'s approval.',
-    gated: true,
+    description: 'Creates a record of an entity from a field map.',
     args: z.object({ entity, fields }),
     summarize: (a) => `create a ${a.entity} record with ${JSON.stringify(a.fields).slice(0, 300)}`,
     run: (s, owner, a) => s.records.create(owner, a.entity, a.fields),
   },
   {
     name: 'records_update',
-    description: 'Changes fields of one record. Needs the user\'s approval.',
-    gated: true,
+    description: 'Changes fields of one record.',
     args: z.object({ entity, uuid: z.string().min(1), fields }),
     summarize: (a) => `update ${a.entity} ${a.uuid}: ${JSON.stringify(a.fields).slice(0, 300)}`,
     run: (s, owner, a) => s.records.update(owner, a.entity, a.uuid, a.fields),
   },
   {
     name: 'records_delete',
-    description: 'Deletes one record. Needs the user\'s approval.',
-    gated: true,
+    description: 'Deletes one record.',
     args: z.object({ entity, uuid: z.string().min(1) }),
     summarize: (a) => `delete ${a.entity} ${a.uuid}`,
     run: (s, owner, a) => s.records.remove(owner, a.entity, a.uuid),
   },
   {
     name: 'workflow_run',
-    description: 'Starts a run of a workflow with a trigger payload. Needs the user\'s approval.',
-    gated: true,
+    description: 'Starts a run of a workflow with a trigger payload.',
     args: z.object({ workflow_id: z.coerce.number().int().min(1), payload: z.unknown().optional() }),
     summarize: (a) => `run workflow ${a.workflow_id} with ${JSON.stringify(a.payload ?? {}).slice(0, 300)}`,
     run: async (s, owner, a) => {
@@ -98,6 +110,17 @@ const tools: AgentTool[] = [
     },
   },
 ];
+
+const tools: AgentTool[] = definitions.map((t) => {
+  const gated = isGatedTool(t.name);
+  return { ...t, gated, description: gated ? `${t.description} Waits for a person's approval before it runs.` : t.description };
+});
+
+// The gated list and the registry are declared apart (workflow code cannot import this file), so a
+// name in one that is missing from the other stops the service at start instead of leaving a
+// side effect ungated or a gate that never opens.
+const unknownGated = AGENT_GATED_TOOLS.filter((name) => !definitions.some((t) => t.name === name));
+if (unknownGated.length) throw new Error(`AGENT_GATED_TOOLS names tools that do not exist: ${unknownGated.join(', ')}`);
 
 export const agentTools: ReadonlyMap<string, AgentTool> = new Map(tools.map((t) => [t.name, t]));
 
@@ -116,11 +139,15 @@ export interface ToolOutcome {
 }
 
 /** Runs a tool as `owner`; refusals and bad arguments are results the model can read, not failures. */
-export async function runTool(services: Services, owner: Principal, name: string, rawArgs: unknown): Promise<ToolOutcome> {
+export async function runTool(services: AgentToolPorts, owner: Principal, name: string, rawArgs: unknown): Promise<ToolOutcome> {
   const tool = agentTools.get(name);
   if (!tool) return { ok: false, result: { error: 'unknown_tool', message: `There is no tool named ${name}` } };
   const args = tool.args.safeParse(rawArgs);
-  if (!args.success) return { ok: false, result: { error: 'invalid_arguments', message: args.error.issues.map((i) => `${i.path.join('.') || 'args'}: ${i.message}`).join('; ') } };
+  if (!args.success)
+    return {
+      ok: false,
+      result: { error: 'invalid_arguments', message: args.error.issues.map((i) => `${i.path.join('.') || 'args'}: ${i.message}`).join('; ') },
+    };
   try {
     return { ok: true, result: await tool.run(services, owner, args.data) };
   } catch (err) {

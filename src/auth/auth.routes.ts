@@ -3,8 +3,10 @@ import type { Context } from 'koa';
 import { idParam } from '../http/pagination.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { unauthenticated } from '../platform/errors.js';
-import type { Services } from '../services.js';
 import { SESSION_COOKIE, type Principal } from './auth.service.js';
+import type { Config } from '../config.js';
+import type { AuthService } from './auth.service.js';
+import type { UsersService } from './users.service.js';
 
 const userView = z.object({
   id: z.number().int(),
@@ -29,7 +31,7 @@ const appPasswordView = z.object({
   revoked_at: z.string().nullable(),
 });
 
-export function authRoutes({ auth, users, config }: Services): AnyRoute[] {
+export function authRoutes({ auth, users, config }: { auth: AuthService; users: UsersService; config: Config }): AnyRoute[] {
   /**
    * The session cookie, set and cleared with the same attributes. With SVC_COOKIE_SECURE the
    * cookie is marked Secure even when the request reached us over plain HTTP (TLS ended at a proxy
@@ -126,7 +128,7 @@ export function authRoutes({ auth, users, config }: Services): AnyRoute[] {
       method: 'delete',
       path: `${root}/app-passwords/{id}`,
       operationId: 'revokeAppPassword',
-      summary: 'Revokes one of the current user\'s application passwords',
+      summary: "Revokes one of the current user's application passwords",
       tag: 'auth',
       access: 'authenticated',
       params: idParam,

@@ -6,6 +6,7 @@ export const capabilities = [
   'read',
   'edit_posts',
   'svc_agent_use',
+  'svc_agent_approve',
   'svc_view_records',
   'svc_create_records',
   'svc_edit_records',
@@ -24,6 +25,8 @@ const granted: Record<Role, ReadonlySet<string>> = {
   editor: new Set([
     'read',
     'edit_posts',
+    // Deciding pending agent actions of other users' sessions (their approval policy permitting).
+    'svc_agent_approve',
     'svc_view_records',
     'svc_create_records',
     'svc_edit_records',

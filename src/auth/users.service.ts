@@ -78,6 +78,12 @@ export class UsersService {
     return rows.map((u) => ({ id: u.id, login: u.login, email: u.email ?? null, role: u.role, created_at: u.createdAt.toISOString() }));
   }
 
+  /** A user's id, login and role (a workflow's owner, whose capabilities its record nodes act with). */
+  async byId(id: number): Promise<{ id: number; login: string; role: string } | undefined> {
+    const user = await this.em.fork().findOne(User, { id });
+    return user ? { id: user.id, login: user.login, role: user.role } : undefined;
+  }
+
   async findByLogin(login: string) {
     return this.em.fork().findOne(User, { login });
   }

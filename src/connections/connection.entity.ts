@@ -17,7 +17,10 @@ export const Connection = defineEntity({
     extra: p.json<{ base_url: string; header_name?: string } & Record<string, unknown>>(),
     ownerId: p.integer(),
     createdAt: p.datetime().onCreate(() => new Date()),
-    updatedAt: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
+    updatedAt: p
+      .datetime()
+      .onCreate(() => new Date())
+      .onUpdate(() => new Date()),
   },
 });
 export type Connection = InferEntity<typeof Connection>;

@@ -2,16 +2,20 @@ import { z } from 'zod';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { idParam, queryBoolean } from '../http/pagination.js';
 import { AppError } from '../platform/errors.js';
-import type { Services } from '../services.js';
 import { connectionTypes } from './connection.entity.js';
 import { probe } from './probe.js';
+import type { Config } from '../config.js';
+import type { ConnectionService } from './connection.service.js';
 
 const root = '/api/workflow/v1/connections';
 const manage = { capability: 'svc_manage_connections' } as const;
 const extra = z
   .looseObject({
     base_url: z.url({ protocol: /^https?$/, error: 'an http(s) URL' }).max(2000),
-    header_name: z.string().regex(/^[A-Za-z0-9-]{1,100}$/).optional(),
+    header_name: z
+      .string()
+      .regex(/^[A-Za-z0-9-]{1,100}$/)
+      .optional(),
   })
   .describe('`base_url` of the service; `header_name` for http_header connections (default X-API-Key)');
 const view = z.object({
@@ -24,7 +28,7 @@ const view = z.object({
   updated_at: z.string(),
 });
 
-export function connectionRoutes({ connections, config }: Services): AnyRoute[] {
+export function connectionRoutes({ connections, config }: { connections: ConnectionService; config: Config }): AnyRoute[] {
   return [
     defineRoute({
       method: 'get',
@@ -72,7 +76,11 @@ export function connectionRoutes({ connections, config }: Services): AnyRoute[] 
       handler: async ({ params }) => {
         await connections.get(params.id);
         const result = await probe(await connections.resolve(params.id), config.SVC_PROBE_TIMEOUT_MS);
-        if (!result.ok) throw new AppError(422, 'probe_failed', `The probe failed: ${result.error}`, { error: result.error, ...(result.status ? { probe_status: result.status } : {}) });
+        if (!result.ok)
+          throw new AppError(422, 'probe_failed', `The probe failed: ${result.error}`, {
+            error: result.error,
+            ...(result.status ? { probe_status: result.status } : {}),
+          });
         return { data: { probe_status: result.status! } };
       },
     }),
@@ -90,7 +98,11 @@ export function connectionRoutes({ connections, config }: Services): AnyRoute[] 
       responses: {
         200: {
           description: 'Deleted',
-          data: z.object({ id: z.number().int(), deleted: z.literal(true), workflows: z.array(z.object({ id: z.number().int(), slug: z.string(), title: z.string() })) }),
+          data: z.object({
+            id: z.number().int(),
+            deleted: z.literal(true),
+            workflows: z.array(z.object({ id: z.number().int(), slug: z.string(), title: z.string() })),
+          }),
         },
       },
       handler: async ({ params, query }) => ({ data: await connections.delete(params.id, query.force ?? false) }),

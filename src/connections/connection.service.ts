@@ -89,17 +89,16 @@ export class ConnectionService {
 
   /** Active workflows whose current definition uses the connection. */
   async activeUsers(id: number): Promise<{ id: number; slug: string; title: string }[]> {
-    return this.sql.query(
-      `select id, slug, title from workflows where status = 'active' and ? = any(connection_ids) order by id`,
-      [id],
-    );
+    return this.sql.query(`select id, slug, title from workflows where status = 'active' and ? = any(connection_ids) order by id`, [id]);
   }
 
   async delete(id: number, force: boolean): Promise<{ id: number; deleted: true; workflows: { id: number; slug: string; title: string }[] }> {
     await this.get(id);
     const users = await this.activeUsers(id);
     if (users.length && !force) {
-      throw conflict('connection_in_use', `Connection ${id} is used by ${users.length} active workflow(s); pass force=true to delete anyway`, { workflows: users });
+      throw conflict('connection_in_use', `Connection ${id} is used by ${users.length} active workflow(s); pass force=true to delete anyway`, {
+        workflows: users,
+      });
     }
     await this.sql.query('delete from connections where id = ?', [id]);
     return { id, deleted: true, workflows: users };
@@ -107,15 +106,24 @@ export class ConnectionService {
 
   /** Decrypts the credential for one use; a missing row is the node error `connection_missing`. */
   async resolve(id: number): Promise<ResolvedConnection> {
-    const row = await this.em.fork().findOne(Connection, { id });
+    // Plain SQL: this runs in every http_request and llm_prompt node, where the ORM's unit of
+    // work costs more than the query.
+    const [row] = await this.sql.query<{ id: number; type: ConnectionType; cred_encrypted: string; key_id: string; extra: Connection['extra'] }>(
+      'select id, type, cred_encrypted, key_id, extra from connections where id = ?',
+      [id],
+    );
     if (!row) throw new AppError(404, 'connection_missing', `Connection ${id} does not exist (it was deleted)`);
     let cred: string;
     try {
-      cred = this.keys.decrypt(row.credEncrypted);
+      cred = this.keys.decrypt(row.cred_encrypted);
     } catch {
-      throw new AppError(500, 'credential_unreadable', `The credential of connection ${id} was sealed with a key this service does not have (key ${row.keyId}; see SVC_PREVIOUS_ENCRYPTION_KEYS)`);
+      throw new AppError(
+        500,
+        'credential_unreadable',
+        `The credential of connection ${id} was sealed with a key this service does not have (key ${row.key_id}; see SVC_PREVIOUS_ENCRYPTION_KEYS)`,
+      );
     }
-    const type = row.type as ConnectionType;
+    const type = row.type;
     const headerName = typeof row.extra.header_name === 'string' ? row.extra.header_name : 'X-API-Key';
     return {
       id: row.id,

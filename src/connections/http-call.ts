@@ -8,7 +8,10 @@ export interface HttpResult {
 
 /** A network-level failure (DNS, refused, reset, timeout), described for people. */
 export class HttpCallError extends Error {
-  constructor(message: string, readonly reason: 'dns' | 'refused' | 'timeout' | 'network' | 'invalid_url') {
+  constructor(
+    message: string,
+    readonly reason: 'dns' | 'refused' | 'timeout' | 'network' | 'invalid_url',
+  ) {
     super(message);
     this.name = 'HttpCallError';
   }
@@ -57,7 +60,13 @@ export async function httpCall(
   const signals = [AbortSignal.timeout(options.timeoutMs), ...(options.signal ? [options.signal] : [])];
   let response: Response;
   try {
-    response = await fetch(url, { method: request.method, headers, ...(body !== undefined ? { body } : {}), signal: AbortSignal.any(signals), redirect: 'follow' });
+    response = await fetch(url, {
+      method: request.method,
+      headers,
+      ...(body !== undefined ? { body } : {}),
+      signal: AbortSignal.any(signals),
+      redirect: 'follow',
+    });
   } catch (err) {
     throw describe(err, url, options.timeoutMs);
   }

@@ -1,15 +1,47 @@
 import type { Knex } from '@mikro-orm/knex';
+import pg from 'pg';
+
+/**
+ * The service's one plain-SQL helper, beside MikroORM (which models the service's own tables):
+ * queries the ORM does not model (the execution mirror, record tables built from entity
+ * definitions at run time, hot paths such as licence verify), on connections of the ORM's pool,
+ * so the service keeps one pool. Values always travel as bound parameters, never in the text.
+ */
+
+/** What a query may carry beside its text and values. */
+export interface QueryOptions {
+  /**
+   * Prepares the statement once per pooled connection and then only executes it (hot paths: no
+   * parse and plan per call). A name must always go with the same text.
+   */
+  name?: string;
+}
+
+/** Something to run statements on: the pool, or one transaction's connection. */
+export interface Queryable {
+  query<T = Record<string, unknown>>(text: string, params?: unknown[], options?: QueryOptions): Promise<T[]>;
+}
+
+export interface Transaction extends Queryable {
+  /** Runs `fn` inside a savepoint: its failure rolls back only its own work, then rethrows. */
+  savepoint<T>(fn: () => Promise<T>): Promise<T>;
+}
+
+/** How column values of some PostgreSQL types are read (pg's `types` option). */
+export type RowTypes = Record<number, (value: string) => unknown>;
 
 interface PgClient {
-  query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }>;
+  query(config: pg.QueryConfig): Promise<{ rows: unknown[] }>;
+  query(text: string): Promise<unknown>;
 }
 
 /**
- * `?` placeholders become `$1..$n` (outside quoted literals), so values always travel as bound
- * parameters: arrays as PostgreSQL arrays, never spliced into the SQL text. (MikroORM's
- * `execute` inlines escaped values instead, which also breaks array parameters.)
+ * `?` placeholders become `$1..$n` (outside quoted literals); a text already written with `$n`
+ * placeholders is left as it is. (MikroORM's `execute` inlines escaped values instead, which also
+ * breaks array parameters.)
  */
 export function numberPlaceholders(text: string): string {
+  if (!text.includes('?')) return text;
   let n = 0;
   let out = '';
   let quoted = false;
@@ -20,26 +52,62 @@ export function numberPlaceholders(text: string): string {
   return out;
 }
 
-/** Plain SQL with bound parameters on the ORM's connection pool. */
-export class Sql {
-  constructor(private readonly knex: Knex) {}
+export class Sql implements Queryable {
+  private readonly types?: { getTypeParser: (oid: number, format?: 'text' | 'binary') => unknown };
 
-  async query<T = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> {
+  constructor(
+    private readonly knex: Knex,
+    rowTypes?: RowTypes,
+  ) {
+    if (rowTypes) this.types = { getTypeParser: (oid, format) => rowTypes[oid] ?? pg.types.getTypeParser(oid, format ?? 'text') };
+  }
+
+  /** The same pool, reading values of some types differently (records read dates as text, say). */
+  withRowTypes(rowTypes: RowTypes): Sql {
+    return new Sql(this.knex, rowTypes);
+  }
+
+  private run<T>(client: PgClient, text: string, params: unknown[], options?: QueryOptions): Promise<T[]> {
+    const config = {
+      text: numberPlaceholders(text),
+      values: params,
+      ...(options?.name ? { name: options.name } : {}),
+      ...(this.types ? { types: this.types } : {}),
+    };
+    return client.query(config as pg.QueryConfig).then((result) => result.rows as T[]);
+  }
+
+  async query<T = Record<string, unknown>>(text: string, params: unknown[] = [], options?: QueryOptions): Promise<T[]> {
     const client = (await this.knex.client.acquireConnection()) as PgClient;
     try {
-      return (await client.query(numberPlaceholders(text), params)).rows as T[];
+      return await this.run<T>(client, text, params, options);
     } finally {
       await this.knex.client.releaseConnection(client);
     }
   }
 
-  /** Runs `fn` in one transaction on one connection; rolls back when it throws. */
-  async transaction<T>(fn: (tx: { query: Sql['query'] }) => Promise<T>): Promise<T> {
+  /** Runs `fn` in one transaction on one connection: committed when it returns, rolled back when it throws. */
+  async transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
     const client = (await this.knex.client.acquireConnection()) as PgClient;
-    const query = async <R>(text: string, params: unknown[] = []) => (await client.query(numberPlaceholders(text), params)).rows as R[];
+    let savepoints = 0;
+    const tx: Transaction = {
+      query: (text, params = [], options) => this.run(client, text, params, options),
+      async savepoint(inner) {
+        const name = `sp_${++savepoints}`;
+        await client.query(`savepoint ${name}`);
+        try {
+          const result = await inner();
+          await client.query(`release savepoint ${name}`);
+          return result;
+        } catch (err) {
+          await client.query(`rollback to savepoint ${name}`);
+          throw err;
+        }
+      },
+    };
     try {
       await client.query('begin');
-      const result = await fn({ query });
+      const result = await fn(tx);
       await client.query('commit');
       return result;
     } catch (err) {

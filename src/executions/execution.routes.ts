@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import { idempotencyHeaders, idempotencyOf, replayedHeaders } from './idempotency.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { MAX_ID, idParam, pageOf, pagination } from '../http/pagination.js';
-import type { Services } from '../services.js';
+import type { ExecutionService } from './execution.service.js';
 
 const root = '/api/workflow/v1/executions';
 const statuses = ['running', 'success', 'failed', 'partial', 'cancelled'] as const;
@@ -17,6 +18,10 @@ const summary = z.object({
   finished_at: z.string().nullable(),
   duration_ms: z.number().int().nullable(),
   replay_of: z.number().int().nullable(),
+  replay_reason: z
+    .string()
+    .nullable()
+    .describe('Why the replay exists: the API request it came from, or the reason an operator gave a reset in the Temporal Web UI or CLI'),
 });
 const nodeError = z.object({ code: z.string(), message: z.string() });
 const detail = summary.extend({
@@ -24,11 +29,17 @@ const detail = summary.extend({
   error: nodeError.extend({ node_id: z.string().optional() }).nullable(),
   output: z.unknown(),
   temporal: z.object({ workflow_id: z.string(), run_id: z.string().nullable(), ui_url: z.string() }),
+  llm_usage: z
+    .object({ calls: z.number().int(), tokens_in: z.number().int(), tokens_out: z.number().int(), cost_usd: z.number(), price_known: z.boolean() })
+    .nullable()
+    .describe(
+      "Model calls of the run's llm_prompt nodes: tokens and cost (SVC_AGENT_PRICES; price_known false when a model has no price); null when no node called a model",
+    ),
   timeline: z.array(
     z.object({
       node_id: z.string(),
       node_type: z.string(),
-      status: z.enum(['running', 'success', 'failed', 'skipped']),
+      status: z.enum(['running', 'success', 'failed', 'skipped', 'cancelled']).describe('`cancelled`: the node was in flight when the run was cancelled'),
       started_at: z.string().nullable(),
       finished_at: z.string().nullable(),
       duration_ms: z.number().int().nullable(),
@@ -42,7 +53,7 @@ const detail = summary.extend({
 });
 
 /** The executions surface is read-only apart from replay. */
-export function executionRoutes({ executions }: Services): AnyRoute[] {
+export function executionRoutes({ executions }: { executions: ExecutionService }): AnyRoute[] {
   return [
     defineRoute({
       method: 'get',
@@ -84,9 +95,16 @@ export function executionRoutes({ executions }: Services): AnyRoute[] {
       params: idParam,
       body: z.strictObject({ from_node_id: z.string().min(1).max(64).optional(), with_payload: z.unknown().optional() }),
       bodyOptional: true,
-      errors: { 409: 'Still running (`execution_running`), or the node never ran (`node_not_run`)' },
+      headers: idempotencyHeaders,
+      errors: {
+        409: 'Still running (`execution_running`), the node never ran (`node_not_run`), or a reset replay of the same run is still running (`replay_in_progress`, with `data.execution_id`)',
+        422: 'The Idempotency-Key was used for a different request (`idempotency_key_reused`)',
+      },
       responses: { 202: { description: 'Replay started', data: z.object({ execution_id: z.number().int() }) } },
-      handler: async ({ params, body, principal }) => ({ status: 202, data: { execution_id: (await executions.replay(principal, params.id, body)).executionId } }),
+      handler: async ({ params, body, headers, principal }) => {
+        const started = await executions.replay(principal, params.id, body, idempotencyOf(headers, 'replay', { execution_id: params.id, ...body }));
+        return { status: 202, data: { execution_id: started.executionId }, headers: replayedHeaders(started.replayed) };
+      },
     }),
   ];
 }

@@ -1,47 +1,29 @@
-import { WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import Long from 'long';
-import { toDate, toIso, type Sql } from '../db/sql.js';
+import { toDate, toIso, type Queryable, type Sql } from '../db/sql.js';
 import { RUN_GRAPH_WORKFLOW, type RunGraphInput, type RunGraphResult } from '../../workflows/defs.js';
 import { ancestors } from '../../workflows/graph.js';
 import type { Principal } from '../auth/auth.service.js';
 import { AppError, conflict, invalidRequest, notFound } from '../platform/errors.js';
 import type { TemporalHandle } from '../temporal/connection.js';
-import type { WorkflowRow, WorkflowService } from '../workflows/workflow.service.js';
+import { workflowVisibility, type WorkflowRow, type WorkflowService } from '../workflow-definitions/workflow.service.js';
+import type { Idempotency } from './idempotency.js';
 import { findResetPoint } from './reset-point.js';
+import type { ExecutionMirror, ExecutionRow, ExecutionStatus, TimelineRow } from './execution.mirror.js';
 
-export interface ExecutionRow {
-  id: string;
-  workflow_id: number;
-  workflow_version: number;
-  status: 'running' | 'success' | 'failed' | 'partial' | 'cancelled';
-  trigger: string;
-  trigger_payload: unknown;
-  started_at: Date | string;
-  finished_at: Date | string | null;
-  error: unknown;
-  last_output: unknown;
-  replay_of: string | null;
-  temporal_workflow_id: string;
-  temporal_run_id: string | null;
-}
+/** What Temporal is asked to do for a prepared record; kept with an Idempotency-Key to send again. */
+type Launch = { kind: 'start'; input: RunGraphInput } | { kind: 'reset'; runId: string; eventId: number; reason: string };
 
-interface TimelineRow {
-  node_id: string;
-  node_type: string;
-  status: string;
-  started_at: Date | string | null;
-  finished_at: Date | string | null;
-  duration_ms: number | null;
-  attempts: number;
-  input: unknown;
-  output: unknown;
-  error: { code: string; message: string } | null;
-  reused: boolean;
+export interface Started {
+  executionId: number;
+  temporalWorkflowId: string;
+  /** The call repeated an Idempotency-Key: this is the first call's execution. */
+  replayed: boolean;
 }
 
 export interface ListExecutions {
   workflow_id?: number;
-  status?: ExecutionRow['status'];
+  status?: ExecutionStatus;
   since?: Date;
   until?: Date;
   page: number;
@@ -51,6 +33,25 @@ export interface ListExecutions {
 const iso = toIso;
 const durationOf = (r: { started_at: Date | string; finished_at: Date | string | null }) =>
   r.finished_at ? toDate(r.finished_at).getTime() - toDate(r.started_at).getTime() : null;
+
+/**
+ * Tokens and cost of the model calls of a run (its `llm_prompt` nodes' `usage`); null when none
+ * called a model. Nodes carried over from a replayed run count: their output is part of this one.
+ */
+function llmUsage(timeline: TimelineRow[]) {
+  const calls = timeline.filter((t) => t.node_type === 'llm_prompt' && t.status === 'success');
+  if (!calls.length) return null;
+  const total = { calls: calls.length, tokens_in: 0, tokens_out: 0, cost_usd: 0, price_known: true };
+  for (const t of calls) {
+    const usage = (t.output as { usage?: { tokens_in?: number; tokens_out?: number; cost_usd?: number; price_known?: boolean } } | null)?.usage;
+    total.tokens_in += usage?.tokens_in ?? 0;
+    total.tokens_out += usage?.tokens_out ?? 0;
+    total.cost_usd += usage?.cost_usd ?? 0;
+    // Runs recorded before costs were kept have no price information.
+    if (usage?.price_known !== true) total.price_known = false;
+  }
+  return { ...total, cost_usd: Math.round(total.cost_usd * 1e6) / 1e6 };
+}
 
 /** How long a prepared execution record may wait for its Temporal run before it is closed. */
 const UNSTARTED_GRACE_MS = 60_000;
@@ -62,10 +63,12 @@ const UNSTARTED_GRACE_MS = 60_000;
 export class ExecutionService {
   constructor(
     private readonly sql: Sql,
+    private readonly mirror: ExecutionMirror,
     private readonly temporal: TemporalHandle,
     private readonly workflows: WorkflowService,
+    /** SVC_IDEMPOTENCY_TTL_HOURS */
+    private readonly idempotencyTtlHours = 24,
   ) {}
-
 
   private summary(r: ExecutionRow) {
     return {
@@ -78,37 +81,135 @@ export class ExecutionService {
       finished_at: iso(r.finished_at),
       duration_ms: durationOf(r),
       replay_of: r.replay_of === null ? null : Number(r.replay_of),
+      replay_reason: r.replay_reason,
     };
   }
 
-  /** Creates the execution record, then starts its Temporal workflow. */
-  async start(workflow: WorkflowRow, input: Omit<RunGraphInput, 'workflowId' | 'version'> & { version?: number }, triggeredBy?: number): Promise<{ executionId: number; temporalWorkflowId: string }> {
+  /**
+   * Creates the execution record (with its Idempotency-Key, when the call has one), then starts
+   * its Temporal workflow. A key already used answers with its execution (`replayed`), starting
+   * nothing new; when that execution's start was never confirmed, the start is sent again under
+   * the same Temporal workflow id, so Temporal itself keeps it to one run.
+   */
+  async start(
+    workflow: WorkflowRow,
+    input: Omit<RunGraphInput, 'workflowId' | 'version'> & { version?: number },
+    triggeredBy?: number,
+    idempotency?: Idempotency,
+  ): Promise<Started> {
     if (workflow.status === 'archived') throw conflict('workflow_archived', 'The workflow is archived; restore it to run it');
     const version = input.version ?? workflow.version;
-    // The Temporal workflow id derives from the execution id: both are set in one statement.
-    const [row] = await this.sql.query<{ id: string; temporal_workflow_id: string }>(
-      `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, temporal_workflow_id, triggered_by)
-       select n.id, ?, ?, 'running', ?, ?, ?, ? || n.id, ? from (select nextval('executions_id_seq') as id) n
-       returning id, temporal_workflow_id`,
-      [workflow.id, version, input.trigger, JSON.stringify(input.payload ?? null), input.replayOf ?? null, this.temporal.executionWorkflowPrefix, triggeredBy ?? null],
-    );
-    const executionId = Number(row!.id);
-    const temporalWorkflowId = row!.temporal_workflow_id;
-    try {
-      // The run id is recorded by the run's first activity (it claims this record).
-      await this.temporal.client.workflow.start(RUN_GRAPH_WORKFLOW, {
-        workflowId: temporalWorkflowId,
-        taskQueue: this.temporal.taskQueue,
-        args: [{ ...input, workflowId: workflow.id, version } satisfies RunGraphInput],
+    const runInput = { ...input, workflowId: workflow.id, version } satisfies RunGraphInput;
+    const prepared = await this.prepare(workflow.id, idempotency, async (tx) => {
+      const replayReason = input.replayOf
+        ? `replay of execution ${input.replayOf}${input.startAt ? ` from node ${input.startAt} with a new payload` : ''}`
+        : undefined;
+      const row = await this.mirror.prepareStart(tx, {
+        workflowId: workflow.id,
+        version,
+        trigger: input.trigger,
+        payload: input.payload,
+        ...(input.replayOf ? { replayOf: input.replayOf, replayReason: replayReason! } : {}),
+        ...(triggeredBy !== undefined ? { triggeredBy } : {}),
       });
+      return { ...row, launch: { kind: 'start', input: runInput } };
+    });
+    if (prepared.replayed && !prepared.unconfirmed) return prepared;
+    await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch);
+    return prepared;
+  }
+
+  /**
+   * Writes an execution record in one transaction with its Idempotency-Key, or finds the record
+   * the key already names. Calls with one key are serialised by an advisory lock on the key, so
+   * two simultaneous retries get one record.
+   */
+  private async prepare(
+    workflowId: number,
+    idempotency: Idempotency | undefined,
+    insert: (tx: Queryable) => Promise<{ id: number; temporalWorkflowId: string; launch: Launch }>,
+    before?: (tx: Queryable) => Promise<void>,
+  ): Promise<Started & { launch: Launch; unconfirmed: boolean }> {
+    // A plain start is one statement; only a key or a check needs a transaction around it.
+    if (!idempotency && !before) {
+      const row = await insert(this.sql);
+      return { executionId: row.id, temporalWorkflowId: row.temporalWorkflowId, replayed: false, launch: row.launch, unconfirmed: false };
+    }
+    return this.sql.transaction(async (tx) => {
+      if (idempotency) {
+        await tx.query('select pg_advisory_xact_lock(hashtext(?))', [`idempotency:${workflowId}:${idempotency.key}`]);
+        const [key] = await tx.query<{ execution_id: string; fingerprint: string; request: Launch }>(
+          `select execution_id, fingerprint, request from idempotency_keys where workflow_id = ? and key = ? and created_at > now() - (? * interval '1 hour')`,
+          [workflowId, idempotency.key, this.idempotencyTtlHours],
+        );
+        const found = key && { ...(await this.mirror.get(Number(key.execution_id), tx))!, fingerprint: key.fingerprint, request: key.request };
+        if (found) {
+          if (found.fingerprint !== idempotency.fingerprint) {
+            throw new AppError(422, 'idempotency_key_reused', 'This Idempotency-Key was already used for a different request', {
+              execution_id: Number(found.id),
+            });
+          }
+          const code = (found.error as { code?: string } | null)?.code;
+          const unconfirmed = found.temporal_run_id === null && found.status === 'failed' && (code === 'start_failed' || code === 'reset_failed');
+          return { executionId: Number(found.id), temporalWorkflowId: found.temporal_workflow_id, replayed: true, launch: found.request, unconfirmed };
+        }
+        await tx.query('delete from idempotency_keys where workflow_id = ? and key = ?', [workflowId, idempotency.key]);
+      }
+      await before?.(tx);
+      const row = await insert(tx);
+      if (idempotency) {
+        await tx.query('insert into idempotency_keys (workflow_id, key, fingerprint, execution_id, request) values (?, ?, ?, ?, ?)', [
+          workflowId,
+          idempotency.key,
+          idempotency.fingerprint,
+          row.id,
+          JSON.stringify(row.launch),
+        ]);
+      }
+      return { executionId: row.id, temporalWorkflowId: row.temporalWorkflowId, replayed: false, launch: row.launch, unconfirmed: false };
+    });
+  }
+
+  /**
+   * Asks Temporal to run a prepared record: a start under the record's workflow id, or a reset.
+   * Both are safe to send again: a second start of the same workflow id is refused by Temporal
+   * (REJECT_DUPLICATE), a second reset with the same request id is answered with the first run.
+   */
+  private async launch(executionId: number, temporalWorkflowId: string, launch: Launch): Promise<void> {
+    try {
+      if (launch.kind === 'start') {
+        try {
+          const eager = this.temporal.eagerClient;
+          await (eager ?? this.temporal.client).workflow.start(RUN_GRAPH_WORKFLOW, {
+            workflowId: temporalWorkflowId,
+            taskQueue: this.temporal.taskQueue,
+            workflowIdReusePolicy: 'REJECT_DUPLICATE',
+            args: [launch.input],
+            ...(eager ? { requestEagerStart: true } : {}),
+          });
+        } catch (err) {
+          // Sent again after an unconfirmed first attempt that Temporal had in fact accepted.
+          if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+        }
+      } else {
+        const { runId } = (await this.temporal.client.workflowService.resetWorkflowExecution({
+          namespace: this.temporal.namespace,
+          workflowExecution: { workflowId: temporalWorkflowId, runId: launch.runId },
+          reason: launch.reason,
+          workflowTaskFinishEventId: Long.fromNumber(launch.eventId),
+          requestId: `replay-${executionId}`,
+        })) as { runId: string };
+        await this.mirror.setRunId(executionId, runId);
+      }
     } catch (err) {
-      await this.sql.query(`update executions set status = 'failed', finished_at = now(), error = ? where id = ?`, [
-        JSON.stringify({ code: 'start_failed', message: 'The run could not be started: Temporal is unavailable' }),
-        executionId,
-      ]);
+      // Only a record no run has claimed is marked: a run that did start claims it and writes its
+      // real outcome, which must not be overwritten.
+      const code = launch.kind === 'start' ? 'start_failed' : 'reset_failed';
+      const message = launch.kind === 'start' ? 'The run could not be started: Temporal is unavailable' : 'Temporal refused the reset';
+      await this.mirror.markUnconfirmed(executionId, code, message);
       throw err;
     }
-    return { executionId, temporalWorkflowId };
+    await this.mirror.markConfirmed(executionId);
   }
 
   /** Waits up to `timeoutMs` for a run's result; undefined when it is still running. */
@@ -124,8 +225,7 @@ export class ExecutionService {
   }
 
   private async visible(principal: Principal, executionId: number): Promise<ExecutionRow> {
-    const rows = await this.sql.query<ExecutionRow>('select * from executions where id = ?', [executionId]);
-    const row = rows[0];
+    const row = await this.mirror.get(executionId);
     if (!row) throw notFound('Execution');
     await this.workflows.get(principal, row.workflow_id).catch((err) => {
       throw err instanceof AppError && err.status === 404 ? notFound('Execution') : err;
@@ -134,42 +234,16 @@ export class ExecutionService {
   }
 
   async list(principal: Principal, query: ListExecutions) {
-    const where = ['true'];
-    const args: unknown[] = [];
-    if (principal.role !== 'administrator') {
-      where.push('(w.owner_id = ? or ? = any(w.shared_with))');
-      args.push(principal.id, principal.id);
-    }
-    if (query.workflow_id !== undefined) {
-      where.push('e.workflow_id = ?');
-      args.push(query.workflow_id);
-    }
-    if (query.status) {
-      where.push('e.status = ?');
-      args.push(query.status);
-    }
-    if (query.since) {
-      where.push('e.started_at >= ?');
-      args.push(query.since);
-    }
-    if (query.until) {
-      where.push('e.started_at <= ?');
-      args.push(query.until);
-    }
-    const clause = where.join(' and ');
-    const [{ total }] = (await this.sql.query<{ total: string }>(`select count(*) as total from executions e join workflows w on w.id = e.workflow_id where ${clause}`, args)) as [{ total: string }];
-    const rows = await this.sql.query<ExecutionRow>(
-      `select e.* from executions e join workflows w on w.id = e.workflow_id where ${clause} order by e.started_at desc, e.id desc limit ? offset ?`,
-      [...args, query.per_page, (query.page - 1) * query.per_page],
-    );
-    return { items: rows.map((r) => this.summary(r)), total: Number(total), page: query.page, per_page: query.per_page };
+    const { rows, total } = await this.mirror.list({ ...query, visible: workflowVisibility(principal) });
+    return { items: rows.map((r) => this.summary(r)), total, page: query.page, per_page: query.per_page };
   }
 
   async view(principal: Principal, executionId: number) {
     let row = await this.visible(principal, executionId);
     if (row.status === 'running') row = await this.reconcile(row);
-    const timeline = await this.sql.query<TimelineRow>('select * from execution_nodes where execution_id = ? order by position', [executionId]);
+    const timeline = await this.mirror.timeline(executionId);
     return {
+      llm_usage: llmUsage(timeline),
       ...this.summary(row),
       trigger_payload: row.trigger_payload,
       error: row.error ?? null,
@@ -177,7 +251,8 @@ export class ExecutionService {
       temporal: {
         workflow_id: row.temporal_workflow_id,
         run_id: row.temporal_run_id,
-        ui_url: `${this.temporal.uiUrl}/namespaces/${encodeURIComponent(this.temporal.namespace)}/workflows/${encodeURIComponent(row.temporal_workflow_id)}${row.temporal_run_id ? `/${row.temporal_run_id}` : ''}/history`,
+        // Before the run has reported its run id, the UI's workflow page opens the latest run.
+        ui_url: `${this.temporal.uiUrl}/namespaces/${encodeURIComponent(this.temporal.namespace)}/workflows/${encodeURIComponent(row.temporal_workflow_id)}${row.temporal_run_id ? `/${encodeURIComponent(row.temporal_run_id)}/history` : ''}`,
       },
       timeline: timeline.map((t) => ({
         node_id: t.node_id,
@@ -212,18 +287,7 @@ export class ExecutionService {
     const status = closed[description.status.name as keyof typeof closed];
     if (!status) return row;
     const error = { code: description.status.name.toLowerCase(), message: `The Temporal run was ${description.status.name.toLowerCase().replace('_', ' ')}` };
-    const [updated] = await this.sql.query<ExecutionRow>(
-      `update executions set status = ?, finished_at = coalesce(finished_at, ?), error = coalesce(error, ?)
-        where id = ? and status = 'running' returning *`,
-      [status, description.closeTime ?? new Date(), JSON.stringify(error), row.id],
-    );
-    if (updated) {
-      await this.sql.query(
-        `update execution_nodes set status = 'failed', finished_at = coalesce(finished_at, now()), error = coalesce(error, ?) where execution_id = ? and status = 'running'`,
-        [JSON.stringify(error), row.id],
-      );
-    }
-    return updated ?? row;
+    return (await this.mirror.closeEnded(Number(row.id), status, description.closeTime ?? new Date(), error)) ?? row;
   }
 
   /**
@@ -241,21 +305,15 @@ export class ExecutionService {
       if (!(err instanceof WorkflowNotFoundError)) return row; // Temporal unreachable: ask again later
     }
     const error = { code: 'start_failed', message: 'The run was never started (the service stopped or lost a dependency while starting it)' };
-    const [updated] = await this.sql.query<ExecutionRow>(
-      `update executions set status = 'failed', finished_at = now(), error = ? where id = ? and status = 'running' and temporal_run_id is null returning *`,
-      [JSON.stringify(error), row.id],
-    );
-    return updated ?? row;
+    return (await this.mirror.closeUnstarted(Number(row.id), error)) ?? row;
   }
 
   /** Reconciles every run still marked running for longer than `olderThanMs` (the worker's sweeper). */
   async sweep(olderThanMs: number): Promise<number> {
-    const rows = await this.sql.query<ExecutionRow>(
-      `select * from executions where status = 'running' and started_at < now() - (? * interval '1 millisecond') order by id limit 200`,
-      [olderThanMs],
-    );
+    const rows = await this.mirror.runningOlderThan(olderThanMs);
     let changed = 0;
     for (const row of rows) if ((await this.reconcile(row)).status !== 'running') changed++;
+    await this.sql.query(`delete from idempotency_keys where created_at < now() - (? * interval '1 hour')`, [this.idempotencyTtlHours]);
     return changed;
   }
 
@@ -263,20 +321,28 @@ export class ExecutionService {
    * Replays an execution as a new one. `from_node_id` alone resets the Temporal run to just before
    * that node (earlier nodes are not run again); `with_payload` starts a fresh run with a new
    * trigger payload; both together start a fresh run that reuses the recorded outputs of the
-   * nodes upstream of `from_node_id`.
+   * nodes upstream of `from_node_id`. Resets of one Temporal workflow id do not overlap: while a
+   * reset replay of it runs, another is refused with 409 `replay_in_progress` naming it (a reset
+   * would terminate the running one).
    */
-  async replay(principal: Principal, executionId: number, body: { from_node_id?: string; with_payload?: unknown }): Promise<{ executionId: number }> {
+  async replay(
+    principal: Principal,
+    executionId: number,
+    body: { from_node_id?: string; with_payload?: unknown },
+    idempotency?: Idempotency,
+  ): Promise<Started> {
     const original = await this.visible(principal, executionId);
     if (original.status === 'running') throw conflict('execution_running', 'The execution is still running; wait for it or cancel it first');
     const workflow = await this.workflows.get(principal, original.workflow_id);
     const { graph } = await this.workflows.loadVersion(original.workflow_id, original.workflow_version);
     const payload = body.with_payload !== undefined ? body.with_payload : original.trigger_payload;
     if (body.from_node_id === undefined) {
-      return this.start(workflow, { payload, trigger: 'replay', replayOf: Number(original.id), version: original.workflow_version }, principal.id);
+      return this.start(workflow, { payload, trigger: 'replay', replayOf: Number(original.id), version: original.workflow_version }, principal.id, idempotency);
     }
     const fromNode = body.from_node_id;
-    if (!graph.nodes.some((n) => n.id === fromNode)) throw invalidRequest(`Node ${fromNode} is not in version ${original.workflow_version} of the workflow`, { field: 'from_node_id' });
-    const timeline = await this.sql.query<TimelineRow>('select * from execution_nodes where execution_id = ?', [original.id]);
+    if (!graph.nodes.some((n) => n.id === fromNode))
+      throw invalidRequest(`Node ${fromNode} is not in version ${original.workflow_version} of the workflow`, { field: 'from_node_id' });
+    const timeline = await this.mirror.timeline(Number(original.id));
     const upstream = ancestors(graph, fromNode);
     if (body.with_payload !== undefined) {
       const seed: Record<string, unknown> = {};
@@ -286,48 +352,51 @@ export class ExecutionService {
           throw conflict('node_not_run', `Upstream node ${id} has no recorded output in execution ${original.id}`);
         }
       }
-      const started = await this.start(workflow, { payload, trigger: 'replay', replayOf: Number(original.id), version: original.workflow_version, seed, startAt: fromNode }, principal.id);
-      await this.copyTimeline(Number(original.id), started.executionId, Object.keys(seed));
+      const started = await this.start(
+        workflow,
+        { payload, trigger: 'replay', replayOf: Number(original.id), version: original.workflow_version, seed, startAt: fromNode },
+        principal.id,
+        idempotency,
+      );
+      if (!started.replayed) await this.mirror.copyTimeline(Number(original.id), started.executionId, Object.keys(seed));
       return started;
     }
     if (!original.temporal_run_id) throw conflict('node_not_run', 'The execution has no Temporal run to reset');
     const point = await findResetPoint(this.temporal, original.temporal_workflow_id, original.temporal_run_id, fromNode);
     if (!point) throw conflict('node_not_run', `Node ${fromNode} did not start in execution ${original.id}; nothing to reset to`);
-    const [row] = await this.sql.query<{ id: string }>(
-      `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, temporal_workflow_id, triggered_by)
-       values (?, ?, 'running', 'replay', ?, ?, ?, ?) returning id`,
-      [original.workflow_id, original.workflow_version, JSON.stringify(original.trigger_payload ?? null), original.id, original.temporal_workflow_id, principal.id],
+    const reason = `replay of execution ${original.id} from node ${fromNode}`;
+    const prepared = await this.prepare(
+      original.workflow_id,
+      idempotency,
+      async (tx) => {
+        const id = await this.mirror.prepareReset(tx, {
+          workflowId: original.workflow_id,
+          version: original.workflow_version,
+          trigger: 'replay',
+          payload: original.trigger_payload,
+          replayOf: Number(original.id),
+          replayReason: reason,
+          temporalWorkflowId: original.temporal_workflow_id,
+          triggeredBy: principal.id,
+        });
+        const launch: Launch = { kind: 'reset', runId: original.temporal_run_id!, eventId: point.eventId, reason };
+        return { id, temporalWorkflowId: original.temporal_workflow_id, launch };
+      },
+      // One reset at a time per Temporal workflow id: the lock orders simultaneous requests, the
+      // check refuses the later ones while the earlier replay runs.
+      async (tx) => {
+        await tx.query('select pg_advisory_xact_lock(hashtext(?))', [`reset:${original.temporal_workflow_id}`]);
+        const running = await this.mirror.runningOf(tx, original.temporal_workflow_id);
+        if (running !== undefined) {
+          throw conflict('replay_in_progress', `Execution ${running} is a replay of this run that is still running; wait for it or cancel it first`, {
+            execution_id: running,
+          });
+        }
+      },
     );
-    const newId = Number(row!.id);
-    await this.copyTimeline(Number(original.id), newId, point.completedNodes);
-    try {
-      const { runId } = (await this.temporal.client.workflowService.resetWorkflowExecution({
-        namespace: this.temporal.namespace,
-        workflowExecution: { workflowId: original.temporal_workflow_id, runId: original.temporal_run_id },
-        reason: `replay of execution ${original.id} from node ${fromNode}`,
-        workflowTaskFinishEventId: Long.fromNumber(point.eventId),
-        requestId: `replay-${newId}`,
-      })) as { runId: string };
-      await this.sql.query('update executions set temporal_run_id = coalesce(temporal_run_id, ?) where id = ?', [runId, newId]);
-    } catch (err) {
-      await this.sql.query(`update executions set status = 'failed', finished_at = now(), error = ? where id = ?`, [
-        JSON.stringify({ code: 'reset_failed', message: 'Temporal refused the reset' }),
-        newId,
-      ]);
-      throw err;
-    }
-    return { executionId: newId };
-  }
-
-  /** Carries the timeline entries of nodes that will not run again into the replay, marked reused. */
-  private async copyTimeline(from: number, to: number, nodeIds: string[]) {
-    if (!nodeIds.length) return;
-    await this.sql.query(
-      `insert into execution_nodes (execution_id, node_id, node_type, status, started_at, finished_at, duration_ms, attempts, input, output, error, reused)
-       select ?, node_id, node_type, status, started_at, finished_at, duration_ms, attempts, input, output, error, true
-         from execution_nodes where execution_id = ? and node_id = any(?) order by position
-       on conflict do nothing`,
-      [to, from, nodeIds],
-    );
+    if (prepared.replayed && !prepared.unconfirmed) return prepared;
+    if (!prepared.replayed) await this.mirror.copyTimeline(Number(original.id), prepared.executionId, point.completedNodes);
+    await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch);
+    return prepared;
   }
 }

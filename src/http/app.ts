@@ -1,15 +1,17 @@
 import Router from '@koa/router';
 import Koa from 'koa';
 import { koaBody } from 'koa-body';
+import { agentGateRoutes } from '../agent/agent-gate.routes.js';
 import { agentRoutes } from '../agent/agent.routes.js';
 import { authRoutes } from '../auth/auth.routes.js';
 import { connectionRoutes } from '../connections/connection.routes.js';
 import { executionRoutes } from '../executions/execution.routes.js';
 import { codecCors, codecRoutes } from '../temporal/codec.routes.js';
-import { webhookRoutes } from '../workflows/webhook.routes.js';
-import { workflowRoutes } from '../workflows/workflow.routes.js';
+import { webhookRoutes } from '../workflow-definitions/webhook.routes.js';
+import { workflowRoutes } from '../workflow-definitions/workflow.routes.js';
 import { licenseAdminRoutes } from '../licenses/license-admin.routes.js';
 import { licenseRoutes } from '../licenses/license.routes.js';
+import { licenseWebhookRoutes } from '../licenses/license-webhooks.routes.js';
 import { AppError } from '../platform/errors.js';
 import { entityRoutes } from '../records/entity.routes.js';
 import { recordRoutes } from '../records/record.routes.js';
@@ -36,9 +38,11 @@ export function allRoutes(services: Services): AnyRoute[] {
     ...codecRoutes(services),
     ...licenseRoutes(services),
     ...licenseAdminRoutes(services),
+    ...licenseWebhookRoutes(services),
     ...entityRoutes(services),
     ...recordRoutes(services),
     ...agentRoutes(services),
+    ...agentGateRoutes(services),
   );
   return routes;
 }

@@ -1,22 +1,25 @@
 import { z } from 'zod';
-import type { Services } from '../services.js';
+import type { Queryable } from '../db/sql.js';
+import type { TemporalHandle } from '../temporal/connection.js';
+
+interface HealthPorts {
+  sql: Queryable;
+  temporal: TemporalHandle;
+}
 import { temporalHealthy } from '../temporal/connection.js';
 import { AppError } from '../platform/errors.js';
 import { defineRoute, type AnyRoute } from './route.js';
 
-async function postgresHealthy(services: Services): Promise<boolean> {
+async function postgresHealthy(services: HealthPorts): Promise<boolean> {
   try {
-    await Promise.race([
-      services.sql.query('select 1'),
-      new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 2000)),
-    ]);
+    await Promise.race([services.sql.query('select 1'), new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 2000))]);
     return true;
   } catch {
     return false;
   }
 }
 
-export function healthRoutes(services: Services, openApi: () => unknown): AnyRoute[] {
+export function healthRoutes(services: HealthPorts, openApi: () => unknown): AnyRoute[] {
   const dependencies = z.object({ postgresql: z.enum(['up', 'down']), temporal: z.enum(['up', 'down']) });
   return [
     defineRoute({

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import { SESSION_COOKIE, type AuthService } from '../auth/auth.service.js';
 import { isDatabaseUnavailable } from '../db/availability.js';
+import { translateDatabaseError } from '../db/database-errors.js';
 import { AppError, unauthenticated } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 
@@ -41,11 +42,10 @@ export function toAppError(err: unknown): AppError | undefined {
   if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
     return new AppError(400, 'invalid_request', 'Malformed request body');
   }
-  // A value PostgreSQL cannot hold (out of range, malformed) that validation let through is
-  // still the caller's input: 400, never a 500 carrying SQL text.
-  if (e?.code === '22003' || e?.code === '22P02' || e?.code === '22007' || e?.code === '22008' || e?.code === '22021') {
-    return new AppError(400, 'invalid_request', 'A value in the request is out of range or malformed');
-  }
+  // Constraint violations (a race lost between a check and an insert), and values PostgreSQL
+  // cannot hold that validation let through: the caller's 4xx, never a 500 carrying SQL text.
+  const translated = translateDatabaseError(err);
+  if (translated instanceof AppError) return translated;
   if (isDatabaseUnavailable(err)) {
     return new AppError(503, 'service_unavailable', 'PostgreSQL is unavailable; retry later', { dependency: 'postgresql' }, { 'Retry-After': '5' });
   }

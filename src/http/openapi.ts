@@ -66,13 +66,18 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, u
 
 function parameters(route: AnyRoute) {
   const list: Record<string, unknown>[] = [];
-  for (const [where, schema] of [['path', route.params], ['query', route.query]] as const) {
+  for (const [where, schema] of [
+    ['path', route.params],
+    ['query', route.query],
+    ['header', route.headers],
+  ] as const) {
     if (!schema) continue;
     const object = jsonSchema(schema, 'input') as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
     for (const [name, prop] of Object.entries(object.properties ?? {})) {
       const { description, ...rest } = prop;
       list.push({
-        name,
+        // Header names are case-insensitive; they are documented in their usual spelling.
+        name: where === 'header' ? name.replace(/(^|-)([a-z])/g, (_, dash: string, c: string) => dash + c.toUpperCase()) : name,
         in: where,
         required: where === 'path' || (object.required ?? []).includes(name),
         schema: rest,
@@ -97,7 +102,8 @@ function operation(route: AnyRoute) {
             schema: spec.raw ? jsonSchema(spec.raw, 'output') : envelope(spec.data ? jsonSchema(spec.data, 'output') : {}),
           },
         };
-    if (spec.alsoContentType) content[spec.alsoContentType] = { schema: spec.alsoContentType === 'text/event-stream' ? eventSchema(spec.events) : { type: 'string' } };
+    if (spec.alsoContentType)
+      content[spec.alsoContentType] = { schema: spec.alsoContentType === 'text/event-stream' ? eventSchema(spec.events) : { type: 'string' } };
     responses[status] = { description: spec.description, content };
   }
   const errors: Record<number, string> = { ...genericErrors };

@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
 import type { Principal } from '../auth/auth.service.js';
-import { AppError, forbidden, invalidRequest, unauthenticated, validationFailed, type FieldProblem } from '../platform/errors.js';
+import { AppError, forbidden, invalidRequest, problemsOf, unauthenticated, validationFailed, type FieldProblem } from '../platform/errors.js';
 
 /** Who may call a route: anyone, any signed-in user, or a user holding a capability. */
 export type Access = 'public' | 'authenticated' | { capability: string };
@@ -31,10 +31,12 @@ export interface Reply {
 
 type Input<S> = S extends z.ZodType ? z.output<S> : undefined;
 
-export interface HandlerInput<P, Q, B, A extends Access> {
+export interface HandlerInput<P, Q, B, A extends Access, H = undefined> {
   params: Input<P>;
   query: Input<Q>;
   body: Input<B>;
+  /** The request headers the route declares (lower-case names), validated. */
+  headers: Input<H>;
   principal: A extends 'public' ? Principal | undefined : Principal;
   ctx: Context;
 }
@@ -44,6 +46,7 @@ export interface RouteSpec<
   Q extends z.ZodType | undefined = z.ZodType | undefined,
   B extends z.ZodType | undefined = z.ZodType | undefined,
   A extends Access = Access,
+  H extends z.ZodType | undefined = z.ZodType | undefined,
 > {
   method: 'get' | 'post' | 'patch' | 'put' | 'delete';
   /** OpenAPI-style path, `{name}` for parameters. */
@@ -56,6 +59,8 @@ export interface RouteSpec<
   params?: P;
   query?: Q;
   body?: B;
+  /** Request headers the route reads, with lower-case names (documented as header parameters). */
+  headers?: H;
   /** A body may be omitted entirely (the schema then sees `{}`). */
   bodyOptional?: boolean;
   /** Accepted request content types; JSON unless stated. */
@@ -75,12 +80,11 @@ export interface RouteSpec<
   /** Extra error statuses the route can answer, documented beside the generic ones. */
   errors?: Record<number, string>;
   responses: Record<number, ResponseSpec>;
-  handler: (input: HandlerInput<P, Q, B, A>) => Promise<Reply>;
+  handler: (input: HandlerInput<P, Q, B, A, H>) => Promise<Reply>;
 }
 
 // Bivariant view used by the registry and the router.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type AnyRoute = RouteSpec<any, any, any, any>;
+export type AnyRoute = RouteSpec<any, any, any, any, any>;
 
 /** Identity helper that keeps each route's parameter, query and body types. */
 export function defineRoute<
@@ -88,21 +92,12 @@ export function defineRoute<
   Q extends z.ZodType | undefined = undefined,
   B extends z.ZodType | undefined = undefined,
   const A extends Access = Access,
->(spec: RouteSpec<P, Q, B, A>): RouteSpec<P, Q, B, A> {
+  H extends z.ZodType | undefined = undefined,
+>(spec: RouteSpec<P, Q, B, A, H>): RouteSpec<P, Q, B, A, H> {
   return spec;
 }
 
-/** Turns zod issues into the envelope's list of field problems. */
-export function problemsOf(error: z.ZodError, location: 'body' | 'query' | 'path'): FieldProblem[] {
-  return error.issues.map((issue) => {
-    const path = issue.path.map(String).join('.');
-    const field = issue.code === 'unrecognized_keys' ? [path, ...issue.keys].filter(Boolean).join('.') : path;
-    const message = issue.code === 'unrecognized_keys' ? 'is not a known field' : issue.message;
-    return { field: field || location, message, in: location };
-  });
-}
-
-function parse<S extends z.ZodType>(schema: S, value: unknown, location: 'body' | 'query' | 'path', code: AnyRoute['invalidCode']): z.output<S> {
+function parse<S extends z.ZodType>(schema: S, value: unknown, location: 'body' | 'query' | 'path' | 'header', code: AnyRoute['invalidCode']): z.output<S> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const problems = problemsOf(result.error, location);
@@ -129,12 +124,16 @@ function checkAccess(access: Access, principal: Principal | undefined) {
 }
 
 function checkContentType(ctx: Context, route: AnyRoute) {
-  const hasBody = ctx.request.length !== undefined && ctx.request.length > 0 || ctx.get('transfer-encoding') !== '';
+  const hasBody = (ctx.request.length !== undefined && ctx.request.length > 0) || ctx.get('transfer-encoding') !== '';
   if (!hasBody) return;
   const types = route.bodyTypes ?? ['json'];
   const accepted = types.map((t) => (t === 'json' ? 'json' : 'urlencoded'));
   if (!ctx.is(...accepted)) {
-    throw new AppError(415, 'unsupported_media_type', `Send the body as ${types.map((t) => (t === 'json' ? 'application/json' : 'application/x-www-form-urlencoded')).join(' or ')}`);
+    throw new AppError(
+      415,
+      'unsupported_media_type',
+      `Send the body as ${types.map((t) => (t === 'json' ? 'application/json' : 'application/x-www-form-urlencoded')).join(' or ')}`,
+    );
   }
 }
 
@@ -187,6 +186,7 @@ async function respond(route: AnyRoute, ctx: Context): Promise<void> {
           throw validationFailed(Object.keys(ctx.query).map((k) => ({ field: k, message: 'is not a known parameter' })));
         })()
       : undefined;
+  const headers = route.headers ? parse(route.headers, ctx.headers, 'header', route.invalidCode) : undefined;
   let body: unknown;
   if (route.body) {
     checkContentType(ctx, route);
@@ -195,7 +195,7 @@ async function respond(route: AnyRoute, ctx: Context): Promise<void> {
     if (empty && !route.bodyOptional) throw invalidRequest('A request body is required');
     body = parse(route.body, empty ? {} : raw, 'body', route.invalidCode);
   }
-  const reply = await route.handler({ params, query, body, principal, ctx });
+  const reply = await route.handler({ params, query, body, headers, principal, ctx });
   if (reply.handled) return;
   for (const [k, v] of Object.entries(reply.headers ?? {})) ctx.set(k, v);
   ctx.status = reply.status ?? 200;

@@ -42,10 +42,18 @@ describe('siteDomain', () => {
     expect(siteDomain(`https://${host}`)?.local).toBe(false);
   });
 
-  it.each([[''], ['   '], ['https://'], ['ftp://example.com'], ['mailto:someone@example.com'], ['http://exa mple.com'], ['https://.'], ['example.com:port/x'], ['http://a..b'], [`https://${'abcdefghi.'.repeat(26)}com`]])(
-    '%j names no usable domain',
-    (url) => {
-      expect(siteDomain(url)).toBeUndefined();
-    },
-  );
+  it.each([
+    [''],
+    ['   '],
+    ['https://'],
+    ['ftp://example.com'],
+    ['mailto:someone@example.com'],
+    ['http://exa mple.com'],
+    ['https://.'],
+    ['example.com:port/x'],
+    ['http://a..b'],
+    [`https://${'abcdefghi.'.repeat(26)}com`],
+  ])('%j names no usable domain', (url) => {
+    expect(siteDomain(url)).toBeUndefined();
+  });
 });

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { MAX_ID } from '../http/pagination.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
-import type { Services } from '../services.js';
 import {
   activationView,
   createLicenseBody,
@@ -12,12 +11,13 @@ import {
   pageOf,
   updateLicenseBody,
 } from './license.schemas.js';
+import type { LicenseService } from './license.service.js';
 
 const root = '/api/management/v1/licenses';
 const idParams = z.object({ id: z.coerce.number().int().positive().max(MAX_ID) });
 
 /** Issuing and managing licences; every route needs svc_manage_licenses. */
-export function licenseAdminRoutes({ licenses }: Services): AnyRoute[] {
+export function licenseAdminRoutes({ licenses }: { licenses: LicenseService }): AnyRoute[] {
   const common = { tag: 'licenses', access: { capability: 'svc_manage_licenses' } } as const;
   return [
     defineRoute({

@@ -22,7 +22,10 @@ export const License = defineEntity({
     productSlug: p.string().length(100),
     productName: p.string().length(200),
     createdAt: p.datetime().onCreate(() => new Date()),
-    updatedAt: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
+    updatedAt: p
+      .datetime()
+      .onCreate(() => new Date())
+      .onUpdate(() => new Date()),
   },
 });
 export type License = InferEntity<typeof License>;
@@ -46,7 +49,10 @@ export const LicenseActivation = defineEntity({
     activatedAt: p.datetime(),
     deactivatedAt: p.datetime().nullable(),
     createdAt: p.datetime().onCreate(() => new Date()),
-    updatedAt: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
+    updatedAt: p
+      .datetime()
+      .onCreate(() => new Date())
+      .onUpdate(() => new Date()),
   },
 });
 export type LicenseActivation = InferEntity<typeof LicenseActivation>;

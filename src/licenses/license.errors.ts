@@ -3,8 +3,7 @@ import { AppError, conflict } from '../platform/errors.js';
 /** The licence error codes of SPEC section 7, with the HTTP statuses DESIGN section 7 gives them. */
 export const licenseNotFound = () => new AppError(404, 'license_not_found', 'No licence matches this key');
 
-export const licenseExpired = (expiresAt: Date) =>
-  new AppError(403, 'license_expired', `The licence expired at ${expiresAt.toISOString()}`);
+export const licenseExpired = (expiresAt: Date) => new AppError(403, 'license_expired', `The licence expired at ${expiresAt.toISOString()}`);
 
 export const licenseInactive = (status: string) => new AppError(403, 'license_inactive', `The licence is ${status}`);
 

@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { LockMode, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { directQuery } from '../db/direct-query.js';
+import type { Queryable } from '../db/sql.js';
 import { randomToken, sha256 } from '../platform/crypto.js';
 import { invalidRequest, notFound } from '../platform/errors.js';
 import { siteDomain } from './domain.js';
 import { License, LicenseActivation, type ActivationStatus } from './license.entities.js';
 import { activationNotFound, alreadyDeactivated, licenseExpired, licenseInactive, licenseNotFound, siteLimitReached } from './license.errors.js';
+import { enqueueLicenseEvent } from './license-webhooks.service.js';
 import {
   formatSpecTimestamp,
   type ActivationView,
@@ -26,6 +27,7 @@ export interface SiteInput {
   pluginVersion?: string | undefined;
 }
 
+/** What verify answers (and activate describes): SPEC's verify fields. */
 export interface VerifyResult {
   license_status: 'active';
   /** `YYYY-MM-DD HH:MM:SS` (UTC), or null for a licence without expiry. */
@@ -45,6 +47,17 @@ export interface Page<T> {
 
 const base32 = 'abcdefghijklmnopqrstuvwxyz234567';
 /** `lic_` plus 20 base32 characters (100 random bits), drawn independently of the token. */
+/**
+ * A new licence key: 32 random bytes, base64url, drawn again while it starts with `-` or `_`, so a
+ * key never reads as an option on a command line (`svc license show --key <key>`).
+ */
+function licenceToken(): string {
+  for (;;) {
+    const token = randomToken(32);
+    if (/^[A-Za-z0-9]/.test(token)) return token;
+  }
+}
+
 const referencePattern = /^lic_[a-z2-7]{20}$/;
 
 function randomId(prefix: string): string {
@@ -68,6 +81,32 @@ function assertUsable(license: { status: string; expiresAt?: Date | null }, now 
 
 const iso = (date: Date | null | undefined) => (date ? date.toISOString() : null);
 
+/** The licence as verify describes it, for a usable licence. */
+const describe = (license: License, siteMatch: boolean): VerifyResult => ({
+  license_status: 'active',
+  expires_at: license.expiresAt ? formatSpecTimestamp(license.expiresAt) : null,
+  domain_limit: license.domainLimit,
+  site_match: siteMatch,
+  product_slug: license.productSlug,
+  product_name: license.productName,
+});
+
+/** The licence as webhook events show it. */
+const eventLicense = (license: License) => ({
+  id: license.id,
+  reference_id: license.referenceId,
+  status: license.status,
+  expires_at: iso(license.expiresAt),
+  domain_limit: license.domainLimit,
+  product_slug: license.productSlug,
+  product_name: license.productName,
+});
+
+/** Starts the delivery of events whose deliveries a committed transaction wrote. */
+export interface LicenseEventDispatcher {
+  dispatch(deliveryIds: string[]): void;
+}
+
 function activationView(a: LicenseActivation): ActivationView {
   return {
     activation_id: a.id,
@@ -87,13 +126,36 @@ function activationView(a: LicenseActivation): ActivationView {
 
 /** Issuing and managing licences (CLI, management API) and the public activation protocol. */
 export class LicenseService {
-  constructor(private readonly em: EntityManager) {}
+  /**
+   * Without a dispatcher (the CLI) events are still written with the change; the worker's sweep
+   * starts their delivery.
+   */
+  constructor(
+    private readonly em: EntityManager,
+    private readonly sql: Queryable,
+    private readonly events?: LicenseEventDispatcher,
+  ) {}
+
+  /** Runs a change and its events' outbox rows in one transaction, then starts the deliveries. */
+  private async withEvents<T>(
+    work: (em: EntityManager, emit: (type: Parameters<typeof enqueueLicenseEvent>[1], data: Record<string, unknown>) => Promise<void>) => Promise<T>,
+  ): Promise<T> {
+    const deliveries: string[] = [];
+    const result = await this.em.fork().transactional(async (em) => {
+      deliveries.length = 0;
+      return work(em, async (type, data) => {
+        deliveries.push(...(await enqueueLicenseEvent(em, type, data)));
+      });
+    });
+    this.events?.dispatch(deliveries);
+    return result;
+  }
 
   // ---- issuing and management ------------------------------------------------------------
 
   async create(input: CreateLicenseInput): Promise<IssuedLicenseView> {
     const em = this.em.fork();
-    const token = randomToken(32);
+    const token = licenceToken();
     const license = em.create(License, {
       tokenHash: sha256(token),
       tokenHint: token.slice(-4),
@@ -115,12 +177,7 @@ export class LicenseService {
     if (filter.product_slug) where.productSlug = filter.product_slug;
     if (filter.q) {
       const like = `%${filter.q.replace(/[\\%_]/g, '\\$&')}%`;
-      where.$or = [
-        { referenceId: filter.q },
-        { tokenHash: sha256(filter.q) },
-        { productSlug: { $ilike: like } },
-        { productName: { $ilike: like } },
-      ];
+      where.$or = [{ referenceId: filter.q }, { tokenHash: sha256(filter.q) }, { productSlug: { $ilike: like } }, { productName: { $ilike: like } }];
     }
     const [rows, total] = await em.findAndCount(License, where, {
       orderBy: { id: 'desc' },
@@ -150,23 +207,31 @@ export class LicenseService {
    * nothing: those sites keep working, and new domains are refused until enough leave.
    */
   async update(id: number, changes: UpdateLicenseInput): Promise<LicenseView> {
-    const em = this.em.fork();
-    const license = await em.findOne(License, { id });
-    if (!license) throw notFound('Licence');
-    if (changes.status !== undefined) license.status = changes.status;
-    if (changes.expires_at !== undefined) license.expiresAt = changes.expires_at;
-    if (changes.domain_limit !== undefined) license.domainLimit = changes.domain_limit;
-    await em.flush();
-    return (await this.views(em, [license]))[0]!;
+    const license = await this.withEvents(async (em, emit) => {
+      const license = await em.findOne(License, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!license) throw notFound('Licence');
+      const previous = license.status;
+      if (changes.status !== undefined) license.status = changes.status;
+      if (changes.expires_at !== undefined) license.expiresAt = changes.expires_at;
+      if (changes.domain_limit !== undefined) license.domainLimit = changes.domain_limit;
+      await em.flush();
+      if (license.status !== previous) await emit('license.status_changed', { license: eventLicense(license), previous_status: previous });
+      return license;
+    });
+    return (await this.views(this.em.fork(), [license]))[0]!;
   }
 
   async revoke(key: string): Promise<LicenseView> {
-    const em = this.em.fork();
-    const license = await em.findOne(License, keyFilter(key));
-    if (!license) throw licenseNotFound();
-    license.status = 'revoked';
-    await em.flush();
-    return (await this.views(em, [license]))[0]!;
+    const license = await this.withEvents(async (em, emit) => {
+      const license = await em.findOne(License, keyFilter(key), { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!license) throw licenseNotFound();
+      const previous = license.status;
+      license.status = 'revoked';
+      await em.flush();
+      if (previous !== 'revoked') await emit('license.status_changed', { license: eventLicense(license), previous_status: previous });
+      return license;
+    });
+    return (await this.views(this.em.fork(), [license]))[0]!;
   }
 
   async activations(id: number, filter: { status?: ActivationStatus | undefined; page: number; per_page: number }): Promise<Page<ActivationView>> {
@@ -184,11 +249,11 @@ export class LicenseService {
     const ids = licenses.map((l) => l.id);
     const counts = new Map<number, number>();
     if (ids.length) {
-      const rows = await em.getConnection().execute<{ license_id: number; domains: string }[]>(
+      const rows = await this.sql.query<{ license_id: number; domains: string }>(
         `select license_id, count(distinct domain) as domains from license_activations
-          where license_id in (${ids.map(() => '?').join(', ')}) and status = 'active' and counts_slot
+          where license_id = any(?) and status = 'active' and counts_slot
           group by license_id`,
-        ids,
+        [ids],
       );
       for (const row of rows) counts.set(row.license_id, Number(row.domains));
     }
@@ -213,53 +278,77 @@ export class LicenseService {
    * Activates a site. The licence row is locked for the whole decision, so concurrent
    * activations are counted one after another and never exceed the domain limit.
    */
-  async activate(key: string, site: SiteInput): Promise<{ activation_id: string; reactivated?: true }> {
+  async activate(key: string, site: SiteInput): Promise<{ activation_id: string; reactivated?: true; license: VerifyResult }> {
     const place = siteDomain(site.siteUrl);
     if (!place) throw invalidRequest('site_url: names no usable domain', { errors: [{ field: 'site_url', message: 'names no usable domain', in: 'body' }] });
-    return this.em.fork().transactional(async (em) => {
-      const license = await em.findOne(License, keyFilter(key), { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (!license) throw licenseNotFound();
-      assertUsable(license);
-      const existing = await em.findOne(LicenseActivation, { license, siteFingerprint: site.siteFingerprint });
-      const versions = {
-        ...(site.wpVersion !== undefined ? { wpVersion: site.wpVersion } : {}),
-        ...(site.phpVersion !== undefined ? { phpVersion: site.phpVersion } : {}),
-        ...(site.pluginVersion !== undefined ? { pluginVersion: site.pluginVersion } : {}),
-      };
-      // The same site again: nothing to count, only its recorded versions change.
-      if (existing?.status === 'active' && existing.domain === place.domain) {
-        em.assign(existing, { ...versions, siteUrl: site.siteUrl });
-        return { activation_id: existing.id, reactivated: true as const };
-      }
-      if (!place.local) {
-        const others = await em.find(
-          LicenseActivation,
-          { license, status: 'active', countsSlot: true, ...(existing ? { id: { $ne: existing.id } } : {}) },
-          { fields: ['domain'] },
-        );
-        const domains = new Set(others.map((a) => a.domain));
-        // A domain that already holds a slot (another plugin of the suite) takes no new one.
-        if (!domains.has(place.domain) && domains.size >= license.domainLimit) throw siteLimitReached(license.domainLimit);
-      }
-      const now = new Date();
-      const fields = { siteUrl: site.siteUrl, domain: place.domain, countsSlot: !place.local, status: 'active' as const, deactivatedAt: null };
-      if (existing) {
-        const wasActive = existing.status === 'active';
-        em.assign(existing, { ...fields, ...versions, ...(wasActive ? {} : { activatedAt: now }) });
-        return wasActive ? { activation_id: existing.id, reactivated: true as const } : { activation_id: existing.id };
-      }
-      const created = em.create(LicenseActivation, {
-        id: randomId('act_'),
-        license,
-        siteFingerprint: site.siteFingerprint,
-        ...fields,
-        wpVersion: site.wpVersion ?? null,
-        phpVersion: site.phpVersion ?? null,
-        pluginVersion: site.pluginVersion ?? null,
-        activatedAt: now,
+    let refused: { license: License; limit: number } | undefined;
+    try {
+      return await this.withEvents(async (em, emit) => {
+        const license = await em.findOne(License, keyFilter(key), { lockMode: LockMode.PESSIMISTIC_WRITE });
+        if (!license) throw licenseNotFound();
+        assertUsable(license);
+        const existing = await em.findOne(LicenseActivation, { license, siteFingerprint: site.siteFingerprint });
+        const versions = {
+          ...(site.wpVersion !== undefined ? { wpVersion: site.wpVersion } : {}),
+          ...(site.phpVersion !== undefined ? { phpVersion: site.phpVersion } : {}),
+          ...(site.pluginVersion !== undefined ? { pluginVersion: site.pluginVersion } : {}),
+        };
+        // The same site again: nothing to count, only its recorded versions change.
+        if (existing?.status === 'active' && existing.domain === place.domain) {
+          em.assign(existing, { ...versions, siteUrl: site.siteUrl });
+          return { activation_id: existing.id, reactivated: true as const, license: describe(license, true) };
+        }
+        if (!place.local) {
+          const others = await em.find(
+            LicenseActivation,
+            { license, status: 'active', countsSlot: true, ...(existing ? { id: { $ne: existing.id } } : {}) },
+            { fields: ['domain'] },
+          );
+          const domains = new Set(others.map((a) => a.domain));
+          // A domain that already holds a slot (another plugin of the suite) takes no new one.
+          if (!domains.has(place.domain) && domains.size >= license.domainLimit) {
+            refused = { license, limit: license.domainLimit };
+            throw siteLimitReached(license.domainLimit);
+          }
+        }
+        const now = new Date();
+        const fields = { siteUrl: site.siteUrl, domain: place.domain, countsSlot: !place.local, status: 'active' as const, deactivatedAt: null };
+        if (existing) {
+          const wasActive = existing.status === 'active';
+          em.assign(existing, { ...fields, ...versions, ...(wasActive ? {} : { activatedAt: now }) });
+          if (wasActive) return { activation_id: existing.id, reactivated: true as const, license: describe(license, true) };
+          await em.flush();
+          await emit('license.activated', { license: eventLicense(license), activation: activationView(existing) });
+          return { activation_id: existing.id, license: describe(license, true) };
+        }
+        const created = em.create(LicenseActivation, {
+          id: randomId('act_'),
+          license,
+          siteFingerprint: site.siteFingerprint,
+          ...fields,
+          wpVersion: site.wpVersion ?? null,
+          phpVersion: site.phpVersion ?? null,
+          pluginVersion: site.pluginVersion ?? null,
+          activatedAt: now,
+        });
+        await em.flush();
+        await emit('license.activated', { license: eventLicense(license), activation: activationView(created) });
+        return { activation_id: created.id, license: describe(license, true) };
       });
-      return { activation_id: created.id };
-    });
+    } catch (err) {
+      // The refusal rolled its transaction back; its event is written on its own.
+      if (refused) {
+        const { license, limit } = refused;
+        await this.withEvents((_em, emit) =>
+          emit('license.limit_reached', {
+            license: eventLicense(license),
+            site: { site_url: site.siteUrl, domain: place.domain, site_fingerprint: site.siteFingerprint },
+            site_limit: limit,
+          }),
+        ).catch(() => undefined);
+      }
+      throw err;
+    }
   }
 
   /**
@@ -269,7 +358,7 @@ export class LicenseService {
   async verify(key: string, siteFingerprint?: string): Promise<VerifyResult> {
     const filter = keyFilter(key);
     const [column, value] = 'referenceId' in filter ? ['reference_id', filter.referenceId] : ['token_hash', filter.tokenHash];
-    const rows = await directQuery<{
+    const rows = await this.sql.query<{
       status: string;
       expires_at: Date | string | null;
       domain_limit: number;
@@ -277,13 +366,12 @@ export class LicenseService {
       product_name: string;
       site_match: boolean;
     }>(
-      this.em.getKnex(),
       `select l.status, l.expires_at, l.domain_limit, l.product_slug, l.product_name,
               exists (select 1 from license_activations a
                        where a.license_id = l.id and a.site_fingerprint = $1 and a.status = 'active') as site_match
          from licenses l where l.${column} = $2`,
       [siteFingerprint ?? null, value],
-      `license_verify_by_${column}`,
+      { name: `license_verify_by_${column}` },
     );
     const row = rows[0];
     if (!row) throw licenseNotFound();
@@ -305,7 +393,7 @@ export class LicenseService {
    * The slot is freed when no other active activation holds the same domain.
    */
   async deactivate(key: string, siteFingerprint: string): Promise<{ activation_id: string; slot_freed: boolean }> {
-    return this.em.fork().transactional(async (em) => {
+    return this.withEvents(async (em, emit) => {
       // Locked like activate, so two deactivations of one site cannot both succeed.
       const license = await em.findOne(License, keyFilter(key), { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!license) throw licenseNotFound();
@@ -316,7 +404,10 @@ export class LicenseService {
       const sharing = activation.countsSlot
         ? await em.count(LicenseActivation, { license, domain: activation.domain, status: 'active', id: { $ne: activation.id } })
         : 0;
-      return { activation_id: activation.id, slot_freed: activation.countsSlot && sharing === 0 };
+      const slotFreed = activation.countsSlot && sharing === 0;
+      await em.flush();
+      await emit('license.deactivated', { license: eventLicense(license), activation: activationView(activation), slot_freed: slotFreed });
+      return { activation_id: activation.id, slot_freed: slotFreed };
     });
   }
 }

@@ -4,6 +4,9 @@ import { Migration20261122000100Workflows } from './Migration20261122000100Workf
 import { Migration20261122000200Records } from './Migration20261122000200Records.js';
 import { Migration20261122000300Licences } from './Migration20261122000300Licences.js';
 import { Migration20261122000400Agent } from './Migration20261122000400Agent.js';
+import { Migration20261123000100DurableCore } from './Migration20261123000100DurableCore.js';
+import { Migration20261123000200LicenceKit } from './Migration20261123000200LicenceKit.js';
+import { Migration20261123000300AgentGate } from './Migration20261123000300AgentGate.js';
 
 /** Every migration, in order. New migrations are appended here so bundled builds find them. */
 export const migrations: MigrationObject[] = [
@@ -12,4 +15,7 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261122000200Records', class: Migration20261122000200Records },
   { name: 'Migration20261122000300Licences', class: Migration20261122000300Licences },
   { name: 'Migration20261122000400Agent', class: Migration20261122000400Agent },
+  { name: 'Migration20261123000100DurableCore', class: Migration20261123000100DurableCore },
+  { name: 'Migration20261123000200LicenceKit', class: Migration20261123000200LicenceKit },
+  { name: 'Migration20261123000300AgentGate', class: Migration20261123000300AgentGate },
 ];

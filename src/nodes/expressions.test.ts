@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { ExpressionError, checkTemplates, resolveTemplate } from './expressions.js';
 
-const context = { trigger: { since: '2026-01-01', n: 3, name: 'Ada' }, nodes: { fetch: { body: { count: 12, items: [1, 2] } } }, execution: { id: 1, workflow_id: 2 } };
+const context = {
+  trigger: { since: '2026-01-01', n: 3, name: 'Ada' },
+  nodes: { fetch: { body: { count: 12, items: [1, 2] } } },
+  execution: { id: 1, workflow_id: 2 },
+};
 
 describe('templates', () => {
   it('yields the raw value for a whole {{ }} and text for embedded ones', async () => {

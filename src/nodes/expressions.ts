@@ -2,7 +2,10 @@ import jsonata from 'jsonata';
 
 /** Raised for a malformed or failing `{{ }}` expression; becomes the node error `expression_error`. */
 export class ExpressionError extends Error {
-  constructor(message: string, readonly expression: string) {
+  constructor(
+    message: string,
+    readonly expression: string,
+  ) {
     super(message);
     this.name = 'ExpressionError';
   }
@@ -61,7 +64,8 @@ export async function evaluate(source: string, context: ExpressionContext): Prom
     return await expression.evaluate(context);
   } catch (err) {
     const e = err as { message?: string; code?: string };
-    const reason = e.code === 'D1012' ? 'ran too long' : e.code === 'D1011' ? 'nests too deeply' : e.code === 'D2015' ? 'built too long a sequence' : `failed: ${e.message}`;
+    const reason =
+      e.code === 'D1012' ? 'ran too long' : e.code === 'D1011' ? 'nests too deeply' : e.code === 'D2015' ? 'built too long a sequence' : `failed: ${e.message}`;
     throw new ExpressionError(`Expression "${source.trim()}" ${reason}`, source);
   }
 }

@@ -7,7 +7,13 @@ export const failNode: NodeType<{ message: string; code?: string }> = {
   type: 'fail',
   pure: true,
   description: 'config `{message, code?}`: fails the node with that message and error code (default `node_failed`).',
-  configSchema: z.strictObject({ message: z.string().min(1).max(2000), code: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/).optional() }),
+  configSchema: z.strictObject({
+    message: z.string().min(1).max(2000),
+    code: z
+      .string()
+      .regex(/^[a-z][a-z0-9_]{0,63}$/)
+      .optional(),
+  }),
   resolvedSchema: z.object({ message: z.string(), code: z.string().optional() }),
   run: async ({ config }) => {
     throw ApplicationFailure.nonRetryable(config.message, config.code ?? 'node_failed');

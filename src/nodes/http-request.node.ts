@@ -22,7 +22,7 @@ export const httpRequestNode: NodeType<HttpConfig> = {
   pure: false,
   needsConnection: true,
   description:
-    'config `{method, path, headers?, query?, body?}` against the connection\'s `base_url` with its credential. Output `{status, headers, body}` (body parsed when JSON). Non-2xx fails the node with `http_error`.',
+    "config `{method, path, headers?, query?, body?}` against the connection's `base_url` with its credential. Output `{status, headers, body}` (body parsed when JSON). Non-2xx fails the node with `http_error`.",
   configSchema: config,
   run: async ({ config: c, connection, node, signal }) => {
     const target = await connection();

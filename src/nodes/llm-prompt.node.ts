@@ -1,6 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { z } from 'zod';
-import { ProviderError, providerFor } from '../agent/providers/index.js';
+import { costOf, hasPrice } from '../providers/pricing.js';
+import { ProviderError, providerFor } from '../providers/index.js';
 import type { NodeType } from './node-type.js';
 
 const config = z.strictObject({
@@ -25,10 +26,10 @@ export const llmPromptNode: NodeType<z.infer<typeof resolved>> = {
   pure: false,
   needsConnection: true,
   description:
-    'config `{model, prompt, system?, max_tokens?}` through an `openai` or `anthropic` connection. Output `{text, model, usage: {tokens_in, tokens_out}}`. Fails with `provider_error` or `provider_auth_failed`.',
+    'config `{model, prompt, system?, max_tokens?}` through an `openai` or `anthropic` connection. Output `{text, model, usage: {tokens_in, tokens_out, cost_usd, price_known}}` (cost from SVC_AGENT_PRICES; an unknown model costs 0 with `price_known: false`). Fails with `provider_error` or `provider_auth_failed`.',
   configSchema: config,
   resolvedSchema: resolved,
-  run: async ({ config: c, connection, node, signal }) => {
+  run: async ({ config: c, connection, node, signal, prices }) => {
     const target = await connection();
     try {
       const reply = await providerFor(target).complete({
@@ -39,7 +40,13 @@ export const llmPromptNode: NodeType<z.infer<typeof resolved>> = {
         timeoutMs: node.timeout_ms ?? 60_000,
         signal,
       });
-      return { output: { text: reply.text, model: c.model, usage: { tokens_in: reply.usage.tokensIn, tokens_out: reply.usage.tokensOut } } };
+      const usage = {
+        tokens_in: reply.usage.tokensIn,
+        tokens_out: reply.usage.tokensOut,
+        cost_usd: costOf(prices, c.model, reply.usage.tokensIn, reply.usage.tokensOut),
+        price_known: hasPrice(prices, c.model),
+      };
+      return { output: { text: reply.text, model: c.model, usage } };
     } catch (err) {
       if (err instanceof ProviderError) {
         if (err.retryable) throw ApplicationFailure.retryable(err.message, 'provider_error', { status: err.httpStatus });

@@ -1,7 +1,8 @@
 import type { z } from 'zod';
 import type { GraphNode, RunNodeOutput } from '../../workflows/defs.js';
 import type { Principal } from '../auth/auth.service.js';
-import type { Services } from '../services.js';
+import type { PriceTable } from '../providers/pricing.js';
+import type { RecordService } from '../records/record.service.js';
 import type { ResolvedConnection } from '../connections/connection.service.js';
 
 /** What a node implementation receives; the credential is loaded and decrypted only on demand. */
@@ -9,7 +10,10 @@ export interface NodeRunContext<C> {
   node: GraphNode;
   /** The configuration with every `{{ }}` evaluated and validated against the node's schema. */
   config: C;
-  services: Services;
+  /** Records of the workflow owner's entities, acted on with the owner's capabilities (record nodes). */
+  records: Pick<RecordService, 'create' | 'update' | 'list'>;
+  /** Model prices (llm_prompt's cost). */
+  prices: PriceTable;
   execution: { id: number; workflowId: number; ownerId: number };
   signal: AbortSignal;
   connection(): Promise<ResolvedConnection>;
@@ -23,6 +27,12 @@ export interface NodeType<C = unknown> {
   type: string;
   /** No side effects: may run as a Temporal local activity. */
   pure: boolean;
+  /**
+   * How the workflow runs it when not as an activity: `timer`, a durable timer of the config's
+   * `duration_ms`; `child`, a child run of the stored workflow its config names (`workflow_id`,
+   * `payload`). Such a type has no `run`.
+   */
+  runsAs?: 'timer' | 'child';
   description: string;
   /** Uses `connection_id` (validated to exist when the workflow is saved). */
   needsConnection?: boolean;
@@ -34,9 +44,6 @@ export interface NodeType<C = unknown> {
   rawKeys?: string[];
   /** Branch names edges may carry, or 'any' when they depend on the configuration. */
   branches?: (config: Record<string, unknown>) => string[];
-  /**
-   * Activity nodes run here. `delay` and `run_workflow` have none: the workflow itself runs them
-   * as a durable timer and a child workflow.
-   */
+  /** Activity nodes run here; a type that `runsAs` a timer or a child has none. */
   run?(ctx: NodeRunContext<C>): Promise<RunNodeOutput>;
 }

@@ -12,7 +12,7 @@ export const recordCreateNode: NodeType<{ entity: string; fields: Record<string,
   pure: false,
   description: 'config `{entity, fields}`: creates a record of the entity from the evaluated field map. Output: the created record.',
   configSchema: z.strictObject({ entity, fields: z.record(z.string(), z.unknown()) }),
-  run: async ({ config, services, owner }) => ({ output: await services.records.create(await owner(), config.entity, config.fields) }),
+  run: async ({ config, records, owner }) => ({ output: await records.create(await owner(), config.entity, config.fields) }),
 };
 
 export const recordUpdateNode: NodeType<{ entity: string; uuid: string; fields: Record<string, unknown> }> = {
@@ -21,13 +21,14 @@ export const recordUpdateNode: NodeType<{ entity: string; uuid: string; fields: 
   description: 'config `{entity, uuid, fields}`: updates those fields of the record. Output: the updated record.',
   configSchema: z.strictObject({ entity, uuid: z.string().min(1), fields: z.record(z.string(), z.unknown()) }),
   resolvedSchema: z.object({ entity, uuid: z.uuid(), fields: z.record(z.string(), z.unknown()) }),
-  run: async ({ config, services, owner }) => ({ output: await services.records.update(await owner(), config.entity, config.uuid, config.fields) }),
+  run: async ({ config, records, owner }) => ({ output: await records.update(await owner(), config.entity, config.uuid, config.fields) }),
 };
 
 export const recordQueryNode: NodeType<{ entity: string; eql?: string; sort?: string; per_page?: number; page?: number }> = {
   type: 'record_query',
   pure: false,
-  description: 'config `{entity, eql?, sort?, per_page? (max 200), page?}`: lists records as `GET /records/{entity}` does. Output `{items, total, page, per_page}`.',
+  description:
+    'config `{entity, eql?, sort?, per_page? (max 200), page?}`: lists records as `GET /records/{entity}` does. Output `{items, total, page, per_page}`.',
   configSchema: z.strictObject({
     entity,
     eql: z.string().max(2000).optional(),
@@ -42,8 +43,8 @@ export const recordQueryNode: NodeType<{ entity: string; eql?: string; sort?: st
     per_page: z.coerce.number().int().min(1).max(200).optional(),
     page: z.coerce.number().int().min(1).max(1_000_000).optional(),
   }),
-  run: async ({ config, services, owner }) => ({
-    output: await services.records.list(await owner(), config.entity, {
+  run: async ({ config, records, owner }) => ({
+    output: await records.list(await owner(), config.entity, {
       ...(config.eql ? { eql: config.eql } : {}),
       ...(config.sort ? { sort: config.sort } : {}),
       ...(config.per_page ? { perPage: config.per_page } : {}),

@@ -24,12 +24,7 @@ export function isPortOpen(port: number, host = '127.0.0.1'): Promise<boolean> {
 }
 
 /** Polls `check` until it returns true, failing after `timeoutMs` or when `abort` says so. */
-export async function waitFor(
-  what: string,
-  check: () => Promise<boolean>,
-  timeoutMs: number,
-  abort?: () => string | undefined,
-): Promise<void> {
+export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, abort?: () => string | undefined): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const reason = abort?.();

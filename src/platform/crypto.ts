@@ -20,7 +20,10 @@ export class KeyRing {
   private readonly encryption: Buffer;
   private readonly signing: Buffer;
 
-  constructor(master: Buffer, private readonly previous: KeyRing[] = []) {
+  constructor(
+    master: Buffer,
+    private readonly previous: KeyRing[] = [],
+  ) {
     this.keyId = createHash('sha256').update(master).digest('hex').slice(0, 8);
     this.encryption = Buffer.from(hkdfSync('sha256', master, '', 'svc/encryption/v1', 32));
     this.signing = Buffer.from(hkdfSync('sha256', master, '', 'svc/signing/v1', 32));

@@ -59,7 +59,7 @@ export class EmbeddedPostgres {
       await run(bins.initdb, ['-D', this.dataDir, '-U', 'postgres', '--auth=scram-sha-256', `--pwfile=${passwordFile}`, '-E', 'UTF8', '--locale=C'], owner);
     }
     const password = (await readFile(passwordFile, 'utf8')).trim();
-    const flags = ['-D', this.dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', "unix_socket_directories=", '-c', 'max_connections=300'];
+    const flags = ['-D', this.dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'];
     if (this.options.ephemeral) flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
     const output = tail();
     const child = spawn(bins.postgres, flags, { ...(owner ?? {}), stdio: ['ignore', 'pipe', 'pipe'] });
@@ -71,7 +71,12 @@ export class EmbeddedPostgres {
       exited = `exited (${signal ?? code})`;
       if (this.child === child) logger.warn({ code, signal }, 'embedded PostgreSQL exited');
     });
-    await waitFor('embedded PostgreSQL', () => isPortOpen(port), 60_000, () => (exited ? `${exited}: ${output.text}` : undefined));
+    await waitFor(
+      'embedded PostgreSQL',
+      () => isPortOpen(port),
+      60_000,
+      () => (exited ? `${exited}: ${output.text}` : undefined),
+    );
     return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
   }
 
@@ -112,7 +117,10 @@ async function hydrateSymlinks(packageDir: string): Promise<void> {
   }
   for (const { source, target } of links) {
     const targetPath = join(packageDir, target);
-    const exists = await lstat(targetPath).then(() => true, () => false);
+    const exists = await lstat(targetPath).then(
+      () => true,
+      () => false,
+    );
     if (!exists) await symlink(relative(dirname(targetPath), join(packageDir, source)), targetPath);
   }
 }
@@ -142,4 +150,3 @@ function run(cmd: string, args: string[], owner?: { uid: number; gid: number }):
     child.once('exit', (code) => (code === 0 ? resolvePromise() : reject(new Error(`${cmd} failed (${code}): ${output.text}`))));
   });
 }
-

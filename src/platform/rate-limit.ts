@@ -1,5 +1,4 @@
-import type { Knex } from '@mikro-orm/knex';
-import { directQuery } from '../db/direct-query.js';
+import type { Queryable } from '../db/sql.js';
 import { sha256 } from './crypto.js';
 
 export interface RateDecision {
@@ -43,7 +42,7 @@ export class RateLimiter {
   private queue: PendingHit[] = [];
   private flushing = false;
 
-  constructor(private readonly knex: Knex) {}
+  constructor(private readonly sql: Queryable) {}
 
   private window(windowSeconds: number) {
     const now = Date.now();
@@ -83,8 +82,7 @@ export class RateLimiter {
     }
     const keys = [...counters.keys()].sort();
     try {
-      const rows = await directQuery<{ key: string; hits: number }>(
-        this.knex,
+      const rows = await this.sql.query<{ key: string; hits: number }>(
         `insert into rate_limit_counters (bucket, window_start, hits)
          select bucket, to_timestamp(start_ms / 1000.0), n
            from unnest($1::varchar[], $2::bigint[], $3::int[]) with ordinality as x(bucket, start_ms, n, position)
@@ -92,7 +90,7 @@ export class RateLimiter {
          on conflict (bucket, window_start) do update set hits = rate_limit_counters.hits + excluded.hits
          returning (extract(epoch from window_start) * 1000)::bigint || '|' || bucket as key, hits`,
         [keys.map((k) => counters.get(k)!.bucket), keys.map((k) => counters.get(k)!.start.getTime()), keys.map((k) => counters.get(k)!.waiters.length)],
-        'rate_limit_hit',
+        { name: 'rate_limit_hit' },
       );
       const totals = new Map(rows.map((r) => [r.key, r.hits]));
       for (const [key, counter] of counters) {
@@ -109,19 +107,17 @@ export class RateLimiter {
   /** Reads the count of `bucket` in the current window without adding to it. */
   async peek(bucket: string, limit: number, windowSeconds: number): Promise<RateDecision> {
     const { start, retryAfterSeconds } = this.window(windowSeconds);
-    const result = await this.knex.raw<{ rows: { hits: number }[] }>(
-      'select hits from rate_limit_counters where bucket = ? and window_start = ?',
-      [storedBucket(bucket, windowSeconds), start],
-    );
-    const hits = result.rows[0]?.hits ?? 0;
+    const rows = await this.sql.query<{ hits: number }>('select hits from rate_limit_counters where bucket = ? and window_start = ?', [
+      storedBucket(bucket, windowSeconds),
+      start,
+    ]);
+    const hits = rows[0]?.hits ?? 0;
     return { allowed: hits < limit, hits, retryAfterSeconds };
   }
 
   /** Old windows are deleted now and then, off the request's critical path. */
   private maybePrune() {
     if (++this.calls % 500 !== 0) return;
-    this.knex
-      .raw(`delete from rate_limit_counters where window_start < now() - interval '1 day'`)
-      .catch(() => undefined);
+    this.sql.query(`delete from rate_limit_counters where window_start < now() - interval '1 day'`).catch(() => undefined);
   }
 }

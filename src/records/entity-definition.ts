@@ -45,7 +45,11 @@ export const fieldSchema = z.discriminatedUnion('type', [
     default: z.string().optional(),
   }),
   z.strictObject({ type: z.literal('date'), ...common, default: z.string().regex(datePattern, 'expected YYYY-MM-DD').optional() }),
-  z.strictObject({ type: z.literal('datetime'), ...common, default: z.string().regex(dateTimePattern, 'expected an ISO 8601 date-time with offset').optional() }),
+  z.strictObject({
+    type: z.literal('datetime'),
+    ...common,
+    default: z.string().regex(dateTimePattern, 'expected an ISO 8601 date-time with offset').optional(),
+  }),
   z.strictObject({ type: z.literal('json'), ...common, default: z.json().optional() }),
   z.strictObject({ type: z.literal('relation'), ...common, entity: z.string().min(1).max(40) }),
   z.strictObject({ type: z.literal('uuid'), ...common }),
@@ -202,7 +206,7 @@ function fieldProblems(name: string, field: FieldDefinition, entityExists: (slug
   if ((field.type === 'integer' || field.type === 'number') && field.min !== undefined && field.max !== undefined && field.min > field.max) {
     problems.push({ field: `${at}.min`, message: 'is greater than max' });
   }
-  if ((field.type === 'integer') && [field.min, field.max].some((v) => v !== undefined && !Number.isSafeInteger(v))) {
+  if (field.type === 'integer' && [field.min, field.max].some((v) => v !== undefined && !Number.isSafeInteger(v))) {
     problems.push({ field: at, message: 'min and max must be safe integers' });
   }
   if (field.type === 'enum' && new Set(field.values).size !== field.values.length) {

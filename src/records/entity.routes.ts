@@ -1,13 +1,16 @@
 import { z } from 'zod';
 import { defineRoute, type AnyRoute } from '../http/route.js';
-import type { Services } from '../services.js';
 import { definitionPatchSchema, definitionSchema } from './entity-definition.js';
 import { recordJsonSchema } from './json-schema.js';
+import type { EntityService } from './entity.service.js';
 
 export const MANAGEMENT_ROOT = '/api/management/v1';
 
 /** Query flags take `true` or `false`; anything else is a 400 naming the parameter. */
-export const flag = z.enum(['true', 'false']).optional().transform((v) => v === 'true');
+export const flag = z
+  .enum(['true', 'false'])
+  .optional()
+  .transform((v) => v === 'true');
 
 export const slugParam = z.string().regex(/^[a-z][a-z0-9_]{0,39}$/, 'not an entity slug');
 
@@ -27,7 +30,7 @@ const dryRun = z.object({
   destructive: z.boolean(),
 });
 
-export function entityRoutes({ entities }: Services): AnyRoute[] {
+export function entityRoutes({ entities }: { entities: EntityService }): AnyRoute[] {
   const tag = 'entities';
   const manage = { capability: 'svc_manage_entities' } as const;
   const view = { capability: 'svc_view_records' } as const;
@@ -112,7 +115,12 @@ export function entityRoutes({ entities }: Services): AnyRoute[] {
           'Refused: `destructive_change` (needs allow_destructive, plan in data.dry_run), `unsupported_change` (no safe cast, in ' +
           'data.refusals) or `change_refused` (existing records prevent a change, counted in data.records)',
       },
-      responses: { 200: { description: 'The entity (changed unless a dry run) and the plan', data: z.object({ entity: entityView, dry_run: dryRun, applied: z.boolean() }) } },
+      responses: {
+        200: {
+          description: 'The entity (changed unless a dry run) and the plan',
+          data: z.object({ entity: entityView, dry_run: dryRun, applied: z.boolean() }),
+        },
+      },
       handler: async ({ params, query, body }) => ({
         data: await entities.update(params.slug, body, { dryRun: query.dry_run, allowDestructive: query.allow_destructive }),
       }),

@@ -1,5 +1,5 @@
-import { conflict, forbidden, notFound, validationFailed } from '../platform/errors.js';
-import type { RecordsDatabase, Sql, Transaction } from './database.js';
+import { conflict, forbidden, notFound, problemsOf, validationFailed } from '../platform/errors.js';
+import type { Queryable, Sql, Transaction } from '../db/sql.js';
 import {
   applyPatch,
   definitionProblems,
@@ -10,7 +10,6 @@ import {
   type EntityDefinition,
   type RecordAction,
 } from './entity-definition.js';
-import { problemsOf } from '../http/route.js';
 import { ENTITY_CHANNEL, type EntityCache } from './entity-cache.js';
 import { qualifiedTable } from './naming.js';
 import { translating } from './pg-errors.js';
@@ -52,7 +51,7 @@ const dryRunOf = (plan: Plan): DryRun => ({
 /** Entity definitions: the `entities` catalogue plus one real table per entity. */
 export class EntityService {
   constructor(
-    private readonly db: RecordsDatabase,
+    private readonly db: Sql,
     private readonly cache?: EntityCache<StoredEntity>,
   ) {}
 
@@ -64,7 +63,7 @@ export class EntityService {
   }
 
   /** The entity; from the process cache unless `sql` (a transaction) is given. */
-  async find(slug: string, sql?: Sql): Promise<StoredEntity | undefined> {
+  async find(slug: string, sql?: Queryable): Promise<StoredEntity | undefined> {
     const load = async () => {
       const [row] = await (sql ?? this.db).query<CatalogueRow>('select definition, field_order, created_at, updated_at from entities where slug = $1', [slug]);
       return row ? this.fromRow(row) : undefined;
@@ -72,7 +71,7 @@ export class EntityService {
     return sql || !this.cache ? load() : this.cache.get(slug, load);
   }
 
-  async require(slug: string, sql?: Sql): Promise<StoredEntity> {
+  async require(slug: string, sql?: Queryable): Promise<StoredEntity> {
     const found = await this.find(slug, sql);
     if (!found) throw notFound(`Entity ${slug}`);
     return found;
@@ -105,7 +104,12 @@ export class EntityService {
     if (pageRows.length) {
       const union = pageRows.map((r, i) => `select $${i + 1}::text as slug, count(*)::int as n from ${qualifiedTable(r.slug)}`).join(' union all ');
       // A table dropped since the catalogue read above is a 409 entity_changed, not a 500.
-      const rows = await translating(undefined, () => this.db.query<{ slug: string; n: number }>(union, pageRows.map((r) => r.slug)));
+      const rows = await translating(undefined, () =>
+        this.db.query<{ slug: string; n: number }>(
+          union,
+          pageRows.map((r) => r.slug),
+        ),
+      );
       for (const c of rows) counts.set(c.slug, c.n);
     }
     return {
@@ -134,13 +138,13 @@ export class EntityService {
     }
   }
 
-  private async validate(def: EntityDefinition, tx: Sql): Promise<void> {
+  private async validate(def: EntityDefinition, tx: Queryable): Promise<void> {
     const slugs = new Set((await tx.query<{ slug: string }>('select slug from entities')).map((r) => r.slug));
     const problems = definitionProblems(def, (slug) => slugs.has(slug));
     if (problems.length) throw validationFailed(problems);
   }
 
-  private async save(def: EntityDefinition, tx: Sql, changed: Set<string>, insert: boolean): Promise<StoredEntity> {
+  private async save(def: EntityDefinition, tx: Queryable, changed: Set<string>, insert: boolean): Promise<StoredEntity> {
     changed.add(def.slug);
     const text = insert
       ? `insert into entities (slug, name, definition, field_order) values ($1, $2, $3, $4) returning definition, field_order, created_at, updated_at`
@@ -150,14 +154,17 @@ export class EntityService {
   }
 
   /** Runs a plan's changes in order; a precheck that finds records refuses the whole plan. */
-  private async apply(def: EntityDefinition, plan: Plan, tx: Sql): Promise<void> {
+  private async apply(def: EntityDefinition, plan: Plan, tx: Queryable): Promise<void> {
     await translating(def, async () => {
       for (const change of plan.changes) {
         if (change.precheck) {
           const [row] = await tx.query<{ n: number }>(change.precheck.sql);
           if (row && row.n > 0) {
             throw conflict('change_refused', `Cannot ${change.kind.replace('_', ' ')} ${change.field}: ${row.n} ${change.precheck.reason}`, {
-              kind: change.kind, field: change.field, records: row.n, reason: change.precheck.reason,
+              kind: change.kind,
+              field: change.field,
+              records: row.n,
+              reason: change.precheck.reason,
             });
           }
         }
@@ -215,14 +222,21 @@ export class EntityService {
       const rows = await tx.query<CatalogueRow>('select definition, field_order, created_at, updated_at from entities where slug <> $1', [slug]);
       const referencing = rows
         .map((row) => this.fromRow(row).definition)
-        .flatMap((def) => Object.entries(def.schema.fields).filter(([, f]) => f.type === 'relation' && f.entity === slug).map(([field]) => ({ def, field })));
+        .flatMap((def) =>
+          Object.entries(def.schema.fields)
+            .filter(([, f]) => f.type === 'relation' && f.entity === slug)
+            .map(([field]) => ({ def, field })),
+        );
       const detached = referencing.map(({ def, field }) => ({ entity: def.slug, field }));
       if (referencing.length && !force) {
         throw conflict('entity_protected', `Relations point at ${slug}: ${detached.map((d) => `${d.entity}.${d.field}`).join(', ')}`, { entities: detached });
       }
       for (const def of new Set(referencing.map((r) => r.def))) {
         const fields = Object.fromEntries(
-          Object.entries(def.schema.fields).map(([name, f]) => [name, f.type === 'relation' && f.entity === slug ? { ...stripRelation(f), type: 'uuid' as const } : f]),
+          Object.entries(def.schema.fields).map(([name, f]) => [
+            name,
+            f.type === 'relation' && f.entity === slug ? { ...stripRelation(f), type: 'uuid' as const } : f,
+          ]),
         );
         const next: EntityDefinition = { ...def, schema: { fields } };
         await this.apply(next, reconcile(def, next), tx);

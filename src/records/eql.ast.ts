@@ -25,7 +25,11 @@ export type Expr =
 export function withoutPositions(node: unknown): unknown {
   if (Array.isArray(node)) return node.map(withoutPositions);
   if (node && typeof node === 'object') {
-    return Object.fromEntries(Object.entries(node).filter(([k]) => k !== 'pos').map(([k, v]) => [k, withoutPositions(v)]));
+    return Object.fromEntries(
+      Object.entries(node)
+        .filter(([k]) => k !== 'pos')
+        .map(([k, v]) => [k, withoutPositions(v)]),
+    );
   }
   return node;
 }

@@ -26,7 +26,8 @@ const contact: EntityDefinition = normalise({
   },
 });
 
-const compile = (source: string) => compileEql(source, parseEql(source), { entity: contact, alias: 't', related: (s) => (s === 'company' ? company : undefined) });
+const compile = (source: string) =>
+  compileEql(source, parseEql(source), { entity: contact, alias: 't', related: (s) => (s === 'company' ? company : undefined) });
 
 function refusal(source: string) {
   try {
@@ -65,7 +66,7 @@ describe('EQL compiler', () => {
       params: ['Acme'],
     });
     expect(compile("company.name != 'Acme'").sql).toMatch(/^not exists/);
-    expect([...hoppedRelations(parseEql("company.size > 3 or age = 1"), contact)]).toEqual(['company']);
+    expect([...hoppedRelations(parseEql('company.size > 3 or age = 1'), contact)]).toEqual(['company']);
   });
 
   it('accepts uuid, created_at, updated_at and dates as strings', () => {
@@ -103,7 +104,15 @@ describe('EQL compiler', () => {
 
 // What compiled SQL may contain besides `$n` parameters and quoted identifiers of the entities.
 const sqlWords = new Set(['t', 'r', 'and', 'or', 'not', 'is', 'null', 'true', 'in', 'ilike', 'exists', 'select', '1', 'from', 'where']);
-const identifiers = new Set(['records', 'e_company', 'uuid', 'created_at', 'updated_at', ...Object.keys(contact.schema.fields), ...Object.keys(company.schema.fields)]);
+const identifiers = new Set([
+  'records',
+  'e_company',
+  'uuid',
+  'created_at',
+  'updated_at',
+  ...Object.keys(contact.schema.fields),
+  ...Object.keys(company.schema.fields),
+]);
 
 /** Fails unless `sql` is made only of known identifiers, SQL words, operators and parameters. */
 function assertOnlyParameters(sql: string, params: unknown[]) {
@@ -114,7 +123,11 @@ function assertOnlyParameters(sql: string, params: unknown[]) {
   expect(rest).not.toMatch(/['\\;-]/);
   const placeholders = [...rest.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]));
   expect(placeholders).toEqual(params.map((_, i) => i + 1));
-  for (const word of rest.replace(/\$\d+/g, ' ').split(/[\s().,=<>!]+/).filter(Boolean)) expect(sqlWords).toContain(word);
+  for (const word of rest
+    .replace(/\$\d+/g, ' ')
+    .split(/[\s().,=<>!]+/)
+    .filter(Boolean))
+    expect(sqlWords).toContain(word);
 }
 
 const fieldNames = [...Object.keys(contact.schema.fields), 'uuid', 'created_at', 'company.name', 'company.size', 'company.uuid'];
@@ -139,18 +152,24 @@ const fitting = fc.oneof(
   compare(['email', 'name', 'company.name'], ['=', '!=', '<', '>=', '~', '!~'], str(hostile)),
   compare(['age', 'company.size'], ['=', '!=', '<', '>='], num(fc.integer())),
   compare(['score'], ['=', '<', '>'], num(fc.double({ noNaN: true, noDefaultInfinity: true }))),
-  compare(['vip'], ['=', '!='], fc.boolean().map((value): Value => ({ type: 'boolean', value, pos: 0 }))),
+  compare(
+    ['vip'],
+    ['=', '!='],
+    fc.boolean().map((value): Value => ({ type: 'boolean', value, pos: 0 })),
+  ),
   compare(['stage'], ['=', '!='], str(fc.constantFrom('lead', 'customer'))),
   compare(['born_on', 'seen_at', 'created_at'], ['=', '<', '>='], str(fc.constantFrom('2024-01-01', '1999-12-31'))),
   compare(['uuid', 'company', 'company.uuid'], ['=', '!='], str(fc.uuid())),
 );
 const anyLeaf = compare(fieldNames, ['=', '!=', '<', '>=', '~', '!~'], fc.oneof(str(hostile), num(fc.integer())));
 const leaf = fc.oneof({ arbitrary: fitting, weight: 9 }, { arbitrary: anyLeaf, weight: 1 });
-const tree = fc.array(leaf, { minLength: 1, maxLength: 5 }).chain((leaves) =>
-  fc.array(fc.constantFrom('and' as const, 'or' as const), { minLength: leaves.length - 1, maxLength: leaves.length - 1 }).map((ops) =>
-    ops.reduce<Expr>((left, kind, i) => ({ kind, left, right: leaves[i + 1]!, pos: 0 }), leaves[0]!),
-  ),
-);
+const tree = fc
+  .array(leaf, { minLength: 1, maxLength: 5 })
+  .chain((leaves) =>
+    fc
+      .array(fc.constantFrom('and' as const, 'or' as const), { minLength: leaves.length - 1, maxLength: leaves.length - 1 })
+      .map((ops) => ops.reduce<Expr>((left, kind, i) => ({ kind, left, right: leaves[i + 1]!, pos: 0 }), leaves[0]!)),
+  );
 
 describe('no input reaches SQL text', () => {
   it('keeps arbitrary strings out of the compiled SQL', () => {

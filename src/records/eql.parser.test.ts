@@ -122,7 +122,10 @@ describe('EQL errors carry the position of the problem', () => {
 
 // Trees as the parser builds them: names that are not keywords, any string, any finite number.
 const fieldName = fc.stringMatching(/^[a-z][a-z0-9_]{0,8}$/).filter((s) => !(KEYWORDS as readonly string[]).includes(s));
-const fieldRef = fc.oneof(fc.tuple(fieldName).map((p) => ({ path: p as [string], pos: 0 })), fc.tuple(fieldName, fieldName).map((p) => ({ path: p as [string, string], pos: 0 })));
+const fieldRef = fc.oneof(
+  fc.tuple(fieldName).map((p) => ({ path: p as [string], pos: 0 })),
+  fc.tuple(fieldName, fieldName).map((p) => ({ path: p as [string, string], pos: 0 })),
+);
 const literal: fc.Arbitrary<Literal> = fc.oneof(
   fc.string({ unit: 'binary' }).map((value) => ({ type: 'string' as const, value, pos: 0 })),
   fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true })).map((value) => ({ type: 'number' as const, value, pos: 0 })),
@@ -131,8 +134,20 @@ const literal: fc.Arbitrary<Literal> = fc.oneof(
 );
 const { expr } = fc.letrec<{ expr: Expr; leaf: Expr }>((tie) => ({
   leaf: fc.oneof(
-    fc.record({ kind: fc.constant('compare' as const), field: fieldRef, op: fc.constantFrom('=', '!=', '<', '<=', '>', '>=', '~', '!~' as const), value: literal, pos: fc.constant(0) }),
-    fc.record({ kind: fc.constant('in' as const), field: fieldRef, negated: fc.boolean(), values: fc.array(literal, { minLength: 1, maxLength: 4 }), pos: fc.constant(0) }),
+    fc.record({
+      kind: fc.constant('compare' as const),
+      field: fieldRef,
+      op: fc.constantFrom('=', '!=', '<', '<=', '>', '>=', '~', '!~' as const),
+      value: literal,
+      pos: fc.constant(0),
+    }),
+    fc.record({
+      kind: fc.constant('in' as const),
+      field: fieldRef,
+      negated: fc.boolean(),
+      values: fc.array(literal, { minLength: 1, maxLength: 4 }),
+      pos: fc.constant(0),
+    }),
     fc.record({ kind: fc.constant('is_null' as const), field: fieldRef, negated: fc.boolean(), pos: fc.constant(0) }),
   ),
   expr: fc.oneof(

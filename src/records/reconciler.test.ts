@@ -64,7 +64,11 @@ describe('reconcile: one plan per change kind', () => {
 
   it('change_type: widening casts are safe, narrowing ones destructive, the rest refused', () => {
     const widen = only(reconcile(base, entity({ name: { type: 'string' }, age: { type: 'number' } })));
-    expect(widen).toMatchObject({ kind: 'change_type', destructive: false, sql: 'alter table "records"."e_contact" alter column "age" type double precision using "age"::double precision' });
+    expect(widen).toMatchObject({
+      kind: 'change_type',
+      destructive: false,
+      sql: 'alter table "records"."e_contact" alter column "age" type double precision using "age"::double precision',
+    });
     const toText = only(reconcile(base, entity({ name: { type: 'string' }, age: { type: 'string' } })));
     expect(toText).toMatchObject({ destructive: false, sql: expect.stringContaining('using "age"::text') });
     const narrow = only(reconcile(entity({ score: { type: 'number' } }), entity({ score: { type: 'integer' } })));
@@ -94,7 +98,8 @@ describe('reconcile: one plan per change kind', () => {
 
   it('set_default and drop_default', () => {
     expect(only(reconcile(base, entity({ ...base.schema.fields, name: { type: 'string', default: 'x' } })))).toMatchObject({
-      kind: 'set_default', sql: `alter table "records"."e_contact" alter column "name" set default E'x'`,
+      kind: 'set_default',
+      sql: `alter table "records"."e_contact" alter column "name" set default E'x'`,
     });
     expect(only(reconcile(entity({ name: { type: 'string', default: 'x' } }), entity({ name: { type: 'string' } })))).toMatchObject({ kind: 'drop_default' });
   });
@@ -104,7 +109,10 @@ describe('reconcile: one plan per change kind', () => {
     expect(added).toMatchObject({ kind: 'add_enum', field: 'name' });
     expect(added.precheck?.sql).toContain(`"name" not in (E'a')`);
     const changed = only(reconcile(entity({ s: { type: 'enum', values: ['a', 'b'] } }), entity({ s: { type: 'enum', values: ['a'] } })));
-    expect(changed).toMatchObject({ kind: 'change_enum', sql: expect.stringMatching(/drop constraint "contact__s_enum";\n.*add constraint "contact__s_enum" check/) });
+    expect(changed).toMatchObject({
+      kind: 'change_enum',
+      sql: expect.stringMatching(/drop constraint "contact__s_enum";\n.*add constraint "contact__s_enum" check/),
+    });
     expect(only(reconcile(entity({ s: { type: 'enum', values: ['a'] } }), entity({ s: { type: 'string' } })))).toMatchObject({ kind: 'drop_enum' });
   });
 
@@ -123,7 +131,8 @@ describe('reconcile: one plan per change kind', () => {
     expect(on).toMatchObject({ kind: 'add_unique', sql: 'create unique index "contact__name_uq" on "records"."e_contact" ("name")' });
     expect(on.precheck?.sql).toContain('having count(*) > 1');
     expect(only(reconcile(entity({ name: { type: 'string', unique: true } }), entity({ name: { type: 'string' } })))).toMatchObject({
-      kind: 'drop_unique', sql: 'drop index "records"."contact__name_uq"',
+      kind: 'drop_unique',
+      sql: 'drop index "records"."contact__name_uq"',
     });
   });
 

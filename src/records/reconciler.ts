@@ -1,14 +1,4 @@
-import {
-  columnDefinition,
-  columnType,
-  defaultSql,
-  enumCheckSql,
-  foreignKeySql,
-  indexSql,
-  needsIndex,
-  relationTarget,
-  uniqueIndexSql,
-} from './columns.js';
+import { columnDefinition, columnType, defaultSql, enumCheckSql, foreignKeySql, indexSql, needsIndex, relationTarget, uniqueIndexSql } from './columns.js';
 import type { EntityDefinition, FieldDefinition } from './entity-definition.js';
 import { constraintName, ident, literal, qualifiedTable, RECORDS_SCHEMA } from './naming.js';
 
@@ -18,10 +8,23 @@ import { constraintName, ident, literal, qualifiedTable, RECORDS_SCHEMA } from '
  */
 
 export type ChangeKind =
-  | 'create_table' | 'add_field' | 'drop_field' | 'change_type'
-  | 'set_required' | 'drop_required' | 'set_default' | 'drop_default'
-  | 'add_enum' | 'change_enum' | 'drop_enum' | 'add_relation' | 'drop_relation'
-  | 'add_unique' | 'drop_unique' | 'add_index' | 'drop_index';
+  | 'create_table'
+  | 'add_field'
+  | 'drop_field'
+  | 'change_type'
+  | 'set_required'
+  | 'drop_required'
+  | 'set_default'
+  | 'drop_default'
+  | 'add_enum'
+  | 'change_enum'
+  | 'drop_enum'
+  | 'add_relation'
+  | 'drop_relation'
+  | 'add_unique'
+  | 'drop_unique'
+  | 'add_index'
+  | 'drop_index';
 
 /** A query run just before a change; a count above zero refuses the change with `reason`. */
 export interface Precheck {
@@ -54,17 +57,35 @@ export interface Plan {
 
 // Drops before type changes before additions, so nothing depends on what is about to go away.
 const stage: Record<ChangeKind, number> = {
-  create_table: 0, drop_index: 1, drop_unique: 1, drop_relation: 1, drop_enum: 1, drop_field: 2,
-  drop_required: 3, drop_default: 3, change_type: 4, add_field: 5, set_default: 6, set_required: 6,
-  add_enum: 7, change_enum: 7, add_relation: 8, add_unique: 9, add_index: 9,
+  create_table: 0,
+  drop_index: 1,
+  drop_unique: 1,
+  drop_relation: 1,
+  drop_enum: 1,
+  drop_field: 2,
+  drop_required: 3,
+  drop_default: 3,
+  change_type: 4,
+  add_field: 5,
+  set_default: 6,
+  set_required: 6,
+  add_enum: 7,
+  change_enum: 7,
+  add_relation: 8,
+  add_unique: 9,
+  add_index: 9,
 };
 
 function finish(changes: Change[], refusals: Refusal[] = []): Plan {
-  const ordered = changes.map((c, i) => ({ c, i })).sort((a, b) => stage[a.c.kind] - stage[b.c.kind] || a.i - b.i).map(({ c }) => c);
+  const ordered = changes
+    .map((c, i) => ({ c, i }))
+    .sort((a, b) => stage[a.c.kind] - stage[b.c.kind] || a.i - b.i)
+    .map(({ c }) => c);
   return { changes: ordered, destructive: ordered.some((c) => c.destructive), refusals };
 }
 
-const typeLabel = (f: FieldDefinition) => (f.type === 'string' && f.max_length !== undefined ? `string(${f.max_length})` : f.type === 'relation' ? `relation(${f.entity})` : f.type);
+const typeLabel = (f: FieldDefinition) =>
+  f.type === 'string' && f.max_length !== undefined ? `string(${f.max_length})` : f.type === 'relation' ? `relation(${f.entity})` : f.type;
 
 const count = (slug: string, where: string) => `select count(*)::int as n from ${qualifiedTable(slug)} where ${where}`;
 
@@ -74,21 +95,42 @@ function facetAdditions(slug: string, name: string, field: FieldDefinition, def:
   if (field.type === 'enum') {
     const values = field.values.map(literal).join(', ');
     out.push({
-      kind: 'add_enum', field: name, sql: enumCheckSql(slug, name, field), destructive: false,
-      ...(isNew ? {} : { precheck: { sql: count(slug, `${col} is not null and ${col} not in (${values})`), reason: 'records hold a value outside the new values' } }),
+      kind: 'add_enum',
+      field: name,
+      sql: enumCheckSql(slug, name, field),
+      destructive: false,
+      ...(isNew
+        ? {}
+        : { precheck: { sql: count(slug, `${col} is not null and ${col} not in (${values})`), reason: 'records hold a value outside the new values' } }),
     });
   }
   const target = relationTarget(field);
   if (target) {
     out.push({
-      kind: 'add_relation', field: name, sql: foreignKeySql(slug, name, target), destructive: false,
-      ...(isNew ? {} : { precheck: { sql: count(slug, `${col} is not null and not exists (select 1 from ${qualifiedTable(target)} r where r."uuid" = ${qualifiedTable(slug)}.${col})`), reason: `records point at no ${target} record` } }),
+      kind: 'add_relation',
+      field: name,
+      sql: foreignKeySql(slug, name, target),
+      destructive: false,
+      ...(isNew
+        ? {}
+        : {
+            precheck: {
+              sql: count(slug, `${col} is not null and not exists (select 1 from ${qualifiedTable(target)} r where r."uuid" = ${qualifiedTable(slug)}.${col})`),
+              reason: `records point at no ${target} record`,
+            },
+          }),
     });
   }
   if (field.unique) {
     out.push({
-      kind: 'add_unique', field: name, sql: uniqueIndexSql(slug, name), destructive: false,
-      precheck: { sql: `select count(*)::int as n from (select ${col} from ${qualifiedTable(slug)} where ${col} is not null group by ${col} having count(*) > 1) d`, reason: 'values are held by more than one record' },
+      kind: 'add_unique',
+      field: name,
+      sql: uniqueIndexSql(slug, name),
+      destructive: false,
+      precheck: {
+        sql: `select count(*)::int as n from (select ${col} from ${qualifiedTable(slug)} where ${col} is not null group by ${col} having count(*) > 1) d`,
+        reason: 'values are held by more than one record',
+      },
     });
   }
   if (needsIndex(def, name)) out.push({ kind: 'add_index', field: name, sql: indexSql(slug, name), destructive: false });
@@ -103,13 +145,16 @@ export function planCreate(def: EntityDefinition): Plan {
     `${ident('updated_at')} timestamptz not null default now()`,
     ...Object.entries(def.schema.fields).map(([name, field]) => columnDefinition(name, field)),
   ];
-  const changes: Change[] = [{ kind: 'create_table', field: null, sql: `create table ${qualifiedTable(def.slug)} (\n  ${columns.join(',\n  ')}\n)`, destructive: false }];
+  const changes: Change[] = [
+    { kind: 'create_table', field: null, sql: `create table ${qualifiedTable(def.slug)} (\n  ${columns.join(',\n  ')}\n)`, destructive: false },
+  ];
   for (const [name, field] of Object.entries(def.schema.fields)) changes.push(...facetAdditions(def.slug, name, field, def, true));
   return finish(changes);
 }
 
 const dropIndex = (slug: string, name: string, kind: 'uq' | 'idx') => `drop index ${ident(RECORDS_SCHEMA)}.${ident(constraintName(slug, name, kind))}`;
-const dropConstraint = (slug: string, name: string, kind: 'fk' | 'enum') => `alter table ${qualifiedTable(slug)} drop constraint ${ident(constraintName(slug, name, kind))}`;
+const dropConstraint = (slug: string, name: string, kind: 'fk' | 'enum') =>
+  `alter table ${qualifiedTable(slug)} drop constraint ${ident(constraintName(slug, name, kind))}`;
 
 /**
  * The cast for a column type change: `using` expression and whether it loses data, or a reason
@@ -142,7 +187,14 @@ function castFor(name: string, from: FieldDefinition, to: FieldDefinition): { us
   return { refuse: `no safe cast from ${from.type} to ${to.type}; add a new field instead` };
 }
 
-function fieldChanges(slug: string, name: string, from: FieldDefinition, to: FieldDefinition, oldDef: EntityDefinition, newDef: EntityDefinition): Change[] | Refusal {
+function fieldChanges(
+  slug: string,
+  name: string,
+  from: FieldDefinition,
+  to: FieldDefinition,
+  oldDef: EntityDefinition,
+  newDef: EntityDefinition,
+): Change[] | Refusal {
   const table = qualifiedTable(slug);
   const col = ident(name);
   const changes: Change[] = [];
@@ -150,7 +202,12 @@ function fieldChanges(slug: string, name: string, from: FieldDefinition, to: Fie
   if (typeChanges) {
     const cast = castFor(name, from, to);
     if ('refuse' in cast) return { field: name, from: typeLabel(from), to: typeLabel(to), reason: cast.refuse };
-    changes.push({ kind: 'change_type', field: name, sql: `alter table ${table} alter column ${col} type ${columnType(to)} using ${cast.using}`, destructive: cast.destructive });
+    changes.push({
+      kind: 'change_type',
+      field: name,
+      sql: `alter table ${table} alter column ${col} type ${columnType(to)} using ${cast.using}`,
+      destructive: cast.destructive,
+    });
   }
   const oldDefault = defaultSql(from);
   const newDefault = defaultSql(to);
@@ -163,11 +220,15 @@ function fieldChanges(slug: string, name: string, from: FieldDefinition, to: Fie
   }
   if (!from.required && to.required) {
     changes.push({
-      kind: 'set_required', field: name, sql: `alter table ${table} alter column ${col} set not null`, destructive: false,
+      kind: 'set_required',
+      field: name,
+      sql: `alter table ${table} alter column ${col} set not null`,
+      destructive: false,
       precheck: { sql: count(slug, `${col} is null`), reason: 'records have no value; give them one first' },
     });
   }
-  if (from.required && !to.required) changes.push({ kind: 'drop_required', field: name, sql: `alter table ${table} alter column ${col} drop not null`, destructive: false });
+  if (from.required && !to.required)
+    changes.push({ kind: 'drop_required', field: name, sql: `alter table ${table} alter column ${col} drop not null`, destructive: false });
   const oldValues = from.type === 'enum' ? JSON.stringify(from.values) : undefined;
   const newValues = to.type === 'enum' ? JSON.stringify(to.values) : undefined;
   if (oldValues && !newValues) changes.push({ kind: 'drop_enum', field: name, sql: dropConstraint(slug, name, 'enum'), destructive: false });
@@ -206,7 +267,10 @@ export function reconcile(oldDef: EntityDefinition, newDef: EntityDefinition): P
     const before = oldFields[name];
     if (!before) {
       changes.push({
-        kind: 'add_field', field: name, sql: `alter table ${table} add column ${columnDefinition(name, field)}`, destructive: false,
+        kind: 'add_field',
+        field: name,
+        sql: `alter table ${table} add column ${columnDefinition(name, field)}`,
+        destructive: false,
         ...(field.required && defaultSql(field) === undefined
           ? { precheck: { sql: `select count(*)::int as n from ${table}`, reason: 'records exist; a new required field needs a default' } }
           : {}),

@@ -1,9 +1,8 @@
 import { z } from 'zod';
 import { AppError, invalidRequest } from '../platform/errors.js';
-import type { Transaction } from './database.js';
+import type { Transaction } from '../db/sql.js';
 import type { StoredEntity } from './entity.service.js';
 import type { RecordEvent } from './record-events.js';
-import type { RecordService } from './record.service.js';
 
 /** Bulk record operations: one transaction, a savepoint per operation, a result per operation. */
 
@@ -33,7 +32,12 @@ export interface BulkResult {
   failed: number;
 }
 
-type Writer = Pick<RecordService, 'insert' | 'change' | 'delete'>;
+/** The record writes a bulk operation makes (RecordService's, on the bulk's transaction). */
+interface Writer {
+  insert(sql: Transaction, entity: StoredEntity, body: Record<string, unknown>): Promise<RecordEvent>;
+  change(sql: Transaction, entity: StoredEntity, uuid: string, body: Record<string, unknown>): Promise<RecordEvent>;
+  delete(sql: Transaction, entity: StoredEntity, uuid: string): Promise<RecordEvent>;
+}
 
 /** Problems with an operation that the list's shape cannot express (a missing uuid, say). */
 function checkOperation(op: BulkOperation): void {

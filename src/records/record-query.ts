@@ -12,10 +12,13 @@ export const allColumns = (def: EntityDefinition) => ['uuid', ...Object.keys(def
 
 export const selectList = (columns: string[], alias: string) => columns.map((c) => `${alias}.${ident(c)}`).join(', ');
 
-const isColumn = (def: EntityDefinition, name: string) =>
-  (SYSTEM_COLUMNS as readonly string[]).includes(name) || Object.hasOwn(def.schema.fields, name);
+const isColumn = (def: EntityDefinition, name: string) => (SYSTEM_COLUMNS as readonly string[]).includes(name) || Object.hasOwn(def.schema.fields, name);
 
-const splitList = (text: string) => text.split(',').map((s) => s.trim()).filter(Boolean);
+const splitList = (text: string) =>
+  text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 
 /** Relation fields to deep-load, from the `include` parameter. */
 export function parseInclude(def: EntityDefinition, text: string | undefined): { field: string; target: string }[] {

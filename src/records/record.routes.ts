@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { defineRoute, type AnyRoute } from '../http/route.js';
-import type { Services } from '../services.js';
 import { MANAGEMENT_ROOT, slugParam } from './entity.routes.js';
 import { bulkOperationSchema, MAX_BULK_OPERATIONS, uuidPattern } from './record-bulk.js';
 import { DEFAULT_PER_PAGE, MAX_PER_PAGE } from './record.service.js';
+import type { RecordService } from './record.service.js';
 
 const record = z.object({ uuid: z.string() }).catchall(z.unknown());
 const fieldMap = z.record(z.string(), z.unknown());
@@ -17,7 +17,7 @@ const include = z.string().max(2000).optional().describe('comma-separated relati
 // svc_delete_records), so access is checked by the service and documented here.
 const forbidden = { 403: 'Missing the capability the entity names for this action (`forbidden`, named in data.capability)' };
 
-export function recordRoutes({ records }: Services): AnyRoute[] {
+export function recordRoutes({ records }: { records: RecordService }): AnyRoute[] {
   const tag = 'records';
   const base = `${MANAGEMENT_ROOT}/records/{entity}`;
   return [
@@ -26,12 +26,12 @@ export function recordRoutes({ records }: Services): AnyRoute[] {
       path: base,
       operationId: 'listRecords',
       summary: 'Lists records, filtered with EQL, sorted, paginated',
-      description: 'Capability: the entity\'s `view` (default svc_view_records). EQL errors are 400 `invalid_eql` with data.position.',
+      description: "Capability: the entity's `view` (default svc_view_records). EQL errors are 400 `invalid_eql` with data.position.",
       tag,
       access: 'authenticated',
       params: entityParams,
       query: z.strictObject({
-        eql: z.string().optional().describe('filter expression, e.g. `stage = \'lead\' and company.name ~ \'acme\'`'),
+        eql: z.string().optional().describe("filter expression, e.g. `stage = 'lead' and company.name ~ 'acme'`"),
         sort: z.string().max(500).optional().describe('`field:asc` or `field:desc`, comma-separated'),
         fields,
         include,
@@ -108,7 +108,8 @@ export function recordRoutes({ records }: Services): AnyRoute[] {
       path: `${base}/_bulk`,
       operationId: 'bulkRecords',
       summary: `Up to ${MAX_BULK_OPERATIONS} creates, updates and deletes in one transaction, each in its own savepoint`,
-      description: 'A failing operation is reported in its result and leaves the others applied. The call needs the capability of every kind of operation it contains.',
+      description:
+        'A failing operation is reported in its result and leaves the others applied. The call needs the capability of every kind of operation it contains.',
       tag,
       access: 'authenticated',
       params: entityParams,

@@ -1,5 +1,5 @@
 import { notFound } from '../platform/errors.js';
-import type { RecordsDatabase, Sql } from './database.js';
+import type { Queryable, Sql } from '../db/sql.js';
 import type { EntityDefinition } from './entity-definition.js';
 import { assertCan, type Actor, type EntityService, type StoredEntity } from './entity.service.js';
 import { compileEql, hoppedRelations } from './eql.compiler.js';
@@ -37,7 +37,7 @@ export const MAX_PER_PAGE = 200;
  */
 export class RecordService {
   constructor(
-    private readonly db: RecordsDatabase,
+    private readonly db: Sql,
     private readonly entities: EntityService,
     private readonly validator: RecordValidator,
     private readonly events: RecordEventBus,
@@ -71,7 +71,11 @@ export class RecordService {
     const page = options.page ?? 1;
     const perPage = options.perPage ?? DEFAULT_PER_PAGE;
     const includes = parseInclude(def, options.include);
-    const columns = parseFields(def, options.fields, includes.map((i) => i.field));
+    const columns = parseFields(
+      def,
+      options.fields,
+      includes.map((i) => i.field),
+    );
     const order = orderBy(def, options.sort, 't');
     const ast = options.eql !== undefined && options.eql.trim() !== '' ? parseEql(options.eql) : undefined;
     const targets = await this.related(actor, [...(ast ? hoppedRelations(ast, def) : []), ...includes.map((i) => i.target)]);
@@ -80,7 +84,11 @@ export class RecordService {
     const n = filter.params.length;
     const [items, [count]] = await translating(def, () =>
       Promise.all([
-        this.db.query<RecordData>(`select ${selectList(columns, 't')} ${from} order by ${order} limit $${n + 1} offset $${n + 2}`, [...filter.params, perPage, (page - 1) * perPage]),
+        this.db.query<RecordData>(`select ${selectList(columns, 't')} ${from} order by ${order} limit $${n + 1} offset $${n + 2}`, [
+          ...filter.params,
+          perPage,
+          (page - 1) * perPage,
+        ]),
         this.db.query<{ n: number }>(`select count(*)::int as n ${from}`, filter.params),
       ]),
     );
@@ -88,7 +96,7 @@ export class RecordService {
     return { items, total: count!.n, page, per_page: perPage };
   }
 
-  private async fetch(sql: Sql, def: EntityDefinition, uuid: string, columns = allColumns(def), lock = false): Promise<RecordData> {
+  private async fetch(sql: Queryable, def: EntityDefinition, uuid: string, columns = allColumns(def), lock = false): Promise<RecordData> {
     const [row] = await sql.query<RecordData>(
       `select ${selectList(columns, 't')} from ${qualifiedTable(def.slug)} t where t."uuid" = $1${lock ? ' for update' : ''}`,
       [uuid],
@@ -100,15 +108,22 @@ export class RecordService {
   async get(actor: Actor, slug: string, uuid: string, options: Pick<ListOptions, 'fields' | 'include'> = {}): Promise<RecordData> {
     const { definition: def } = await this.entities.requireFor(actor, slug, 'view');
     const includes = parseInclude(def, options.include);
-    const columns = parseFields(def, options.fields, includes.map((i) => i.field));
-    const targets = await this.related(actor, includes.map((i) => i.target));
+    const columns = parseFields(
+      def,
+      options.fields,
+      includes.map((i) => i.field),
+    );
+    const targets = await this.related(
+      actor,
+      includes.map((i) => i.target),
+    );
     const row = await translating(def, () => this.fetch(this.db, def, uuid, columns));
     await this.include([row], includes, targets);
     return row;
   }
 
   /** The insert, update and delete statements, shared by single writes and bulk operations. */
-  async insert(sql: Sql, entity: StoredEntity, body: Record<string, unknown>): Promise<RecordEvent> {
+  async insert(sql: Queryable, entity: StoredEntity, body: Record<string, unknown>): Promise<RecordEvent> {
     const def = entity.definition;
     this.validator.check(entity, body, false);
     const { columns, values } = encodeValues(def, body);
@@ -119,7 +134,7 @@ export class RecordService {
     return { entity: def.slug, action: 'created', record: record! };
   }
 
-  async change(sql: Sql, entity: StoredEntity, uuid: string, body: Record<string, unknown>): Promise<RecordEvent> {
+  async change(sql: Queryable, entity: StoredEntity, uuid: string, body: Record<string, unknown>): Promise<RecordEvent> {
     const def = entity.definition;
     this.validator.check(entity, body, true);
     return translating(def, async () => {
@@ -136,7 +151,7 @@ export class RecordService {
     });
   }
 
-  async delete(sql: Sql, entity: StoredEntity, uuid: string): Promise<RecordEvent> {
+  async delete(sql: Queryable, entity: StoredEntity, uuid: string): Promise<RecordEvent> {
     const def = entity.definition;
     const [record] = await translating(def, () =>
       sql.query<RecordData>(`delete from ${qualifiedTable(def.slug)} as t where t."uuid" = $1 returning ${selectList(allColumns(def), 't')}`, [uuid]),

@@ -3,21 +3,18 @@ import { z } from 'zod';
 import type { Principal } from '../auth/auth.service.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { forbidden, unauthenticated } from '../platform/errors.js';
-import type { Services } from '../services.js';
+import { codecPayloads, transcode } from './codec.js';
+import type { TemporalHandle } from './connection.js';
 
-const payloads = z.strictObject({
-  payloads: z
-    .array(z.strictObject({ metadata: z.record(z.string(), z.string()).optional(), data: z.string().optional() }))
-    .max(1000),
-});
-const b64 = (bytes: Uint8Array | null | undefined) => Buffer.from(bytes ?? new Uint8Array()).toString('base64');
+// Temporal Web UI 2.50 and later append this to every codec call; it asks for nothing this codec does.
+const query = z.strictObject({ preserveStorageRefs: z.enum(['true', 'false']).optional() });
 
 /**
  * The codec server the Temporal Web UI calls to show encrypted payloads to an operator. The UI
  * sends the browser's session cookie but cannot send a nonce, so a session cookie alone is
  * accepted here: decoding changes nothing, and CORS lets only the UI's origin read answers.
  */
-export function codecRoutes({ temporal }: Services): AnyRoute[] {
+export function codecRoutes({ temporal }: { temporal: TemporalHandle }): AnyRoute[] {
   const route = (operation: 'decode' | 'encode') =>
     defineRoute({
       method: 'post',
@@ -33,17 +30,11 @@ export function codecRoutes({ temporal }: Services): AnyRoute[] {
         if (!caller) throw unauthenticated();
         if (!caller.can('svc_manage_workflows')) throw forbidden('svc_manage_workflows');
       },
-      body: payloads,
+      query,
+      body: codecPayloads,
       errors: { 403: 'Missing capability svc_manage_workflows (`forbidden`)' },
-      responses: { 200: { description: 'The payloads', raw: payloads } },
-      handler: async ({ body }) => {
-        const input = body.payloads.map((p) => ({
-          metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
-          data: Buffer.from(p.data ?? '', 'base64'),
-        }));
-        const output = await temporal.codec[operation](input);
-        return { raw: { payloads: output.map((p) => ({ metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, b64(v)])), data: b64(p.data) })) } };
-      },
+      responses: { 200: { description: 'The payloads', raw: codecPayloads } },
+      handler: async ({ body }) => ({ raw: await transcode(temporal.codec, operation, body) }),
     });
   return [route('decode'), route('encode')];
 }

@@ -10,6 +10,11 @@ export interface TemporalHandle {
   codec: EncryptionCodec;
   /** Decodes one payload (decrypt, then JSON) as found in raw history events. */
   decode(payload: Payload): Promise<unknown>;
+  /**
+   * Set when a worker on the service's task queue runs in this process: starts through it ask
+   * Temporal to hand the run's first workflow task straight back (eager start), saving a dispatch.
+   */
+  eagerClient?: Client;
   /** Web UI base URL for links to runs. */
   uiUrl: string;
   taskQueue: string;

@@ -18,13 +18,30 @@ let runtimeInstalled = false;
 export function installTemporalRuntime(logger: Logger): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  const levels: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' };
+  const levels: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
+    TRACE: 'trace',
+    DEBUG: 'debug',
+    INFO: 'info',
+    WARN: 'warn',
+    ERROR: 'error',
+  };
   const child = logger.child({ component: 'temporal-sdk' });
   Runtime.install({ logger: new DefaultLogger('WARN', (entry) => child[levels[entry.level]](entry.meta ?? {}, entry.message)) });
 }
 
+/** Worker options of the service's workers (docs/performance.md has the measurements). */
+export const WORKER_TUNING = {
+  maxCachedWorkflows: 1000,
+  maxConcurrentWorkflowTaskExecutions: 100,
+  maxConcurrentActivityTaskExecutions: 200,
+  workflowTaskPollerBehavior: { type: 'simple-maximum', maximum: 20 },
+  activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 20 },
+} as const;
+
 export interface RunningWorker {
   worker: Worker;
+  /** The worker's own connection: a client on it can start runs eagerly on this worker. */
+  connection: NativeConnection;
   /** Resolves when the worker has stopped (after shutdown or a fatal error). */
   done: Promise<void>;
   shutdown(): Promise<void>;
@@ -67,11 +84,16 @@ export async function startWorker(services: Services, address: string, options: 
     activities: createActivities(services),
     dataConverter: { payloadCodecs: [services.temporal.codec] },
     shutdownGraceTime: '10s',
+    // Measured on two cores (docs/performance.md): runs stay cached between their workflow tasks
+    // (a replay from scratch per task costs twice the CPU), enough task slots that every run
+    // started eagerly finds one, and enough pollers that a burst is picked up at once.
+    ...WORKER_TUNING,
   });
   const done = worker.run().finally(() => connection.close().catch(() => undefined));
   done.catch((err) => services.logger.error({ err }, 'Temporal worker stopped with an error'));
   return {
     worker,
+    connection,
     done: done.catch(() => undefined),
     async shutdown() {
       if (worker.getState() === 'RUNNING') worker.shutdown();

@@ -65,6 +65,11 @@ export interface TestAppOptions {
   logs?: string[];
   /** Reuse another app's database (a second API process, a restart). */
   databaseUrl?: string;
+  /**
+   * Let the stack start what the configuration leaves unset, as `npm start` does: with
+   * `env.TEMPORAL_ADDRESS: ''`, its own Temporal dev server with the Web UI and codec listener.
+   */
+  embedded?: boolean;
 }
 
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -84,11 +89,9 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     ...options.env,
   });
   const logs = options.logs;
-  const logger = logs
-    ? createLogger('debug', { write: (line: string) => void logs.push(line) })
-    : createLogger(config.LOG_LEVEL);
+  const logger = logs ? createLogger('debug', { write: (line: string) => void logs.push(line) }) : createLogger(config.LOG_LEVEL);
   const stack = await startStack(config, logger, {
-    embedded: false,
+    embedded: options.embedded ?? false,
     roles: { api: true, worker: options.worker ?? false },
     workflowBundle: inject('workflowBundle'),
   });

@@ -85,17 +85,37 @@ const sse = (res: ServerResponse, step: ScriptStep) => {
 /** An OpenAI-compatible Chat Completions endpoint (`{url}/chat/completions`). */
 export function startFakeOpenAi(): Promise<FakeProvider> {
   return serve('/chat/completions', async (req, step, res, seq) => {
-    const usage = { prompt_tokens: step.usage?.in ?? 11, completion_tokens: step.usage?.out ?? 7, total_tokens: (step.usage?.in ?? 11) + (step.usage?.out ?? 7) };
-    const toolCalls = (step.toolCalls ?? []).map((c, i) => ({ id: `call_${seq}_${i}`, type: 'function', function: { name: c.name, arguments: JSON.stringify(c.args) } }));
+    const usage = {
+      prompt_tokens: step.usage?.in ?? 11,
+      completion_tokens: step.usage?.out ?? 7,
+      total_tokens: (step.usage?.in ?? 11) + (step.usage?.out ?? 7),
+    };
+    const toolCalls = (step.toolCalls ?? []).map((c, i) => ({
+      id: `call_${seq}_${i}`,
+      type: 'function',
+      function: { name: c.name, arguments: JSON.stringify(c.args) },
+    }));
     if (!req.body.stream) {
       if (step.malformed) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"choices": [');
       const message = { role: 'assistant', content: step.text ?? null, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) };
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ id: `chatcmpl-${seq}`, object: 'chat.completion', model: req.body.model, choices: [{ index: 0, message, finish_reason: toolCalls.length ? 'tool_calls' : 'stop' }], usage }));
+      res.end(
+        JSON.stringify({
+          id: `chatcmpl-${seq}`,
+          object: 'chat.completion',
+          model: req.body.model,
+          choices: [{ index: 0, message, finish_reason: toolCalls.length ? 'tool_calls' : 'stop' }],
+          usage,
+        }),
+      );
       return;
     }
     const send = sse(res, step);
-    const chunk = (delta: unknown, finish: string | null = null) => ({ id: `chatcmpl-${seq}`, object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }] });
+    const chunk = (delta: unknown, finish: string | null = null) => ({
+      id: `chatcmpl-${seq}`,
+      object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    });
     await send(chunk({ role: 'assistant', content: '' }));
     if (step.malformed) {
       await send(chunk({ content: 'partial ' }));
@@ -133,7 +153,13 @@ export function startFakeAnthropic(): Promise<FakeProvider> {
       return;
     }
     const send = sse(res, step);
-    await send({ type: 'message_start', message: { id: `msg_${seq}`, type: 'message', role: 'assistant', content: [], usage: { input_tokens: usage.input_tokens, output_tokens: 1 } } }, 'message_start');
+    await send(
+      {
+        type: 'message_start',
+        message: { id: `msg_${seq}`, type: 'message', role: 'assistant', content: [], usage: { input_tokens: usage.input_tokens, output_tokens: 1 } },
+      },
+      'message_start',
+    );
     if (step.malformed) {
       await send('{"type": "content_block_delta", ', 'content_block_delta');
       return void res.end();
@@ -141,7 +167,8 @@ export function startFakeAnthropic(): Promise<FakeProvider> {
     for (const [index, block] of blocks.entries()) {
       if (block.type === 'text') {
         await send({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } }, 'content_block_start');
-        for (const piece of words((block as { text: string }).text)) await send({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: piece } }, 'content_block_delta');
+        for (const piece of words((block as { text: string }).text))
+          await send({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: piece } }, 'content_block_delta');
       } else {
         const b = block as { id: string; name: string; input: unknown };
         await send({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: b.id, name: b.name, input: {} } }, 'content_block_start');

@@ -25,7 +25,12 @@ export async function issueLicense(app: TestApp, overrides: Record<string, unkno
 
 /** A site as a plugin describes it: its home URL and a fingerprint (SHA-256 of URL + secret). */
 export function site(url: string, secret = randomBytes(8).toString('hex')) {
-  return { site_url: url, site_fingerprint: createHash('sha256').update(url + secret).digest('hex') };
+  return {
+    site_url: url,
+    site_fingerprint: createHash('sha256')
+      .update(url + secret)
+      .digest('hex'),
+  };
 }
 
 /** One call of the public licence root, form-encoded as plugins send it. */

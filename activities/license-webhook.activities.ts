@@ -1,0 +1,107 @@
+import { createHmac } from 'node:crypto';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Config } from '../src/config.js';
+import type { Queryable } from '../src/db/sql.js';
+import type { KeyRing } from '../src/platform/crypto.js';
+
+/** Stripe's scheme: HMAC-SHA256 of `<unix time>.<body>` under the webhook's secret. */
+export function webhookSignature(secret: string, timestamp: number, body: string): string {
+  return `t=${timestamp},v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}
+
+const MAX_ERROR_LENGTH = 500;
+
+/**
+ * Activities of licence webhook delivery. The webhook's secret is decrypted here and nowhere
+ * else: it is never an activity argument or result, so Temporal's history never holds it.
+ */
+export function licenseWebhookActivities(services: { sql: Queryable; keys: KeyRing; config: Pick<Config, 'SVC_LICENSE_WEBHOOK_TIMEOUT_MS'> }) {
+  const { sql, keys, config } = services;
+
+  async function recordAttempt(deliveryId: string, attempt: number, started: number, status: number | null, error: string | null) {
+    const message = error === null ? null : error.slice(0, MAX_ERROR_LENGTH);
+    await sql.query(
+      `insert into license_webhook_attempts (delivery_id, attempt, started_at, duration_ms, response_status, error) values (?, ?, ?, ?, ?, ?)
+       on conflict (delivery_id, attempt) do update set started_at = excluded.started_at, duration_ms = excluded.duration_ms,
+         response_status = excluded.response_status, error = excluded.error`,
+      [deliveryId, attempt, new Date(started), Date.now() - started, status, message],
+    );
+    await sql.query('update license_webhook_deliveries set attempts = greatest(attempts, ?), last_status = ?, last_error = ? where id = ?', [
+      attempt,
+      status,
+      message,
+      deliveryId,
+    ]);
+  }
+
+  return {
+    /** One attempt: POST the event, signed; a non-2xx answer or no answer fails the attempt (Temporal retries). */
+    async sendLicenseWebhook(input: { deliveryId: string }): Promise<{ status: 'delivered'; attempts: number }> {
+      const attempt = Context.current().info.attempt;
+      const [row] = await sql.query<{
+        status: string;
+        attempts: number;
+        payload: unknown;
+        event: string;
+        event_id: string;
+        url: string;
+        secret_sealed: string;
+        active: boolean;
+      }>(
+        `select d.status, d.attempts, d.payload, d.event, d.event_id, w.url, w.secret_sealed, w.active
+           from license_webhook_deliveries d join license_webhooks w on w.id = d.webhook_id where d.id = ?`,
+        [input.deliveryId],
+      );
+      if (!row) throw ApplicationFailure.nonRetryable('The delivery or its webhook no longer exists', 'not_found');
+      // A retry of an attempt that got through before the worker died.
+      if (row.status === 'delivered') return { status: 'delivered', attempts: row.attempts };
+      if (!row.active) throw ApplicationFailure.nonRetryable('The webhook is inactive', 'webhook_inactive');
+      // jsonb gives the payload back the same way on every attempt, so each attempt sends the same bytes.
+      const body = JSON.stringify(row.payload);
+      const started = Date.now();
+      const timestamp = Math.floor(started / 1000);
+      let status: number;
+      try {
+        const response = await fetch(row.url, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'user-agent': 'workflow-svc-webhooks/1',
+            'svc-event': row.event,
+            'svc-event-id': row.event_id,
+            'svc-delivery': input.deliveryId,
+            'svc-signature': webhookSignature(keys.decrypt(row.secret_sealed), timestamp, body),
+          },
+          body,
+          redirect: 'manual',
+          signal: AbortSignal.timeout(config.SVC_LICENSE_WEBHOOK_TIMEOUT_MS),
+        });
+        status = response.status;
+        await response.body?.cancel().catch(() => undefined);
+      } catch (err) {
+        const message = err instanceof Error ? (err.cause instanceof Error ? `${err.message}: ${err.cause.message}` : err.message) : String(err);
+        await recordAttempt(input.deliveryId, attempt, started, null, message);
+        throw ApplicationFailure.retryable(`The webhook could not be reached: ${message}`, 'webhook_unreachable');
+      }
+      if (status < 200 || status >= 300) {
+        await recordAttempt(input.deliveryId, attempt, started, status, `answered ${status}`);
+        throw ApplicationFailure.retryable(`The webhook answered ${status}`, 'webhook_http_error');
+      }
+      await recordAttempt(input.deliveryId, attempt, started, status, null);
+      await sql.query(`update license_webhook_deliveries set status = 'delivered', finished_at = now() where id = ? and status = 'pending'`, [
+        input.deliveryId,
+      ]);
+      return { status: 'delivered', attempts: attempt };
+    },
+
+    /** The attempts ran out (or the webhook was switched off): the delivery is recorded as failed. */
+    async failLicenseWebhookDelivery(input: { deliveryId: string; error: string }): Promise<{ attempts: number }> {
+      const rows = await sql.query<{ attempts: number }>(
+        `update license_webhook_deliveries set status = 'failed', finished_at = now(), last_error = coalesce(last_error, ?)
+          where id = ? and status = 'pending' returning attempts`,
+        [input.error.slice(0, MAX_ERROR_LENGTH), input.deliveryId],
+      );
+      return { attempts: rows[0]?.attempts ?? 0 };
+    },
+  };
+}

@@ -1,0 +1,102 @@
+import { z } from 'zod';
+import { defineRoute, type AnyRoute } from '../http/route.js';
+import { pageOf, pagination } from '../http/pagination.js';
+import { AGENT_ACTION_STATUSES } from '../../workflows/defs.js';
+import { agentAccess as access, agentRoot as root, turnErrors } from './agent.routes.js';
+import { actionView, streamEvents, turnResponse } from './agent.schemas.js';
+import { streamTurn, type TurnStreamPorts } from './agent.sse.js';
+import type { AgentGateService } from './agent.gate.js';
+import { outcomeData } from './agent.turns.js';
+
+const actionParams = z.object({ action_id: z.string().max(100) });
+const note = z.string().max(4000).optional();
+const decisionErrors = {
+  ...turnErrors,
+  403: "Missing capability svc_agent_use, or the session's approval policy does not let the caller decide (`forbidden`, data.approval): `owner` only its owner, `others` anyone with svc_agent_approve but the owner, `any` both",
+  409: 'Already decided (`action_already_decided`), expired (`action_expired`), or a turn of the session is running (`turn_in_progress`)',
+};
+
+/** The side-effect gate: approve (optionally with edited arguments), reject, the inbox and the audit trail. */
+export function agentGateRoutes(services: { agentGate: AgentGateService } & TurnStreamPorts): AnyRoute[] {
+  const { agentGate } = services;
+  const decide = (verb: 'approve' | 'reject') =>
+    defineRoute({
+      method: 'post',
+      path: `${root}/actions/{action_id}/${verb}`,
+      operationId: `${verb}AgentAction`,
+      summary:
+        verb === 'approve'
+          ? 'Approves the pending action, optionally with edited arguments: the tool runs and the turn goes on to its next outcome'
+          : 'Rejects the pending action: the turn goes on with the rejection (and note) as the tool result',
+      description:
+        (verb === 'approve'
+          ? "`args` replaces the model's arguments; it is validated against the tool's schema (400 `validation_failed` naming each field), both versions are kept, and the model is told the arguments were edited. "
+          : '') +
+        "Same response shape as a message (an event stream with `stream: true`). An action is decided once (409 `action_already_decided` after) and not after it expired (409 `action_expired`). Who may decide follows the session's approval policy.",
+      tag: 'agent',
+      access,
+      params: actionParams,
+      body:
+        verb === 'approve'
+          ? z.strictObject({ note, args: z.record(z.string(), z.unknown()).optional(), stream: z.boolean().optional() })
+          : z.strictObject({ note, stream: z.boolean().optional() }),
+      bodyOptional: true,
+      errors: decisionErrors,
+      responses: { 200: { description: 'The turn outcome', data: turnResponse, alsoContentType: 'text/event-stream', events: streamEvents } },
+      handler: async ({ params, body, principal, ctx }) => {
+        const decision = {
+          approved: verb === 'approve',
+          note: body.note,
+          args: 'args' in body ? (body.args as Record<string, unknown> | undefined) : undefined,
+        };
+        if (body.stream) {
+          await streamTurn(services, ctx, (channel) => agentGate.decide(principal, params.action_id, decision, channel));
+          return { handled: true };
+        }
+        const turn = await agentGate.decide(principal, params.action_id, decision);
+        return { data: outcomeData(await turn.outcome) };
+      },
+    });
+  return [
+    decide('approve'),
+    decide('reject'),
+    defineRoute({
+      method: 'get',
+      path: `${root}/actions`,
+      operationId: 'listAgentActions',
+      summary: 'The approval inbox: actions the caller may decide or has decided, newest first',
+      description:
+        "Pending actions of the caller's own sessions (policy `owner` or `any`), of other users' sessions whose policy is `others` or `any` when the caller holds svc_agent_approve, and every action the caller decided. Without `status`, every status.",
+      tag: 'agent',
+      access,
+      query: z.strictObject({ status: z.enum(AGENT_ACTION_STATUSES).optional(), ...pagination(100) }),
+      responses: { 200: { description: 'A page of actions', data: pageOf(actionView) } },
+      handler: async ({ query, principal }) => ({ data: await agentGate.inbox(principal, query) }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${root}/actions/{action_id}`,
+      operationId: 'getAgentAction',
+      summary: 'One action with its audit trail: who decided, when, the note, both argument versions and the tool outcome',
+      description: 'Visible to whoever may decide it, the session owner, administrators and whoever decided it; for anyone else 404.',
+      tag: 'agent',
+      access,
+      params: actionParams,
+      responses: { 200: { description: 'The action', data: actionView } },
+      handler: async ({ params, principal }) => ({ data: await agentGate.action(principal, params.action_id) }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${root}/sessions/{id}/actions`,
+      operationId: 'listAgentSessionActions',
+      summary: "The session's audit trail of gated actions, oldest first",
+      description: 'Visible to the session owner, administrators and those who may decide its actions; for anyone else 404.',
+      tag: 'agent',
+      access,
+      params: z.object({ id: z.string().max(100) }),
+      query: z.strictObject(pagination(100)),
+      responses: { 200: { description: 'A page of actions', data: pageOf(actionView) } },
+      handler: async ({ params, query, principal }) => ({ data: await agentGate.sessionActions(principal, params.id, query.page, query.per_page) }),
+    }),
+  ];
+}

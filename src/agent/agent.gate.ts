@@ -1,0 +1,210 @@
+import type { z } from 'zod';
+import type { Principal } from '../auth/auth.service.js';
+import type { Sql } from '../db/sql.js';
+import { toIso } from '../db/sql.js';
+import { AppError, conflict, notFound, validationFailed, type FieldProblem } from '../platform/errors.js';
+import type { TemporalHandle } from '../temporal/connection.js';
+import { agentDecisionUpdate } from '../../workflows/agent.updates.js';
+import { agentSessionWorkflowId, type AgentActionStatus, type AgentApprovalPolicy } from '../../workflows/defs.js';
+import { loadSession, type ActionRow } from './agent.store.js';
+import { agentTools } from './agent.tools.js';
+import { acceptedTurn, type AcceptedTurn } from './agent.turns.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+interface ActionWithSession extends ActionRow {
+  owner_id: number;
+  owner_login: string;
+  approval: AgentApprovalPolicy;
+  decided_by_login: string | null;
+  age_seconds: number;
+}
+
+const SELECT_ACTION = `select a.*, s.owner_id, o.login as owner_login, s.approval, d.login as decided_by_login,
+         floor(extract(epoch from (now() - a.created_at)))::int as age_seconds
+    from agent_actions a join agent_sessions s on s.id = a.session_id join users o on o.id = s.owner_id
+    left join users d on d.id = a.decided_by`;
+
+/**
+ * What a caller may do with a session's actions under its approval policy: `owner` lets only the
+ * session owner decide; `others` only someone else holding svc_agent_approve (four eyes); `any`
+ * both. Whoever may decide may see the actions; administrators see every session anyway.
+ */
+export function gateRights(principal: Principal, session: { owner_id: number; approval: AgentApprovalPolicy }) {
+  const owner = session.owner_id === principal.id;
+  const approver = principal.can('svc_agent_approve');
+  const mayDecide = session.approval === 'owner' ? owner : session.approval === 'others' ? !owner && approver : owner || approver;
+  return { mayDecide, maySee: mayDecide || owner || principal.role === 'administrator' };
+}
+
+/** One action as the inbox, the audit and the action endpoint show it. */
+function actionView(row: ActionWithSession) {
+  return {
+    action_id: row.action_id,
+    session_id: row.session_id,
+    turn_id: row.turn_id,
+    tool: row.tool,
+    args: row.args,
+    edited_args: row.edited_args,
+    summary: row.summary,
+    status: row.status,
+    approval: row.approval,
+    requested_by: { id: row.owner_id, login: row.owner_login },
+    created_at: toIso(row.created_at)!,
+    age_seconds: row.age_seconds,
+    expires_at: toIso(row.expires_at),
+    decided_by: row.decided_by === null ? null : { id: row.decided_by, login: row.decided_by_login ?? '' },
+    decided_at: row.status === 'pending' ? null : toIso(row.decided_at),
+    note: row.note,
+    outcome: row.outcome ? { ...row.outcome, finished_at: toIso(row.outcome_at) } : null,
+  };
+}
+export type ActionView = ReturnType<typeof actionView>;
+
+/** The approver's arguments against the tool's own schema, strictly: an unknown field is named too. */
+function validateEditedArgs(tool: string, args: Record<string, unknown>): Record<string, unknown> {
+  const spec = agentTools.get(tool);
+  if (!spec) throw validationFailed([{ field: 'args', message: `the tool ${tool} no longer exists` }]);
+  const parsed = (spec.args as z.ZodObject).strict().safeParse(args);
+  if (parsed.success) return parsed.data as Record<string, unknown>;
+  const problems: FieldProblem[] = parsed.error.issues.flatMap((issue) => {
+    const path = ['args', ...issue.path.map(String)].join('.');
+    return issue.code === 'unrecognized_keys'
+      ? issue.keys.map((k) => ({ field: `${path}.${k}`, message: 'is not an argument of this tool' }))
+      : [{ field: path, message: issue.message }];
+  });
+  throw validationFailed(problems);
+}
+
+/** The side-effect gate's API side: decisions, the inbox and the audit trail of actions. */
+export class AgentGateService {
+  constructor(
+    private readonly sql: Sql,
+    private readonly temporal: TemporalHandle,
+  ) {}
+
+  /** An action the caller may see (they may decide it, own or administer its session, or decided it); else 404. */
+  private async visibleAction(principal: Principal, actionId: string): Promise<ActionWithSession> {
+    const [row] = UUID.test(actionId) ? await this.sql.query<ActionWithSession>(`${SELECT_ACTION} where a.action_id = ?`, [actionId]) : [];
+    if (!row || (!gateRights(principal, row).maySee && row.decided_by !== principal.id)) throw notFound('Action');
+    return row;
+  }
+
+  async action(principal: Principal, actionId: string): Promise<ActionView> {
+    return actionView(await this.visibleAction(principal, actionId));
+  }
+
+  /** The audit trail of one session, oldest first. */
+  async sessionActions(principal: Principal, sessionId: string, page: number, perPage: number) {
+    const session = UUID.test(sessionId) ? await loadSession(this.sql, sessionId) : undefined;
+    if (!session || !gateRights(principal, session).maySee) throw notFound('Session');
+    const [{ total }] = (await this.sql.query<{ total: string }>('select count(*) as total from agent_actions where session_id = ?', [sessionId])) as [
+      { total: string },
+    ];
+    const rows = await this.sql.query<ActionWithSession>(`${SELECT_ACTION} where a.session_id = ? order by a.created_at, a.action_id limit ? offset ?`, [
+      sessionId,
+      perPage,
+      (page - 1) * perPage,
+    ]);
+    return { items: rows.map(actionView), total: Number(total), page, per_page: perPage };
+  }
+
+  /** The actions the caller may decide or has decided, newest first. */
+  async inbox(principal: Principal, query: { status?: AgentActionStatus | undefined; page: number; per_page: number }) {
+    const approver = principal.can('svc_agent_approve');
+    const where = [
+      `((s.owner_id = ? and s.approval in ('owner', 'any')) or (?::boolean and s.owner_id <> ? and s.approval in ('others', 'any')) or a.decided_by = ?)`,
+    ];
+    const args: unknown[] = [principal.id, approver, principal.id, principal.id];
+    if (query.status) {
+      where.push('a.status = ?');
+      args.push(query.status);
+    }
+    const clause = where.join(' and ');
+    const [{ total }] = (await this.sql.query<{ total: string }>(
+      `select count(*) as total from agent_actions a join agent_sessions s on s.id = a.session_id where ${clause}`,
+      args,
+    )) as [{ total: string }];
+    const rows = await this.sql.query<ActionWithSession>(`${SELECT_ACTION} where ${clause} order by a.created_at desc, a.action_id limit ? offset ?`, [
+      ...args,
+      query.per_page,
+      (query.page - 1) * query.per_page,
+    ]);
+    return { items: rows.map(actionView), total: Number(total), page: query.page, per_page: query.per_page };
+  }
+
+  /**
+   * Decides a pending action once. The row is claimed under a row lock that is held until the
+   * session workflow accepted the decision, so a refused or failed update leaves no trace (the
+   * audit trail is never rewritten), the gate's expiry waits for the outcome, and the tool
+   * activity reads the committed decision.
+   */
+  async decide(
+    principal: Principal,
+    actionId: string,
+    decision: { approved: boolean; note?: string | undefined; args?: Record<string, unknown> | undefined },
+    streamChannel?: string,
+  ): Promise<AcceptedTurn> {
+    const action = await this.visibleAction(principal, actionId);
+    if (!gateRights(principal, action).mayDecide) {
+      const why =
+        action.approval === 'others' && action.owner_id === principal.id
+          ? 'This session asks for four eyes: someone other than its owner decides its actions'
+          : action.approval === 'owner'
+            ? 'Only the session owner decides the actions of this session'
+            : "Deciding actions of another user's session needs the capability svc_agent_approve";
+      throw new AppError(403, 'forbidden', why, { approval: action.approval });
+    }
+    if (action.status === 'expired')
+      throw conflict('action_expired', `Action ${actionId} expired before it was decided`, { expires_at: toIso(action.expires_at) });
+    if (action.status !== 'pending') throw conflict('action_already_decided', `Action ${actionId} was already ${action.status}`, { status: action.status });
+    const edited = decision.args ? validateEditedArgs(action.tool, decision.args) : undefined;
+    const handle = this.temporal.client.workflow.getHandle(agentSessionWorkflowId(action.session_id));
+    return this.sql.transaction(async (tx) => {
+      const [row] = await tx.query<{ status: AgentActionStatus; past: boolean; expires_at: Date | string | null }>(
+        'select status, expires_at, coalesce(expires_at <= now(), false) as past from agent_actions where action_id = ? for update',
+        [actionId],
+      );
+      if (row!.status === 'expired' || (row!.status === 'pending' && row!.past)) {
+        throw conflict('action_expired', `Action ${actionId} expired before it was decided`, { expires_at: toIso(row!.expires_at) });
+      }
+      if (row!.status !== 'pending') throw conflict('action_already_decided', `Action ${actionId} was already ${row!.status}`, { status: row!.status });
+      // Arguments equal to the model's are no edit.
+      const [stored] = await tx.query<{ edited_args: Record<string, unknown> | null }>(
+        `update agent_actions set status = ?, note = ?, decided_by = ?, decided_at = now(),
+                edited_args = case when ?::jsonb is null or ?::jsonb = args then null else ?::jsonb end
+          where action_id = ? returning edited_args`,
+        [decision.approved ? 'approved' : 'rejected', decision.note ?? null, principal.id, ...Array(3).fill(edited ? JSON.stringify(edited) : null), actionId],
+      );
+      return acceptedTurn(() =>
+        handle.startUpdate(agentDecisionUpdate, {
+          args: [
+            {
+              actionId,
+              approved: decision.approved,
+              decidedBy: principal.id,
+              ...(decision.note !== undefined ? { note: decision.note } : {}),
+              ...(stored!.edited_args ? { editedArgs: stored!.edited_args } : {}),
+              ...(streamChannel ? { streamChannel } : {}),
+            },
+          ],
+          updateId: `decision-${actionId}`,
+          waitForStage: 'ACCEPTED',
+        }),
+      );
+    });
+  }
+
+  /** Actions of a session that expired between the turn before `turnId` and `turnId` (the `done` of that turn reports them). */
+  async expiredBefore(sessionId: string, turnId: string): Promise<{ action_id: string; tool: string; summary: string; expired_at: string }[]> {
+    const rows = await this.sql.query<{ action_id: string; tool: string; summary: string; decided_at: Date | string }>(
+      `with this_turn as (select created_at from agent_messages where session_id = ? and step_key = ?),
+            previous as (select max(m.created_at) as at from agent_messages m, this_turn t where m.session_id = ? and m.role = 'user' and m.created_at < t.created_at)
+       select a.action_id, a.tool, a.summary, a.decided_at from agent_actions a, this_turn t, previous p
+        where a.session_id = ? and a.status = 'expired' and a.decided_at < t.created_at and a.decided_at > coalesce(p.at, '-infinity')
+        order by a.decided_at`,
+      [sessionId, `user:${turnId}`, sessionId, sessionId],
+    );
+    return rows.map((r) => ({ action_id: r.action_id, tool: r.tool, summary: r.summary, expired_at: toIso(r.decided_at)! }));
+  }
+}

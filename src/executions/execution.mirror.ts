@@ -1,0 +1,376 @@
+import type { Queryable, Sql } from '../db/sql.js';
+import type { GraphNode, NodeError } from '../../workflows/defs.js';
+
+/**
+ * The execution mirror: the queryable copy of every run's history in PostgreSQL (`executions` and
+ * `execution_nodes`). This module is the only one that reads or writes those tables; the API (which
+ * prepares records, reads them and reconciles them with Temporal) and the worker's activities
+ * (which claim records and write the timeline) both go through it.
+ *
+ * The rule between its two writers: the API writes a record before it asks Temporal for a run
+ * (a start or a reset), without a run id; the run's first activity claims the record of its
+ * Temporal workflow id that has no run id yet and sets it. A run nobody prepared a record for
+ * (a schedule, a record event, a parent run, an operator's reset) gets one from its activities.
+ */
+
+export type ExecutionStatus = 'running' | 'success' | 'failed' | 'partial' | 'cancelled';
+
+export interface ExecutionRow {
+  id: string;
+  workflow_id: number;
+  workflow_version: number;
+  status: ExecutionStatus;
+  trigger: string;
+  trigger_payload: unknown;
+  started_at: Date | string;
+  finished_at: Date | string | null;
+  error: unknown;
+  last_output: unknown;
+  replay_of: string | null;
+  replay_reason: string | null;
+  temporal_workflow_id: string;
+  temporal_run_id: string | null;
+}
+
+export interface TimelineRow {
+  node_id: string;
+  node_type: string;
+  status: string;
+  started_at: Date | string | null;
+  finished_at: Date | string | null;
+  duration_ms: number | null;
+  attempts: number;
+  input: unknown;
+  output: unknown;
+  error: { code: string; message: string } | null;
+  reused: boolean;
+}
+
+/** What the worker needs of a run's record. */
+export interface ExecutionRef {
+  id: number;
+  workflowId: number;
+  ownerId: number;
+}
+
+export interface ListFilter {
+  /** SQL condition on the workflow (alias `w`) restricting to what the caller may see, and its values. */
+  visible: [string, unknown[]];
+  workflow_id?: number;
+  status?: ExecutionStatus;
+  since?: Date;
+  until?: Date;
+  page: number;
+  per_page: number;
+}
+
+export interface NewRecord {
+  workflowId: number;
+  version: number;
+  trigger: string;
+  payload: unknown;
+  replayOf?: number;
+  replayReason?: string;
+  triggeredBy?: number;
+}
+
+/** Entry fields a node activity writes. */
+export type NodeEntry = Partial<Record<'status' | 'started_at' | 'finished_at' | 'duration_ms' | 'attempts' | 'input' | 'output' | 'error', unknown>>;
+
+/** A record a launch could not confirm (its start or reset failed, or its answer was lost). */
+export const UNCONFIRMED_CODES = ['start_failed', 'reset_failed'] as const;
+
+const json = (value: unknown) => (value === undefined ? null : JSON.stringify(value));
+
+export class ExecutionMirror {
+  constructor(
+    private readonly sql: Sql,
+    /** Temporal workflow ids of executions: this prefix and the execution id. */
+    private readonly workflowIdPrefix: string,
+  ) {}
+
+  // ---- the API's side -----------------------------------------------------------------------
+
+  /** A record for a run about to be started; its Temporal workflow id is set from its id, in one statement. */
+  async prepareStart(q: Queryable, record: NewRecord): Promise<{ id: number; temporalWorkflowId: string }> {
+    const [row] = await q.query<{ id: string; temporal_workflow_id: string }>(
+      `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, replay_reason, temporal_workflow_id, triggered_by)
+       select n.id, ?, ?, 'running', ?, ?, ?, ?, ? || n.id, ? from (select nextval('executions_id_seq') as id) n
+       returning id, temporal_workflow_id`,
+      [
+        record.workflowId,
+        record.version,
+        record.trigger,
+        json(record.payload ?? null),
+        record.replayOf ?? null,
+        record.replayReason ?? null,
+        this.workflowIdPrefix,
+        record.triggeredBy ?? null,
+      ],
+    );
+    return { id: Number(row!.id), temporalWorkflowId: row!.temporal_workflow_id };
+  }
+
+  /** A record for the run a reset of `temporalWorkflowId` is about to create. */
+  async prepareReset(q: Queryable, record: NewRecord & { temporalWorkflowId: string }): Promise<number> {
+    const [row] = await q.query<{ id: string }>(
+      `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, replay_reason, temporal_workflow_id, triggered_by)
+       values (?, ?, 'running', ?, ?, ?, ?, ?, ?) returning id`,
+      [
+        record.workflowId,
+        record.version,
+        record.trigger,
+        json(record.payload ?? null),
+        record.replayOf ?? null,
+        record.replayReason ?? null,
+        record.temporalWorkflowId,
+        record.triggeredBy ?? null,
+      ],
+    );
+    return Number(row!.id);
+  }
+
+  /** The execution of a Temporal workflow id still running (a reset replay in flight), if any. */
+  async runningOf(q: Queryable, temporalWorkflowId: string): Promise<number | undefined> {
+    const [row] = await q.query<{ id: string }>(`select id from executions where temporal_workflow_id = ? and status = 'running' order by id desc limit 1`, [
+      temporalWorkflowId,
+    ]);
+    return row ? Number(row.id) : undefined;
+  }
+
+  /** Executions of a workflow still running. */
+  async runningOfWorkflow(workflowId: number): Promise<number[]> {
+    return (await this.sql.query<{ id: string }>(`select id from executions where workflow_id = ? and status = 'running'`, [workflowId])).map((r) =>
+      Number(r.id),
+    );
+  }
+
+  async setRunId(id: number, runId: string): Promise<void> {
+    await this.sql.query('update executions set temporal_run_id = coalesce(temporal_run_id, ?) where id = ?', [runId, id]);
+  }
+
+  /** The launch failed: only a record no run has claimed is marked (a run that did start writes its real outcome). */
+  async markUnconfirmed(id: number, code: (typeof UNCONFIRMED_CODES)[number], message: string): Promise<void> {
+    await this.sql.query(`update executions set status = 'failed', finished_at = now(), error = ? where id = ? and temporal_run_id is null`, [
+      json({ code, message }),
+      id,
+    ]);
+  }
+
+  /** A record marked unconfirmed by an earlier attempt is running after all. */
+  async markConfirmed(id: number): Promise<void> {
+    await this.sql.query(
+      `update executions set status = 'running', finished_at = null, error = null where id = ? and status = 'failed' and error->>'code' = any(?)`,
+      [id, [...UNCONFIRMED_CODES]],
+    );
+  }
+
+  async get(id: number, q: Queryable = this.sql): Promise<ExecutionRow | undefined> {
+    const [row] = await q.query<ExecutionRow>('select * from executions where id = ?', [id]);
+    return row;
+  }
+
+  async timeline(id: number): Promise<TimelineRow[]> {
+    return this.sql.query<TimelineRow>('select * from execution_nodes where execution_id = ? order by position', [id]);
+  }
+
+  async list(filter: ListFilter): Promise<{ rows: ExecutionRow[]; total: number }> {
+    const where = [filter.visible[0]];
+    const args: unknown[] = [...filter.visible[1]];
+    for (const [condition, value] of [
+      ['e.workflow_id = ?', filter.workflow_id],
+      ['e.status = ?', filter.status],
+      ['e.started_at >= ?', filter.since],
+      ['e.started_at <= ?', filter.until],
+    ] as const) {
+      if (value === undefined) continue;
+      where.push(condition);
+      args.push(value);
+    }
+    const clause = where.join(' and ');
+    const [{ total }] = (await this.sql.query<{ total: string }>(
+      `select count(*) as total from executions e join workflows w on w.id = e.workflow_id where ${clause}`,
+      args,
+    )) as [{ total: string }];
+    const rows = await this.sql.query<ExecutionRow>(
+      `select e.* from executions e join workflows w on w.id = e.workflow_id where ${clause} order by e.started_at desc, e.id desc limit ? offset ?`,
+      [...args, filter.per_page, (filter.page - 1) * filter.per_page],
+    );
+    return { rows, total: Number(total) };
+  }
+
+  /** Carries the timeline entries of nodes that will not run again into a replay, marked reused. */
+  async copyTimeline(from: number, to: number, nodeIds: string[], q: Queryable = this.sql): Promise<void> {
+    if (!nodeIds.length) return;
+    await q.query(
+      `insert into execution_nodes (execution_id, node_id, node_type, status, started_at, finished_at, duration_ms, attempts, input, output, error, reused)
+       select ?, node_id, node_type, status, started_at, finished_at, duration_ms, attempts, input, output, error, true
+         from execution_nodes where execution_id = ? and node_id = any(?) order by position
+       on conflict do nothing`,
+      [to, from, nodeIds],
+    );
+  }
+
+  /** Closes a record Temporal says has ended (terminated, timed out...): no node stays running. */
+  async closeEnded(id: number, status: ExecutionStatus, closedAt: Date, error: NodeError, q: Queryable = this.sql): Promise<ExecutionRow | undefined> {
+    const [updated] = await q.query<ExecutionRow>(
+      `update executions set status = ?, finished_at = coalesce(finished_at, ?), error = coalesce(error, ?) where id = ? and status = 'running' returning *`,
+      [status, closedAt, json(error), id],
+    );
+    if (updated) {
+      await q.query(
+        `update execution_nodes set status = 'failed', finished_at = coalesce(finished_at, now()), error = coalesce(error, ?) where execution_id = ? and status = 'running'`,
+        [json(error), id],
+      );
+    }
+    return updated;
+  }
+
+  /** Closes a prepared record whose run was never started. */
+  async closeUnstarted(id: number, error: NodeError): Promise<ExecutionRow | undefined> {
+    const [updated] = await this.sql.query<ExecutionRow>(
+      `update executions set status = 'failed', finished_at = now(), error = ? where id = ? and status = 'running' and temporal_run_id is null returning *`,
+      [json(error), id],
+    );
+    return updated;
+  }
+
+  /** Records marked running for longer than `olderThanMs` (the worker's sweep). */
+  async runningOlderThan(olderThanMs: number, limit = 200): Promise<ExecutionRow[]> {
+    return this.sql.query<ExecutionRow>(
+      `select * from executions where status = 'running' and started_at < now() - (? * interval '1 millisecond') order by id limit ?`,
+      [olderThanMs, limit],
+    );
+  }
+
+  // ---- the worker's side --------------------------------------------------------------------
+
+  /**
+   * The record of a run, claiming the one the API prepared (start or reset) when Temporal had not
+   * yet given it a run id; an exact match wins over an unclaimed one. A start the API could not
+   * confirm (it marked the record start_failed) did happen after all: the claim sets it running.
+   */
+  async claim(temporalWorkflowId: string, runId: string): Promise<ExecutionRef | undefined> {
+    const unconfirmed = `e.status = 'failed' and e.error->>'code' in (${UNCONFIRMED_CODES.map((c) => `'${c}'`).join(', ')})`;
+    const [row] = await this.sql.query<{ id: string; workflow_id: number; owner_id: number }>(
+      `with target as (
+         select id from executions
+          where temporal_workflow_id = ? and (temporal_run_id = ? or temporal_run_id is null)
+          order by (temporal_run_id is not null) desc, id desc limit 1 for update skip locked),
+       claimed as (
+         update executions e set temporal_run_id = ?,
+           status = case when ${unconfirmed} then 'running' else e.status end,
+           finished_at = case when ${unconfirmed} then null else e.finished_at end,
+           error = case when ${unconfirmed} then null else e.error end
+           from target where e.id = target.id returning e.id, e.workflow_id)
+       select c.id, c.workflow_id, w.owner_id from claimed c join workflows w on w.id = c.workflow_id`,
+      [temporalWorkflowId, runId, runId],
+    );
+    return row ? { id: Number(row.id), workflowId: row.workflow_id, ownerId: row.owner_id } : undefined;
+  }
+
+  /** A record for a run nobody prepared one for (a schedule, a record event, a parent run). */
+  async insertStarted(record: NewRecord & { temporalWorkflowId: string; runId: string }): Promise<void> {
+    await this.sql.query(
+      `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, temporal_run_id)
+       values (?, ?, 'running', ?, ?, ?, ?) on conflict do nothing`,
+      [record.workflowId, record.version, record.trigger, json(record.payload ?? null), record.temporalWorkflowId, record.runId],
+    );
+  }
+
+  /**
+   * A record for a run an operator created with a reset in the Temporal Web UI or CLI: linked to
+   * the record of the run it came from, carrying the timeline of the nodes that finished before
+   * the reset point; the run it replaced, when the reset ended it, is closed as terminated.
+   * False when the run it came from has no record.
+   */
+  async adoptReset(temporalWorkflowId: string, runId: string, base: { runId: string; reason: string; keptNodes: string[] }): Promise<boolean> {
+    return this.sql.transaction(async (tx) => {
+      const [from] = await tx.query<{ id: string; status: string }>(
+        'select id, status from executions where temporal_workflow_id = ? and temporal_run_id = ?',
+        [temporalWorkflowId, base.runId],
+      );
+      if (!from) return false;
+      const reason = base.reason || 'no reason given';
+      const [created] = await tx.query<{ id: string }>(
+        `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, replay_reason, temporal_workflow_id, temporal_run_id)
+         select workflow_id, workflow_version, 'running', 'replay', trigger_payload, id, ?, temporal_workflow_id, ? from executions where id = ?
+         on conflict do nothing returning id`,
+        [`reset in Temporal: ${reason}`, runId, from.id],
+      );
+      if (!created) return true; // a concurrent activity of the same run adopted it
+      await this.copyTimeline(Number(from.id), Number(created.id), base.keptNodes, tx);
+      if (from.status === 'running') {
+        const error = { code: 'terminated', message: `The run was reset in Temporal (${reason}); it continues as execution ${created.id}` };
+        await this.closeEnded(Number(from.id), 'failed', new Date(), error, tx);
+      }
+      return true;
+    });
+  }
+
+  /** Writes a node's timeline entry (first write inserts, later ones update). */
+  async writeNode(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry): Promise<void> {
+    const fields = ['node_type', 'status', 'started_at', 'finished_at', 'duration_ms', 'attempts', 'input', 'output', 'error', 'reused'] as const;
+    const values = fields.map((f) =>
+      f === 'node_type'
+        ? node.type
+        : f === 'reused'
+          ? false
+          : entry[f] === undefined
+            ? null
+            : f === 'input' || f === 'output' || f === 'error'
+              ? JSON.stringify(entry[f])
+              : entry[f],
+    );
+    await this.sql.query(
+      `insert into execution_nodes (execution_id, node_id, ${fields.join(', ')}) values (?, ?, ${fields.map(() => '?').join(', ')})
+       on conflict (execution_id, node_id) do update set status = excluded.status,
+         started_at = coalesce(execution_nodes.started_at, excluded.started_at), finished_at = excluded.finished_at,
+         duration_ms = excluded.duration_ms, attempts = greatest(execution_nodes.attempts, excluded.attempts),
+         input = coalesce(excluded.input, execution_nodes.input), output = excluded.output, error = excluded.error, reused = false
+       -- A node the run's cancel ended stays ended. A node a replay carried over (reused) is only
+       -- re-recorded by the replay run's bookkeeping (a delay's end, a child's result): it keeps
+       -- its original entry.
+       where execution_nodes.status <> 'cancelled'
+         and not (execution_nodes.reused and execution_nodes.status = excluded.status and excluded.status in ('success', 'failed'))`,
+      [executionId, node.id, ...values],
+    );
+  }
+
+  /** The run's outcome. */
+  async finish(executionId: number, result: { status: string; error?: unknown; lastOutput?: unknown }): Promise<void> {
+    await this.sql.query(`update executions set status = ?, finished_at = coalesce(finished_at, now()), error = ?, last_output = ? where id = ?`, [
+      result.status,
+      result.error ? JSON.stringify(result.error) : null,
+      result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput),
+      executionId,
+    ]);
+  }
+
+  /** Nodes the run never reached (an untaken branch, or the run stopped early). */
+  async markSkipped(executionId: number, nodes: { id: string; type: string }[]): Promise<void> {
+    if (!nodes.length) return;
+    await this.sql.query(
+      `insert into execution_nodes (execution_id, node_id, node_type, status)
+       select ?, id, type, 'skipped' from unnest(?::varchar[], ?::varchar[]) with ordinality as n(id, type, position) order by position
+       on conflict do nothing`,
+      [executionId, nodes.map((n) => n.id), nodes.map((n) => n.type)],
+    );
+  }
+
+  /** Nodes a cancel of the run interrupted: `cancelled`, with their finish time. */
+  async markCancelled(executionId: number, nodes: { id: string; type: string; startedAt: number }[]): Promise<void> {
+    const error = json({ code: 'cancelled', message: 'The run was cancelled while this node was in flight' });
+    for (const node of nodes) {
+      await this.sql.query(
+        `insert into execution_nodes (execution_id, node_id, node_type, status, started_at, finished_at, duration_ms, attempts, error)
+         values (?, ?, ?, 'cancelled', ?, now(), ?, 1, ?)
+         on conflict (execution_id, node_id) do update set status = 'cancelled', finished_at = now(),
+           duration_ms = greatest(0, (extract(epoch from now() - coalesce(execution_nodes.started_at, excluded.started_at)) * 1000)::int),
+           error = excluded.error
+         where execution_nodes.status in ('running', 'cancelled')`,
+        [executionId, node.id, node.type, new Date(node.startedAt), Math.max(0, Date.now() - node.startedAt), error],
+      );
+    }
+  }
+}

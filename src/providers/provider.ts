@@ -1,0 +1,168 @@
+import type { ResolvedConnection } from '../connections/connection.service.js';
+
+/** One tool call the model asked for; `id` links it to its result in the next request. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  args: Record<string, unknown>;
+}
+
+/** The conversation as the provider layer sees it, independent of any vendor's wire format. */
+export type ChatMessage =
+  | { role: 'user'; content: string }
+  | { role: 'assistant'; content: string; toolCalls: ToolCall[] }
+  | { role: 'tool'; toolCallId: string; name: string; content: string };
+
+export interface ToolSpec {
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments. */
+  parameters: Record<string, unknown>;
+}
+
+export interface ModelRequest {
+  model: string;
+  system?: string;
+  messages: ChatMessage[];
+  tools?: ToolSpec[];
+  maxTokens?: number;
+  /** Present when the caller wants the answer streamed; called with each text fragment. */
+  onDelta?: (text: string) => void | Promise<void>;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+export interface ModelReply {
+  text: string;
+  toolCalls: ToolCall[];
+  usage: { tokensIn: number; tokensOut: number };
+}
+
+/**
+ * `provider_unavailable` (429, 5xx) is worth retrying with backoff; the other two are not:
+ * a wrong key stays wrong, and an unreachable host or a malformed answer is reported at once.
+ */
+export type ProviderErrorCode = 'provider_error' | 'provider_auth_failed' | 'provider_unavailable';
+
+export class ProviderError extends Error {
+  constructor(
+    readonly code: ProviderErrorCode,
+    message: string,
+    readonly httpStatus?: number,
+  ) {
+    super(message);
+    this.name = 'ProviderError';
+  }
+
+  get retryable(): boolean {
+    return this.code === 'provider_unavailable';
+  }
+}
+
+export interface ModelProvider {
+  complete(request: ModelRequest): Promise<ModelReply>;
+}
+
+/** Maps a provider's HTTP status to the error the turn reports. */
+export async function errorForStatus(response: Response, vendor: string): Promise<ProviderError> {
+  const text = (await response.text().catch(() => '')).slice(0, 300);
+  const detail = text ? `: ${text}` : '';
+  if (response.status === 401 || response.status === 403) {
+    return new ProviderError('provider_auth_failed', `${vendor} refused the credential (HTTP ${response.status})`, response.status);
+  }
+  if (response.status === 429 || response.status >= 500) {
+    return new ProviderError('provider_unavailable', `${vendor} answered HTTP ${response.status}${detail}`, response.status);
+  }
+  return new ProviderError('provider_error', `${vendor} answered HTTP ${response.status}${detail}`, response.status);
+}
+
+/** POSTs a JSON body with the connection's credential; network failures become provider_error. */
+export async function postJson(
+  connection: ResolvedConnection,
+  path: string,
+  body: unknown,
+  request: ModelRequest,
+  vendor: string,
+  extraHeaders: Record<string, string> = {},
+): Promise<Response> {
+  const url = connection.baseUrl.replace(/\/+$/, '') + path;
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: request.onDelta ? 'text/event-stream' : 'application/json',
+    ...extraHeaders,
+  };
+  connection.authorize(headers);
+  const signals = [AbortSignal.timeout(request.timeoutMs), ...(request.signal ? [request.signal] : [])];
+  try {
+    return await fetch(url, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.any(signals) });
+  } catch (err) {
+    throw networkError(err, vendor, request.timeoutMs);
+  }
+}
+
+export function networkError(err: unknown, vendor: string, timeoutMs: number): ProviderError {
+  if (err instanceof ProviderError) return err;
+  if ((err as Error).name === 'TimeoutError') return new ProviderError('provider_error', `${vendor} did not answer within ${timeoutMs} ms`);
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  return new ProviderError('provider_error', `${vendor} is unreachable: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
+}
+
+export interface SseEvent {
+  event?: string;
+  data: string;
+}
+
+/** Reads a `text/event-stream` body event by event; a broken connection becomes provider_error. */
+export async function* readSse(response: Response, vendor: string, timeoutMs: number): AsyncGenerator<SseEvent> {
+  if (!response.body) throw new ProviderError('provider_error', `${vendor} sent an empty stream`);
+  const decoder = new TextDecoder();
+  let buffer = '';
+  const parse = (block: string): SseEvent | undefined => {
+    let event: string | undefined;
+    const data: string[] = [];
+    for (const line of block.split(/\r?\n/)) {
+      if (line.startsWith('event:')) event = line.slice(6).trim();
+      else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+    }
+    return data.length ? { ...(event ? { event } : {}), data: data.join('\n') } : undefined;
+  };
+  try {
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+      buffer += decoder.decode(chunk, { stream: true });
+      let cut: RegExpExecArray | null;
+      while ((cut = /\r?\n\r?\n/.exec(buffer))) {
+        const block = buffer.slice(0, cut.index);
+        buffer = buffer.slice(cut.index + cut[0].length);
+        const event = parse(block);
+        if (event) yield event;
+      }
+    }
+  } catch (err) {
+    throw networkError(err, vendor, timeoutMs);
+  }
+  const last = parse(buffer);
+  if (last) yield last;
+}
+
+/** JSON of one stream event; anything else means the stream is malformed. */
+export function parseEventJson(data: string, vendor: string): Record<string, any> {
+  try {
+    const value: unknown = JSON.parse(data);
+    if (value && typeof value === 'object') return value as Record<string, any>;
+  } catch {
+    // reported below
+  }
+  throw new ProviderError('provider_error', `${vendor} sent a malformed stream event`);
+}
+
+/** Tool arguments arrive as JSON text; a model that sends something else gets an empty object. */
+export function parseArgs(text: string | undefined, vendor: string): Record<string, unknown> {
+  if (!text) return {};
+  try {
+    const value: unknown = JSON.parse(text);
+    if (value && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
+  } catch {
+    // reported below
+  }
+  throw new ProviderError('provider_error', `${vendor} sent tool arguments that are not a JSON object`);
+}

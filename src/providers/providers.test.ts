@@ -1,0 +1,111 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { ResolvedConnection } from '../connections/connection.service.js';
+import { AnthropicProvider } from './anthropic.provider.js';
+import { OpenAiProvider } from './openai.provider.js';
+import { ProviderError } from './provider.js';
+
+const connection = (type: 'openai' | 'anthropic'): ResolvedConnection => ({
+  id: 1,
+  type,
+  baseUrl: 'http://provider.invalid/v1/',
+  authorize: (h) => void (h.authorization = 'Bearer k'),
+});
+
+/** A streamed body cut at awkward places (inside events, inside CRLF pairs). */
+function streamed(text: string, cut = 7): Response {
+  const bytes = new TextEncoder().encode(text);
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (let i = 0; i < bytes.length; i += cut) controller.enqueue(bytes.slice(i, i + cut));
+      controller.close();
+    },
+  });
+  return new Response(body, { headers: { 'content-type': 'text/event-stream' } });
+}
+
+const request = (deltas: string[]) => ({
+  model: 'm',
+  messages: [{ role: 'user' as const, content: 'hi' }],
+  timeoutMs: 1000,
+  onDelta: (d: string) => void deltas.push(d),
+});
+
+afterEach(() => vi.unstubAllGlobals());
+
+describe('OpenAI-compatible stream', () => {
+  it('joins text and tool-call fragments and reads the usage chunk', async () => {
+    const events = [
+      { choices: [{ delta: { content: 'Hel' } }] },
+      { choices: [{ delta: { content: 'lo' } }] },
+      { choices: [{ delta: { tool_calls: [{ index: 0, id: 'c1', function: { name: 'records_get', arguments: '{"entity":' } }] } }] },
+      { choices: [{ delta: { tool_calls: [{ index: 0, function: { arguments: '"note","uuid":"u"}' } }] } }] },
+      { choices: [{ delta: {}, finish_reason: 'tool_calls' }] },
+      { choices: [], usage: { prompt_tokens: 12, completion_tokens: 4 } },
+    ];
+    const fetch = vi.fn(async () => streamed(events.map((e) => `data: ${JSON.stringify(e)}\r\n\r\n`).join('') + 'data: [DONE]\r\n\r\n'));
+    vi.stubGlobal('fetch', fetch);
+    const deltas: string[] = [];
+    const reply = await new OpenAiProvider(connection('openai')).complete(request(deltas));
+    expect(reply).toEqual({
+      text: 'Hello',
+      toolCalls: [{ id: 'c1', name: 'records_get', args: { entity: 'note', uuid: 'u' } }],
+      usage: { tokensIn: 12, tokensOut: 4 },
+    });
+    expect(deltas).toEqual(['Hel', 'lo']);
+    const [url, init] = fetch.mock.calls[0] as unknown as [string, RequestInit];
+    expect(url).toBe('http://provider.invalid/v1/chat/completions');
+    expect(JSON.parse(init.body as string)).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+  });
+
+  it('calls a stream cut short malformed', async () => {
+    vi.stubGlobal('fetch', async () => streamed(`data: ${JSON.stringify({ choices: [{ delta: { content: 'x' } }] })}\n\n`));
+    await expect(new OpenAiProvider(connection('openai')).complete(request([]))).rejects.toMatchObject({ code: 'provider_error' });
+  });
+
+  it('maps statuses: 401 refused, 429 and 5xx retryable, other 4xx not', async () => {
+    for (const [status, code, retryable] of [
+      [401, 'provider_auth_failed', false],
+      [403, 'provider_auth_failed', false],
+      [429, 'provider_unavailable', true],
+      [502, 'provider_unavailable', true],
+      [400, 'provider_error', false],
+    ] as const) {
+      vi.stubGlobal('fetch', async () => new Response('{"error": "x"}', { status }));
+      const err = await new OpenAiProvider(connection('openai')).complete({ model: 'm', messages: [], timeoutMs: 1000 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ProviderError);
+      expect(err).toMatchObject({ code, retryable });
+    }
+  });
+});
+
+describe('Anthropic stream', () => {
+  it('assembles text and tool_use input from deltas, with usage from start and delta', async () => {
+    const ev = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+    const body =
+      ev('message_start', { message: { usage: { input_tokens: 20, output_tokens: 1 } } }) +
+      ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }) +
+      ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'Sure.' } }) +
+      ev('content_block_stop', { index: 0 }) +
+      ev('content_block_start', { index: 1, content_block: { type: 'tool_use', id: 't1', name: 'entities_list', input: {} } }) +
+      ev('content_block_delta', { index: 1, delta: { type: 'input_json_delta', partial_json: '{"q"' } }) +
+      ev('content_block_delta', { index: 1, delta: { type: 'input_json_delta', partial_json: ':"x"}' } }) +
+      ev('content_block_stop', { index: 1 }) +
+      ev('message_delta', { delta: { stop_reason: 'tool_use' }, usage: { output_tokens: 9 } }) +
+      ev('message_stop', {});
+    vi.stubGlobal('fetch', async () => streamed(body, 5));
+    const deltas: string[] = [];
+    const reply = await new AnthropicProvider(connection('anthropic')).complete(request(deltas));
+    expect(reply).toEqual({ text: 'Sure.', toolCalls: [{ id: 't1', name: 'entities_list', args: { q: 'x' } }], usage: { tokensIn: 20, tokensOut: 9 } });
+    expect(deltas).toEqual(['Sure.']);
+  });
+
+  it('reports an unreachable host as provider_error', async () => {
+    vi.stubGlobal('fetch', async () => {
+      throw Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } });
+    });
+    await expect(new AnthropicProvider(connection('anthropic')).complete({ model: 'm', messages: [], timeoutMs: 1000 })).rejects.toMatchObject({
+      code: 'provider_error',
+      message: expect.stringContaining('unreachable'),
+    });
+  });
+});

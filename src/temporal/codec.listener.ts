@@ -1,0 +1,126 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { PayloadCodec } from '@temporalio/common';
+import { AppError } from '../platform/errors.js';
+import type { Logger } from '../platform/logger.js';
+import { codecPayloads, transcode } from './codec.js';
+
+/**
+ * The only address the listener binds. It asks for no credentials, so it is never configurable:
+ * whatever HOST says, only a process on this machine can connect to it.
+ */
+export const LOOPBACK_CODEC_HOST = '127.0.0.1';
+
+export interface LoopbackCodecOptions {
+  codec: PayloadCodec;
+  /** 0 takes any free port. */
+  port: number;
+  /** Origins of the Temporal Web UI whose pages may call it (CORS). */
+  uiOrigins: string[];
+  bodyLimit: number;
+  logger: Logger;
+}
+
+export interface LoopbackCodec {
+  /** The codec endpoint to give the Temporal Web UI (`--ui-codec-endpoint`) or CLI (`--codec-endpoint`). */
+  url: string;
+  close(): Promise<void>;
+}
+
+const fail = (status: number, code: string, message: string) => new AppError(status, code, message);
+
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    // Past the limit the rest is drained unread; the refusal closes the connection.
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) reject(fail(413, 'payload_too_large', 'Request body is larger than the limit'));
+      else chunks.push(chunk);
+    });
+    req.once('end', () => resolve(Buffer.concat(chunks)));
+    req.once('error', reject);
+  });
+}
+
+/**
+ * The codec server of the embedded default: the Temporal dev server's Web UI decodes payloads
+ * through it from the operator's browser, which sends no credentials to another origin. It
+ * trusts the connection instead of a caller: it binds loopback only, answers only requests
+ * addressed to a loopback name (a page that rebinds its own host name to 127.0.0.1 gets nothing),
+ * lets only the UI's pages read answers, and takes JSON only (so another site's form posts and
+ * other simple requests, which skip the CORS preflight, are refused before any work).
+ */
+export async function startLoopbackCodec(options: LoopbackCodecOptions): Promise<LoopbackCodec> {
+  const { codec, uiOrigins, bodyLimit, logger } = options;
+  const allowedOrigins = new Set(uiOrigins.map((o) => new URL(o).origin));
+  let hosts = new Set<string>();
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    if (!hosts.has((req.headers.host ?? '').toLowerCase())) {
+      throw fail(403, 'forbidden', `Only requests addressed to ${LOOPBACK_CODEC_HOST} or localhost are answered`);
+    }
+    const origin = req.headers.origin;
+    if (origin !== undefined) {
+      if (!allowedOrigins.has(origin)) throw fail(403, 'forbidden', 'Only the Temporal Web UI may call this codec endpoint');
+      res.setHeader('Access-Control-Allow-Origin', origin);
+      res.setHeader('Access-Control-Allow-Credentials', 'true');
+      res.setHeader('Vary', 'Origin');
+    }
+    // The protocol names the operation by the last path segment, wherever the endpoint is mounted.
+    const operation = new URL(req.url ?? '/', 'http://codec').pathname.split('/').pop();
+    if (operation !== 'decode' && operation !== 'encode') throw fail(404, 'not_found', 'POST /decode or /encode');
+    if (req.method === 'OPTIONS') {
+      res.setHeader('Access-Control-Allow-Methods', 'POST');
+      res.setHeader('Access-Control-Allow-Headers', 'Content-Type, X-Namespace');
+      res.setHeader('Access-Control-Max-Age', '600');
+      res.writeHead(204).end();
+      return;
+    }
+    if (req.method !== 'POST') throw fail(405, 'method_not_allowed', 'Method not allowed on this path');
+    if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '')) {
+      throw fail(415, 'unsupported_media_type', 'Send the body as application/json');
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse((await readBody(req, bodyLimit)).toString('utf8'));
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      throw fail(400, 'invalid_request', 'Malformed request body');
+    }
+    const body = codecPayloads.safeParse(json);
+    if (!body.success) throw fail(400, 'invalid_request', 'Expected {"payloads": [{"metadata"?, "data"?}]} in the codec server protocol');
+    const answer = JSON.stringify(await transcode(codec, operation, body.data));
+    res.writeHead(200, { 'Content-Type': 'application/json' }).end(answer);
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      const error = err instanceof AppError ? err : fail(500, 'internal_error', 'Internal error');
+      if (!(err instanceof AppError)) logger.error({ err }, 'codec listener failed');
+      else logger.debug({ status: error.status, code: error.code, origin: req.headers.origin }, 'codec listener refused a request');
+      if (res.headersSent) return void res.destroy();
+      res.writeHead(error.status, { 'Content-Type': 'application/json', Connection: 'close' });
+      res.end(JSON.stringify({ status: 'fail', error: error.code, message: error.message }));
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === 'EADDRINUSE' ? new Error(`codec listener: port ${options.port} on ${LOOPBACK_CODEC_HOST} is already in use (set SVC_CODEC_PORT)`) : err,
+      ),
+    );
+    server.listen(options.port, LOOPBACK_CODEC_HOST, () => resolve());
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  hosts = new Set([`${LOOPBACK_CODEC_HOST}:${port}`, `localhost:${port}`]);
+  return {
+    url: `http://${LOOPBACK_CODEC_HOST}:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

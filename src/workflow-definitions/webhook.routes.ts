@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import { idempotencyHeaders, idempotencyOf, replayedHeaders } from '../executions/idempotency.js';
+import { defineRoute, type AnyRoute } from '../http/route.js';
+import { safeEqual } from '../platform/crypto.js';
+import { AppError, notFound } from '../platform/errors.js';
+import type { ExecutionService } from '../executions/execution.service.js';
+import type { WorkflowService } from './workflow.service.js';
+
+const LAST_NODE_WAIT_MS = 30_000;
+
+/** The public entry of `webhook` triggers: the workflow's secret in a header or the query. */
+export function webhookRoutes({ workflows, executions }: { workflows: WorkflowService; executions: ExecutionService }): AnyRoute[] {
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/api/workflow/v1/hooks/{slug}',
+      operationId: 'callWebhook',
+      summary: 'Starts a run of an active webhook-triggered workflow with the JSON body as payload',
+      description:
+        'Send the secret as `X-Webhook-Secret` or `?secret=`. Answers 202 with the execution id, or, when the trigger says `respond: "last_node"`, waits up to 30 s and answers 200 with the output of the node that finished last.',
+      tag: 'workflows',
+      access: 'public',
+      params: z.object({ slug: z.string().min(1).max(100) }),
+      query: z.strictObject({ secret: z.string().max(200).optional() }),
+      body: z.union([z.record(z.string(), z.unknown()), z.array(z.unknown())]),
+      bodyOptional: true,
+      headers: idempotencyHeaders,
+      errors: {
+        404: 'No active webhook workflow with this slug (`not_found`)',
+        422: 'The Idempotency-Key was used for a different request (`idempotency_key_reused`)',
+      },
+      responses: {
+        202: { description: 'Run started', data: z.object({ execution_id: z.number().int() }) },
+        200: { description: 'Run finished (respond: last_node)', data: z.object({ execution_id: z.number().int(), status: z.string(), output: z.unknown() }) },
+      },
+      handler: async ({ params, query, body, headers, ctx }) => {
+        const workflow = await workflows.getBySlug(params.slug);
+        if (!workflow || workflow.status !== 'active' || workflow.trigger.type !== 'webhook' || !workflow.webhook_secret) throw notFound('Webhook');
+        const secret = ctx.get('x-webhook-secret') || query.secret || '';
+        if (!safeEqual(secret, workflow.webhook_secret)) throw new AppError(401, 'unauthenticated', 'Missing or wrong webhook secret');
+        const started = await executions.start(workflow, { payload: body, trigger: 'webhook' }, undefined, idempotencyOf(headers, 'webhook', body));
+        const replayed = replayedHeaders(started.replayed);
+        if (workflow.trigger.config.respond === 'last_node') {
+          const result = await executions.waitForResult(started.temporalWorkflowId, LAST_NODE_WAIT_MS);
+          if (result) return { data: { execution_id: started.executionId, status: result.status, output: result.lastOutput ?? null }, headers: replayed };
+        }
+        return { status: 202, data: { execution_id: started.executionId }, headers: replayed };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,157 @@
+import { z } from 'zod';
+import type { Principal } from '../auth/auth.service.js';
+import { toIso } from '../db/sql.js';
+import { idempotencyHeaders, idempotencyOf, replayedHeaders } from '../executions/idempotency.js';
+import { defineRoute, type AnyRoute } from '../http/route.js';
+import { idParam, pageOf, pagination, queryBoolean } from '../http/pagination.js';
+import { createWorkflowSchema, updateWorkflowSchema, workflowListItem, workflowView } from './workflow.schemas.js';
+import type { WorkflowRow } from './workflow.service.js';
+import type { ExecutionService } from '../executions/execution.service.js';
+import type { WorkflowService } from './workflow.service.js';
+
+const root = '/api/workflow/v1';
+const manage = { capability: 'svc_manage_workflows' } as const;
+const executionStarted = z.object({ execution_id: z.number().int() });
+const runResult = z.object({ execution_id: z.number().int(), status: z.string(), output: z.unknown() });
+
+export function workflowView_(row: WorkflowRow, principal: Principal | undefined, apiBase: string) {
+  const mayManage = principal && (principal.role === 'administrator' || principal.id === row.owner_id);
+  return {
+    id: row.id,
+    slug: row.slug,
+    title: row.title,
+    status: row.status,
+    trigger_type: row.trigger_type,
+    node_count: row.node_count,
+    description: row.description,
+    tags: row.tags,
+    version: row.version,
+    trigger: row.trigger,
+    nodes: row.nodes as unknown as Record<string, unknown>[],
+    edges: row.edges as unknown as Record<string, unknown>[],
+    owner: { id: row.owner_id, login: row.owner_login },
+    shared_with: row.shared_with,
+    webhook:
+      row.trigger.type === 'webhook' && row.webhook_secret && mayManage ? { url: `${apiBase}${root}/hooks/${row.slug}`, secret: row.webhook_secret } : null,
+    created_at: toIso(row.created_at)!,
+    updated_at: toIso(row.updated_at)!,
+  };
+}
+
+export function workflowRoutes({ workflows, executions }: { workflows: WorkflowService; executions: ExecutionService }): AnyRoute[] {
+  const view = (row: WorkflowRow, principal: Principal, origin: string) => workflowView_(row, principal, origin);
+  const transition = (operationId: string, action: 'activate' | 'deactivate' | 'restore', summary: string) =>
+    defineRoute({
+      method: 'post',
+      path: `${root}/workflows/{id}/${action}`,
+      operationId,
+      summary,
+      tag: 'workflows',
+      access: manage,
+      params: idParam,
+      errors: { 409: 'Not allowed from the current status (`workflow_archived`)' },
+      responses: { 200: { description: 'The workflow', data: workflowView } },
+      handler: async ({ params, principal, ctx }) => ({ data: view(await workflows[action](principal, params.id), principal, ctx.origin) }),
+    });
+
+  return [
+    defineRoute({
+      method: 'get',
+      path: `${root}/workflows`,
+      operationId: 'listWorkflows',
+      summary: 'Workflows visible to the caller, filtered and paginated',
+      tag: 'workflows',
+      access: 'authenticated',
+      query: z.strictObject({
+        status: z.enum(['active', 'inactive', 'archived']).optional(),
+        tag: z.string().max(100).optional(),
+        q: z.string().min(1).max(200).optional().describe('Full-text search over title and description'),
+        ...pagination(100),
+      }),
+      responses: { 200: { description: 'A page of workflows', data: pageOf(workflowListItem) } },
+      handler: async ({ query, principal }) => ({ data: await workflows.list(principal, query) }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${root}/workflows`,
+      operationId: 'createWorkflow',
+      summary: 'Creates a workflow from its full definition (graph validated; every problem listed)',
+      tag: 'workflows',
+      access: manage,
+      body: createWorkflowSchema,
+      errors: { 409: 'The slug is taken (`conflict`)' },
+      responses: { 201: { description: 'Created', data: workflowView } },
+      handler: async ({ body, principal, ctx }) => ({ status: 201, data: view(await workflows.create(principal, body), principal, ctx.origin) }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${root}/workflows/{id}`,
+      operationId: 'getWorkflow',
+      summary: 'One workflow with its full graph',
+      tag: 'workflows',
+      access: 'authenticated',
+      params: idParam,
+      responses: { 200: { description: 'The workflow', data: workflowView } },
+      handler: async ({ params, principal, ctx }) => ({ data: view(await workflows.get(principal, params.id), principal, ctx.origin) }),
+    }),
+    defineRoute({
+      method: 'patch',
+      path: `${root}/workflows/{id}`,
+      operationId: 'updateWorkflow',
+      summary: 'Partial update; the definition is validated again and its version goes up by one',
+      tag: 'workflows',
+      access: manage,
+      params: idParam,
+      body: updateWorkflowSchema,
+      errors: { 409: 'Archived (`workflow_archived`) or slug taken (`conflict`)' },
+      responses: { 200: { description: 'The updated workflow', data: workflowView } },
+      handler: async ({ params, body, principal, ctx }) => ({ data: view(await workflows.update(principal, params.id, body), principal, ctx.origin) }),
+    }),
+    defineRoute({
+      method: 'delete',
+      path: `${root}/workflows/{id}`,
+      operationId: 'deleteWorkflow',
+      summary: 'Archives the workflow; with force=true an archived workflow is purged with its executions',
+      tag: 'workflows',
+      access: manage,
+      params: idParam,
+      query: z.strictObject({ force: queryBoolean.optional() }),
+      errors: { 409: 'Purge of a workflow that is not archived (`not_archived`) or has runs in progress (`executions_running`)' },
+      responses: { 200: { description: 'Archived or purged', data: z.object({ id: z.number().int(), status: z.enum(['archived', 'purged']) }) } },
+      handler: async ({ params, query, principal }) => ({ data: await workflows.remove(principal, params.id, query.force ?? false) }),
+    }),
+    transition('activateWorkflow', 'activate', 'Sets the workflow active (idempotent); a schedule trigger gets its Temporal Schedule'),
+    transition('deactivateWorkflow', 'deactivate', 'Sets an active workflow back to inactive; its schedule is paused'),
+    transition('restoreWorkflow', 'restore', 'Brings an archived workflow back as inactive (no-op otherwise)'),
+    defineRoute({
+      method: 'post',
+      path: `${root}/workflows/{id}/run`,
+      operationId: 'runWorkflow',
+      summary: 'Starts a run, the same as a manual Run now; 202 with the execution id',
+      description: 'With `wait=true` the call waits (up to `timeout_ms`, default 30 s) and answers 200 with the result, or 202 if the run is still going.',
+      tag: 'workflows',
+      access: manage,
+      params: idParam,
+      query: z.strictObject({ wait: queryBoolean.optional(), timeout_ms: z.coerce.number().int().min(1).max(120_000).optional() }),
+      body: z.strictObject({ payload: z.unknown().optional() }),
+      bodyOptional: true,
+      headers: idempotencyHeaders,
+      errors: { 409: 'The workflow is archived (`workflow_archived`)', 422: 'The Idempotency-Key was used for a different request (`idempotency_key_reused`)' },
+      responses: {
+        202: { description: 'Started', data: executionStarted },
+        200: { description: 'Finished within the wait', data: runResult },
+      },
+      handler: async ({ params, body, query, headers, principal }) => {
+        const workflow = await workflows.get(principal, params.id);
+        const payload = body.payload ?? {};
+        const started = await executions.start(workflow, { payload, trigger: 'manual' }, principal.id, idempotencyOf(headers, 'run', { payload }));
+        const replayed = replayedHeaders(started.replayed);
+        if (query.wait) {
+          const result = await executions.waitForResult(started.temporalWorkflowId, query.timeout_ms ?? 30_000);
+          if (result) return { data: { execution_id: started.executionId, status: result.status, output: result.lastOutput ?? null }, headers: replayed };
+        }
+        return { status: 202, data: { execution_id: started.executionId }, headers: replayed };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,307 @@
+import { pgErrorOf } from '../db/database-errors.js';
+import type { ExecutionMirror } from '../executions/execution.mirror.js';
+import type { Sql } from '../db/sql.js';
+import type { Graph, GraphNode } from '../../workflows/defs.js';
+import type { Principal } from '../auth/auth.service.js';
+import { nodeTypes } from '../nodes/index.js';
+import { randomToken } from '../platform/crypto.js';
+import { AppError, conflict, notFound, validationFailed, type FieldProblem } from '../platform/errors.js';
+import { validateGraph } from './graph-validator.js';
+import type { WorkflowSchedules } from './workflow.schedules.js';
+import type { CreateWorkflow, Trigger, UpdateWorkflow, WorkflowRow, WorkflowStatus } from './workflow.schemas.js';
+
+export type { WorkflowRow, WorkflowStatus } from './workflow.schemas.js';
+
+export interface ListQuery {
+  status?: WorkflowStatus;
+  tag?: string;
+  q?: string;
+  page: number;
+  per_page: number;
+}
+
+const slugify = (title: string) =>
+  title
+    .toLowerCase()
+    .normalize('NFKD')
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 90) || 'workflow';
+
+const columns = `w.id, w.slug, w.title, w.description, w.tags, w.status, w.trigger_type, w.trigger, w.nodes, w.edges,
+  w.node_count, w.connection_ids, w.version, w.webhook_secret, w.owner_id, u.login as owner_login, w.shared_with,
+  w.created_at, w.updated_at`;
+
+/**
+ * The visibility rule of workflows and everything under them (executions, replays): a user sees
+ * the workflows they own and those shared with them; administrators see all.
+ */
+export function workflowVisibility(principal: Principal, alias = 'w'): [string, unknown[]] {
+  if (principal.role === 'administrator') return ['true', []];
+  return [`(${alias}.owner_id = ? or ? = any(${alias}.shared_with))`, [principal.id, principal.id]];
+}
+
+/** Workflow definitions: validation, versions, visibility and the status lifecycle. */
+export class WorkflowService {
+  constructor(
+    private readonly sql: Sql,
+    private readonly schedules: WorkflowSchedules,
+    private readonly executions: Pick<ExecutionMirror, 'runningOfWorkflow'>,
+  ) {}
+
+  /** SQL condition on the workflows table (as `alias`) and its values: what the caller may see. */
+  visibility(principal: Principal, alias = 'w'): [string, unknown[]] {
+    return workflowVisibility(principal, alias);
+  }
+
+  async list(principal: Principal, query: ListQuery) {
+    const [visible, params] = this.visibility(principal);
+    const where = [visible];
+    const args = [...params];
+    if (query.status) {
+      where.push('w.status = ?');
+      args.push(query.status);
+    }
+    if (query.tag) {
+      where.push('? = any(w.tags)');
+      args.push(query.tag);
+    }
+    if (query.q) {
+      where.push(`w.search @@ websearch_to_tsquery('english', ?)`);
+      args.push(query.q);
+    }
+    const clause = where.join(' and ');
+    const [{ total }] = (await this.sql.query<{ total: string }>(`select count(*) as total from workflows w where ${clause}`, args)) as [{ total: string }];
+    const order = query.q ? `ts_rank(w.search, websearch_to_tsquery('english', ?)) desc, w.id desc` : 'w.id desc';
+    const rows = await this.sql.query<WorkflowRow>(
+      `select ${columns} from workflows w join users u on u.id = w.owner_id where ${clause} order by ${order} limit ? offset ?`,
+      [...args, ...(query.q ? [query.q] : []), query.per_page, (query.page - 1) * query.per_page],
+    );
+    return {
+      items: rows.map((r) => ({
+        id: r.id,
+        slug: r.slug,
+        title: r.title,
+        status: r.status,
+        trigger_type: r.trigger_type,
+        node_count: r.node_count,
+        description: r.description,
+        tags: r.tags,
+      })),
+      total: Number(total),
+      page: query.page,
+      per_page: query.per_page,
+    };
+  }
+
+  /** A workflow the caller can see, else 404 (another user's workflow does not exist for them). */
+  async get(principal: Principal | 'system', id: number): Promise<WorkflowRow> {
+    const [visible, params] = principal === 'system' ? ['true', []] : this.visibility(principal);
+    const rows = await this.sql.query<WorkflowRow>(`select ${columns} from workflows w join users u on u.id = w.owner_id where w.id = ? and ${visible}`, [
+      id,
+      ...params,
+    ]);
+    if (!rows[0]) throw notFound('Workflow');
+    return rows[0];
+  }
+
+  /** Active workflows with a `record` trigger on this entity and action. */
+  async listeningTo(entity: string, action: string): Promise<number[]> {
+    const rows = await this.sql.query<{ id: number }>(
+      `select id from workflows where status = 'active' and trigger_type = 'record'
+         and trigger->'config'->>'entity' = ? and trigger->'config'->'events' @> jsonb_build_array(?::text)`,
+      [entity, action],
+    );
+    return rows.map((r) => r.id);
+  }
+
+  async getBySlug(slug: string): Promise<WorkflowRow | undefined> {
+    const rows = await this.sql.query<WorkflowRow>(`select ${columns} from workflows w join users u on u.id = w.owner_id where w.slug = ?`, [slug]);
+    return rows[0];
+  }
+
+  /** Validates the graph and the connections it names; throws 400 listing every problem. */
+  private async validate(graph: Graph, trigger: Trigger, sharedWith: number[]): Promise<number[]> {
+    const problems: FieldProblem[] = validateGraph(graph, trigger, nodeTypes);
+    const connectionIds = [...new Set(graph.nodes.map((n) => n.connection_id).filter((c): c is number => c !== undefined))];
+    if (connectionIds.length) {
+      const found = await this.sql.query<{ id: number }>('select id from connections where id = any(?)', [connectionIds]);
+      const existing = new Set(found.map((r) => r.id));
+      graph.nodes.forEach((n, i) => {
+        if (n.connection_id !== undefined && !existing.has(n.connection_id)) {
+          problems.push({ field: `nodes.${i}.connection_id`, message: `connection ${n.connection_id} does not exist` });
+        }
+      });
+    }
+    if (sharedWith.length) {
+      const users = await this.sql.query<{ id: number }>('select id from users where id = any(?)', [sharedWith]);
+      const known = new Set(users.map((u) => u.id));
+      sharedWith.forEach((id, i) => {
+        if (!known.has(id)) problems.push({ field: `shared_with.${i}`, message: `user ${id} does not exist` });
+      });
+    }
+    if (problems.length) throw validationFailed(problems);
+    return connectionIds;
+  }
+
+  async create(principal: Principal, body: CreateWorkflow): Promise<WorkflowRow> {
+    const graph = { nodes: body.nodes as GraphNode[], edges: body.edges };
+    const connectionIds = await this.validate(graph, body.trigger, body.shared_with);
+    const secret = body.trigger.type === 'webhook' ? randomToken(24) : null;
+    const insert = (slug: string) =>
+      this.sql.transaction(async (tx) => {
+        const existing = await tx.query<{ id: number }>('select id from workflows where slug = ?', [slug]);
+        if (existing.length) throw conflict('conflict', `A workflow with slug ${slug} exists`, { field: 'slug' });
+        const [row] = await tx.query<{ id: number }>(
+          `insert into workflows (slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with)
+           values (?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
+          [
+            slug,
+            body.title,
+            body.description,
+            body.tags,
+            body.trigger.type,
+            JSON.stringify(body.trigger),
+            JSON.stringify(graph.nodes),
+            JSON.stringify(graph.edges),
+            graph.nodes.length,
+            connectionIds,
+            secret,
+            principal.id,
+            body.shared_with,
+          ],
+        );
+        await tx.query('insert into workflow_versions (workflow_id, version, definition) values (?, 1, ?)', [
+          row!.id,
+          JSON.stringify({ trigger: body.trigger, ...graph }),
+        ]);
+        return row!.id;
+      });
+    let id: number;
+    if (body.slug !== undefined) {
+      id = await insert(body.slug);
+    } else {
+      // A slug derived from the title: a simultaneous create may take it first; then take the next.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          id = await insert(await this.freeSlug(slugify(body.title)));
+          break;
+        } catch (err) {
+          const taken = pgErrorOf(err)?.code === '23505' || (err instanceof AppError && err.code === 'conflict');
+          if (attempt >= 25 || !taken) throw err;
+        }
+      }
+    }
+    if (body.status === 'active') return this.activate(principal, id);
+    return this.get(principal, id);
+  }
+
+  private async freeSlug(base: string): Promise<string> {
+    const taken = new Set(
+      (await this.sql.query<{ slug: string }>(`select slug from workflows where slug = ? or slug like ?`, [base, `${base}-%`])).map((r) => r.slug),
+    );
+    if (!taken.has(base)) return base;
+    for (let i = 2; ; i++) if (!taken.has(`${base}-${i}`)) return `${base}-${i}`;
+  }
+
+  /** Partial update; the whole definition is validated again and the version goes up by one. */
+  async update(principal: Principal, id: number, body: UpdateWorkflow): Promise<WorkflowRow> {
+    const current = await this.get(principal, id);
+    if (current.status === 'archived') throw conflict('workflow_archived', 'Restore the workflow before editing it');
+    const trigger = body.trigger ?? current.trigger;
+    const graph: Graph = { nodes: (body.nodes as GraphNode[] | undefined) ?? current.nodes, edges: body.edges ?? current.edges };
+    const sharedWith = body.shared_with ?? current.shared_with;
+    const connectionIds = await this.validate(graph, trigger, sharedWith);
+    if (body.slug && body.slug !== current.slug && (await this.getBySlug(body.slug))) {
+      throw conflict('conflict', `A workflow with slug ${body.slug} exists`, { field: 'slug' });
+    }
+    const secret = trigger.type === 'webhook' ? (current.webhook_secret ?? randomToken(24)) : null;
+    await this.sql.transaction(async (tx) => {
+      const [row] = await tx.query<{ version: number }>(
+        `update workflows set slug = ?, title = ?, description = ?, tags = ?, trigger_type = ?, trigger = ?, nodes = ?, edges = ?,
+           node_count = ?, connection_ids = ?, webhook_secret = ?, shared_with = ?, version = version + 1, updated_at = now()
+         where id = ? returning version`,
+        [
+          body.slug ?? current.slug,
+          body.title ?? current.title,
+          body.description ?? current.description,
+          body.tags ?? current.tags,
+          trigger.type,
+          JSON.stringify(trigger),
+          JSON.stringify(graph.nodes),
+          JSON.stringify(graph.edges),
+          graph.nodes.length,
+          connectionIds,
+          secret,
+          sharedWith,
+          id,
+        ],
+      );
+      await tx.query('insert into workflow_versions (workflow_id, version, definition) values (?, ?, ?)', [
+        id,
+        row!.version,
+        JSON.stringify({ trigger, ...graph }),
+      ]);
+    });
+    const updated = await this.get(principal, id);
+    if (updated.status === 'active') await this.schedules.sync(updated);
+    return updated;
+  }
+
+  private async setStatus(id: number, status: WorkflowStatus) {
+    await this.sql.query('update workflows set status = ?, updated_at = now() where id = ?', [status, id]);
+  }
+
+  /** Idempotent: an active workflow stays active; its schedule is (re)created. */
+  async activate(principal: Principal, id: number): Promise<WorkflowRow> {
+    const row = await this.get(principal, id);
+    await this.schedules.sync({ ...row, status: 'active' });
+    if (row.status !== 'active') await this.setStatus(id, 'active');
+    return this.get(principal, id);
+  }
+
+  async deactivate(principal: Principal, id: number): Promise<WorkflowRow> {
+    const row = await this.get(principal, id);
+    if (row.status === 'archived') throw conflict('workflow_archived', 'The workflow is archived; restore it instead');
+    await this.schedules.pause(row);
+    if (row.status !== 'inactive') await this.setStatus(id, 'inactive');
+    return this.get(principal, id);
+  }
+
+  /** Archived back to inactive; a workflow that is not archived is left as it is. */
+  async restore(principal: Principal, id: number): Promise<WorkflowRow> {
+    const row = await this.get(principal, id);
+    if (row.status === 'archived') await this.setStatus(id, 'inactive');
+    return this.get(principal, id);
+  }
+
+  /** DELETE: archives (soft delete); with force on an archived workflow, purges it for good. */
+  async remove(principal: Principal, id: number, force: boolean): Promise<{ id: number; status: 'archived' | 'purged' }> {
+    const row = await this.get(principal, id);
+    if (!force) {
+      await this.schedules.pause(row);
+      await this.setStatus(id, 'archived');
+      return { id, status: 'archived' };
+    }
+    if (row.status !== 'archived') throw conflict('not_archived', 'Archive the workflow (DELETE without force) before purging it');
+    const running = await this.executions.runningOfWorkflow(id);
+    if (running.length) {
+      throw conflict('executions_running', 'The workflow has runs in progress; cancel them or wait before purging', { executions: running });
+    }
+    await this.schedules.remove(row);
+    await this.sql.query('delete from workflows where id = ?', [id]);
+    return { id, status: 'purged' };
+  }
+
+  /** The definition of one version, for the engine. */
+  async loadVersion(id: number, version?: number): Promise<{ version: number; graph: Graph; status: WorkflowStatus; ownerId: number }> {
+    const rows = await this.sql.query<{ version: number; definition: Graph & { trigger: Trigger }; status: WorkflowStatus; owner_id: number }>(
+      `select v.version, v.definition, w.status, w.owner_id from workflows w join workflow_versions v on v.workflow_id = w.id
+        where w.id = ? and v.version = coalesce(?, w.version)`,
+      [id, version ?? null],
+    );
+    const row = rows[0];
+    if (!row) throw new AppError(404, 'not_found', `Workflow ${id}${version ? ` version ${version}` : ''} not found`);
+    return { version: row.version, graph: { nodes: row.definition.nodes, edges: row.definition.edges }, status: row.status, ownerId: row.owner_id };
+  }
+}

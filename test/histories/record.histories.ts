@@ -1,0 +1,348 @@
+/**
+ * Records the Temporal histories the replay test (test/replay.test.ts) replays: one scenario per
+ * workflow type and path, run through the real API against the real servers, every payload
+ * decrypted so the files are readable and replay without the service key.
+ *
+ *   npm run histories:record -- <set name>      (writes test/histories/<set name>/)
+ *
+ * Record a new set whenever workflow code gains a path; never rewrite an old set: the old sets
+ * are the runs in flight on earlier code that the current code must still finish.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Client } from '@temporalio/client';
+import { historyToJSON, type History } from '@temporalio/common/lib/proto-utils.js';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { agentSessionWorkflowId } from '../../workflows/defs.js';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from '../helpers/fake-providers.js';
+import { eventually, startHttpTarget, type HttpTarget } from '../helpers/http-target.js';
+
+const set = process.env.HISTORY_SET;
+if (!set || !/^[a-z0-9][a-z0-9.-]*$/.test(set)) throw new Error('HISTORY_SET must name the set (lower case, digits, dots and dashes)');
+const outDir = join(fileURLToPath(new URL('.', import.meta.url)), set);
+
+const W = '/api/workflow/v1/workflows';
+const E = '/api/workflow/v1/executions';
+const A = '/api/agent/v1';
+const M = '/api/management/v1';
+
+let app: TestApp;
+let regular: TestApp;
+let target: HttpTarget;
+let openai: FakeProvider;
+let anthropic: FakeProvider;
+let flaky = 0;
+let vendorCalls = 0;
+/** Scenario name -> Temporal workflow ids whose runs it recorded. */
+const recorded = new Map<string, string[]>();
+/** File name -> Temporal workflow id (the history itself does not name it; replay needs it). */
+const manifest: Record<string, string> = {};
+
+beforeAll(async () => {
+  app = await startTestApp({
+    worker: true,
+    env: { SVC_AGENT_UPDATES_PER_RUN: '4', SVC_AGENT_MAX_MODEL_CALLS: '4', SVC_LICENSE_WEBHOOK_RETRY_MS: '100', SVC_LICENSE_WEBHOOK_MAX_ATTEMPTS: '3' },
+  });
+  // Pure nodes as regular activities: the other branch of the interpreter's node dispatch.
+  regular = await startTestApp({ worker: true, env: { SVC_LOCAL_PURE_NODES: 'false' } });
+  target = await startHttpTarget((req) => {
+    if (req.url.startsWith('/flaky')) return ++flaky % 2 === 1 ? { status: 503, body: { error: 'busy' } } : { body: { ok: true } };
+    if (req.url.startsWith('/missing')) return { status: 404, body: { error: 'no such thing' } };
+    if (req.url.startsWith('/slow')) return { delayMs: 30_000, body: { ok: true } };
+    if (req.url.startsWith('/vendor-once')) return ++vendorCalls === 1 ? { status: 500, body: { error: 'down' } } : { body: { ok: true } };
+    if (req.url.startsWith('/vendor-never')) return { status: 500, body: { error: 'down' } };
+    return { body: { lead: { name: 'Ada', score: 42 } } };
+  });
+  [openai, anthropic] = await Promise.all([startFakeOpenAi(), startFakeAnthropic()]);
+  await mkdir(outDir, { recursive: true });
+});
+afterAll(async () => {
+  await app?.close();
+  await regular?.close();
+  await target?.close();
+  await openai?.close();
+  await anthropic?.close();
+});
+
+/** Every Payload in a history, decrypted in place (failures, memos and headers included). */
+async function decryptPayloads(value: unknown, client: TestApp): Promise<void> {
+  if (!value || typeof value !== 'object') return;
+  if (Array.isArray(value)) {
+    for (const item of value) await decryptPayloads(item, client);
+    return;
+  }
+  const record = value as Record<string, unknown>;
+  for (const [key, child] of Object.entries(record)) {
+    if (child && typeof child === 'object' && 'metadata' in child && 'data' in child && (child as { data: unknown }).data instanceof Uint8Array) {
+      const [plain] = await client.stack.services.temporal.codec.decode([child as never]);
+      record[key] = plain;
+    } else if (Array.isArray(child) && child.every((c) => c && typeof c === 'object' && 'metadata' in c && 'data' in c)) {
+      record[key] = await client.stack.services.temporal.codec.decode(child as never);
+    } else {
+      await decryptPayloads(child, client);
+    }
+  }
+}
+
+/** Writes every closed run of the given Temporal workflow ids under the scenario's name. */
+async function save(scenario: string, from: TestApp, workflowIds: string[]) {
+  const client: Client = from.stack.services.temporal.client;
+  let n = 0;
+  for (const workflowId of workflowIds) {
+    const runs = await eventually(async () => {
+      const found = [];
+      for await (const run of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) found.push(run);
+      return found.length > 0 && found.every((r) => r.status.name !== 'RUNNING') ? found : undefined;
+    }, 60_000, `closed runs of ${workflowId}`);
+    runs.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
+    for (const run of runs) {
+      const history = (await client.workflow.getHandle(workflowId, run.runId).fetchHistory()) as History;
+      await decryptPayloads(history, from);
+      const name = `${scenario}.${String(++n).padStart(2, '0')}.${run.type}.json`;
+      await writeFile(join(outDir, name), historyToJSON(history) + '\n');
+      manifest[name] = workflowId;
+    }
+  }
+  recorded.set(scenario, workflowIds);
+  await writeFile(join(outDir, 'workflow-ids.json'), JSON.stringify(manifest, null, 2) + '\n');
+}
+
+async function create(on: TestApp, def: Record<string, unknown>) {
+  const res = await on.admin.post(W, { title: `history ${Math.random()}`, trigger: { type: 'manual' }, edges: [], ...def });
+  expect(res.status, res.text).toBe(201);
+  return res.body.data.id as number;
+}
+
+async function run(on: TestApp, workflowId: number, payload: unknown = {}) {
+  const res = await on.admin.post(`${W}/${workflowId}/run?wait=true&timeout_ms=90000`, { payload });
+  expect(res.status, res.text).toBe(200);
+  return view(on, res.body.data.execution_id);
+}
+
+async function view(on: TestApp, executionId: number) {
+  const res = await on.admin.get(`${E}/${executionId}`);
+  expect(res.status, res.text).toBe(200);
+  return res.body.data as { id: number; status: string; temporal: { workflow_id: string; run_id: string } };
+}
+
+const settled = (on: TestApp, executionId: number, status?: string) =>
+  eventually(async () => {
+    const v = await view(on, executionId);
+    return (status ? v.status === status : v.status !== 'running') ? v : undefined;
+  }, 90_000, `execution ${executionId} ${status ?? 'finished'}`);
+
+/** A graph with every node kind: http_request (retried once), transform, condition, switch,
+ * delay, the record nodes, run_workflow, llm_prompt and fail (continued). */
+async function everyNodeKind(on: TestApp) {
+  const http = (await on.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'target', cred: 'tok-history', extra: { base_url: target.url } })).body.data.id;
+  const llm = await providerConnection(on.admin, 'anthropic', anthropic.url);
+  const entity = await on.admin.post(`${M}/entities`, { slug: 'lead', name: 'Lead', schema: { fields: { name: { type: 'string', required: true }, score: { type: 'integer' }, stage: { type: 'string' } } } });
+  expect(entity.status, entity.text).toBe(201);
+  const child = await create(on, { nodes: [{ id: 'double', type: 'transform', config: { value: '{{ trigger.n * 2 }}' } }] });
+  anthropic.script({ text: 'A short summary.', usage: { in: 12, out: 4 } });
+  const id = await create(on, {
+    nodes: [
+      { id: 'fetch', type: 'http_request', connection_id: http, config: { method: 'GET', path: '/flaky' }, retry: { max_attempts: 3, initial_interval_ms: 100 } },
+      { id: 'lead', type: 'http_request', connection_id: http, config: { method: 'GET', path: '/lead' } },
+      { id: 'shape', type: 'transform', config: { value: { name: '{{ nodes.lead.body.lead.name }}', score: '{{ nodes.lead.body.lead.score }}' } } },
+      { id: 'big', type: 'condition', config: { expression: '{{ nodes.shape.score > 10 }}' } },
+      { id: 'route', type: 'switch', config: { value: '{{ trigger.kind }}', cases: ['lead', 'customer'] } },
+      { id: 'pause', type: 'delay', config: { duration_ms: 200 } },
+      { id: 'save', type: 'record_create', config: { entity: 'lead', fields: { name: '{{ nodes.shape.name }}', score: '{{ nodes.shape.score }}' } } },
+      { id: 'mark', type: 'record_update', config: { entity: 'lead', uuid: '{{ nodes.save.uuid }}', fields: { stage: 'hot' } } },
+      { id: 'find', type: 'record_query', config: { entity: 'lead', eql: "stage = 'hot'", per_page: 5 } },
+      { id: 'sub', type: 'run_workflow', config: { workflow_id: child, payload: { n: '{{ nodes.shape.score }}' } } },
+      { id: 'ask', type: 'llm_prompt', connection_id: llm, config: { model: 'claude-test', prompt: 'Summarise {{ nodes.shape.name }}' } },
+      { id: 'oops', type: 'fail', on_error: 'continue', config: { message: 'expected failure', code: 'custom_code' } },
+      { id: 'small', type: 'transform', config: { value: 'never' } },
+    ],
+    edges: [
+      { from: 'fetch', to: 'lead' },
+      { from: 'lead', to: 'shape' },
+      { from: 'shape', to: 'big' },
+      { from: 'big', to: 'route', branch: 'true' },
+      { from: 'big', to: 'small', branch: 'false' },
+      { from: 'route', to: 'pause', branch: 'lead' },
+      { from: 'pause', to: 'save' },
+      { from: 'save', to: 'mark' },
+      { from: 'mark', to: 'find' },
+      { from: 'find', to: 'sub' },
+      { from: 'sub', to: 'ask' },
+      { from: 'ask', to: 'oops' },
+    ],
+  });
+  const execution = await run(on, id, { kind: 'lead' });
+  expect(execution.status).toBe('partial');
+  return { execution, http, workflowId: id };
+}
+
+it('records a graph run with every node kind, pure nodes local', async () => {
+  const { execution } = await everyNodeKind(app);
+  await save('graph-every-node-local', app, [execution.temporal.workflow_id, `${execution.temporal.workflow_id}-sub`]);
+});
+
+it('records a graph run with every node kind, pure nodes as regular activities', async () => {
+  const { execution } = await everyNodeKind(regular);
+  await save('graph-every-node-regular', regular, [execution.temporal.workflow_id, `${execution.temporal.workflow_id}-sub`]);
+});
+
+it('records a failed run, both replays of it, a cancelled run and a terminated run', async () => {
+  const http = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'target2', cred: 'tok-history', extra: { base_url: target.url } })).body.data.id;
+  const failing = await create(app, {
+    nodes: [
+      { id: 'first', type: 'transform', config: { value: '{{ trigger.v }}' } },
+      { id: 'pause', type: 'delay', config: { duration_ms: 100 } },
+      { id: 'call', type: 'http_request', connection_id: http, config: { method: 'GET', path: '/missing' } },
+      { id: 'never', type: 'transform', config: { value: 1 } },
+    ],
+    edges: [
+      { from: 'first', to: 'pause' },
+      { from: 'pause', to: 'call' },
+      { from: 'call', to: 'never' },
+    ],
+  });
+  const failed = await run(app, failing, { v: 1 });
+  expect(failed.status).toBe('failed');
+  // Reset replay: the same Temporal workflow id, a new run.
+  const reset = await app.admin.post(`${E}/${failed.id}/replay`, { from_node_id: 'call' });
+  expect(reset.status, reset.text).toBe(202);
+  await settled(app, reset.body.data.execution_id);
+  // Seeded replay: a new workflow id whose run starts at the node with upstream outputs reused.
+  const seeded = await app.admin.post(`${E}/${failed.id}/replay`, { from_node_id: 'call', with_payload: { v: 2 } });
+  expect(seeded.status, seeded.text).toBe(202);
+  const seededView = await settled(app, seeded.body.data.execution_id);
+  await save('graph-failed-and-reset', app, [failed.temporal.workflow_id]);
+  await save('graph-replay-seeded', app, [seededView.temporal.workflow_id]);
+
+  const long = await create(app, {
+    nodes: [
+      { id: 'wait', type: 'delay', config: { duration_ms: 60_000 } },
+      { id: 'after', type: 'transform', config: { value: 1 } },
+    ],
+    edges: [{ from: 'wait', to: 'after' }],
+  });
+  const temporal = app.stack.services.temporal;
+  for (const [scenario, stop] of [
+    ['graph-cancelled-in-delay', (id: string) => temporal.client.workflow.getHandle(id).cancel()],
+    ['graph-terminated-in-delay', (id: string) => temporal.client.workflow.getHandle(id).terminate('operator stopped it')],
+  ] as const) {
+    const started = await app.admin.post(`${W}/${long}/run`, { payload: {} });
+    expect(started.status).toBe(202);
+    const workflowId = temporal.executionWorkflowId(started.body.data.execution_id);
+    await eventually(async () => (await app.sql(`select 1 from execution_nodes where execution_id = $1 and node_id = 'wait'`, [started.body.data.execution_id])).length > 0);
+    await stop(workflowId);
+    await settled(app, started.body.data.execution_id);
+    await save(scenario, app, [workflowId]);
+  }
+
+  // An activity in flight when cancelled (the target answers after 30 s).
+  const slow = await create(app, { nodes: [{ id: 'call', type: 'http_request', connection_id: http, config: { method: 'GET', path: '/slow' }, timeout_ms: 60_000 }] });
+  const started = await app.admin.post(`${W}/${slow}/run`, { payload: {} });
+  const workflowId = temporal.executionWorkflowId(started.body.data.execution_id);
+  await eventually(async () => (await app.sql(`select 1 from execution_nodes where execution_id = $1 and node_id = 'call'`, [started.body.data.execution_id])).length > 0);
+  await temporal.client.workflow.getHandle(workflowId).cancel();
+  await settled(app, started.body.data.execution_id);
+  await save('graph-cancelled-in-activity', app, [workflowId]);
+});
+
+it('records an agent session: answer, approve, reject, a failed model call, continue-as-new', async () => {
+  const provider = await providerConnection(app.admin, 'openai', openai.url);
+  await app.admin.post(`${M}/entities`, { slug: 'note', name: 'Note', schema: { fields: { title: { type: 'string', required: true } } } });
+  const created = await app.admin.post(`${A}/sessions`, { provider_id: provider, model_id: 'gpt-test' });
+  expect(created.status, created.text).toBe(201);
+  const session = created.body.data.session_id as string;
+  const say = async (content: string) => {
+    const res = await app.admin.post(`${A}/sessions/${session}/messages`, { content, stream: false });
+    expect(res.status, res.text).toBe(200);
+    return res.body.data;
+  };
+  openai.script({ text: 'Hello.' });
+  expect((await say('Hi')).outcome).toBe('answered');
+  openai.script({ toolCalls: [{ name: 'records_search', args: { entity: 'note' } }, { name: 'records_create', args: { entity: 'note', fields: { title: 'one' } } }] }, { text: 'Created it.' });
+  const gate = await say('Make a note');
+  expect(gate.outcome).toBe('gate_pending');
+  const approved = await app.admin.post(`${A}/actions/${gate.pending_action.action_id}/approve`, { note: 'fine' });
+  expect(approved.body.data.outcome).toBe('answered');
+  openai.script({ toolCalls: [{ name: 'records_delete', args: { entity: 'note', uuid: '00000000-0000-4000-8000-000000000000' } }] }, { text: 'Left it.' });
+  const second = await say('Delete it');
+  expect(second.outcome).toBe('gate_pending');
+  const rejected = await app.admin.post(`${A}/actions/${second.pending_action.action_id}/reject`, { note: 'no' });
+  expect(rejected.body.data.outcome).toBe('answered');
+  // Four updates handled: the run continues as new; the next turn is on the new run.
+  openai.script({ status: 401 });
+  const failed = await app.admin.post(`${A}/sessions/${session}/messages`, { content: 'Again', stream: false });
+  expect(failed.body.data?.outcome ?? failed.body.error, failed.text).toBeDefined();
+  openai.script({ text: 'Still here.' });
+  expect((await say('Still there?')).outcome).toBe('answered');
+  const workflowId = agentSessionWorkflowId(session);
+  const handle = app.stack.services.temporal.client.workflow.getHandle(workflowId);
+  await handle.terminate('history recorded');
+  await save('agent-session', app, [workflowId]);
+});
+
+it('records the gate: an expiry the turn goes on from, an edited approval, two gates in a turn, a gate waiting on its timer', async () => {
+  const provider = await providerConnection(app.admin, 'openai', openai.url);
+  const approver = await app.createUser('editor', 'history-approver');
+  const open = async (body: Record<string, unknown>) => {
+    const created = await app.admin.post(`${A}/sessions`, { provider_id: provider, model_id: 'gpt-test', ...body });
+    expect(created.status, created.text).toBe(201);
+    return created.body.data.session_id as string;
+  };
+  const say = async (session: string, content: string) => {
+    const res = await app.admin.post(`${A}/sessions/${session}/messages`, { content, stream: false });
+    expect(res.status, res.text).toBe(200);
+    return res.body.data;
+  };
+  const create = (title: string) => ({ name: 'records_create', args: { entity: 'note', fields: { title } } });
+
+  // Expiry: the timer fires, the expiry is stored, the model reads it and the turn goes on.
+  const expiring = await open({ gate_ttl_s: 1 });
+  openai.script({ toolCalls: [create('never')] }, { text: 'It expired.' });
+  const gate = await say(expiring, 'Make a note');
+  expect(gate.outcome).toBe('gate_pending');
+  await eventually(async () => (await app.sql(`select 1 from agent_messages where session_id = $1 and content = 'It expired.'`, [expiring])).length > 0, 30_000, 'the expiry');
+
+  // Four eyes, edited arguments, two gates in one turn (the second rejected), then a gate left
+  // waiting on its timer when the run ends.
+  const reviewed = await open({ gate_ttl_s: 3600, approval: 'others' });
+  openai.script({ toolCalls: [create('propsed'), create('second')] }, { text: 'One of two.' });
+  const first = await say(reviewed, 'Make two notes');
+  const second = await approver.client.post(`${A}/actions/${first.pending_action.action_id}/approve`, { args: { entity: 'note', fields: { title: 'proposed' } } });
+  expect(second.body.data.outcome, second.text).toBe('gate_pending');
+  const done = await approver.client.post(`${A}/actions/${second.body.data.pending_action.action_id}/reject`, { note: 'one is enough' });
+  expect(done.body.data.outcome).toBe('answered');
+  openai.script({ toolCalls: [create('waiting')] });
+  expect((await say(reviewed, 'One more')).outcome).toBe('gate_pending');
+
+  const workflowIds = [agentSessionWorkflowId(expiring), agentSessionWorkflowId(reviewed)];
+  for (const workflowId of workflowIds) await app.stack.services.temporal.client.workflow.getHandle(workflowId).terminate('history recorded');
+  await save('agent-gate', app, workflowIds);
+});
+
+it('records licence webhook deliveries: delivered after a failed attempt, and failed after the last', async () => {
+  for (const path of ['/vendor-once', '/vendor-never']) {
+    const hook = await app.admin.post('/api/management/v1/licence-webhooks', { url: `${target.url}${path}`, events: ['license.activated'] });
+    expect(hook.status, hook.text).toBe(201);
+  }
+  const licence = await app.admin.post('/api/management/v1/licenses', { product_slug: 'history', product_name: 'History', domain_limit: 2 });
+  expect(licence.status, licence.text).toBe(201);
+  const activated = await app.anonymous.request('POST', `/api/portal/v1/licenses/${licence.body.data.token}/activate`, {
+    form: { site_url: 'https://history.example', site_fingerprint: 'a'.repeat(64) },
+  });
+  expect(activated.status, activated.text).toBe(200);
+  const deliveries = await eventually(async () => {
+    const rows = await app.sql<{ id: string; status: string }>('select id, status from license_webhook_deliveries order by id');
+    return rows.length === 2 && rows.every((r) => r.status !== 'pending') ? rows : undefined;
+  });
+  await save(
+    'licence-webhooks',
+    app,
+    deliveries.map((d) => app.stack.services.licenseWebhooks.workflowId(d.id)),
+  );
+});
+
+it('wrote every scenario', () => {
+  expect([...recorded.keys()].length).toBeGreaterThanOrEqual(10);
+});

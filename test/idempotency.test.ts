@@ -1,0 +1,199 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunGraphInput } from '../workflows/defs.js';
+import { startWorker, type RunningWorker } from '../src/temporal/worker.js';
+import { inject } from 'vitest';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { eventually } from './helpers/http-target.js';
+
+/**
+ * Retry-safe starts: a client that retries run, replay or the webhook trigger with the same
+ * Idempotency-Key gets the first call's execution and no second run, also when the first
+ * answer was lost or Temporal never confirmed the first start.
+ */
+let app: TestApp;
+let worker: RunningWorker | undefined;
+const W = '/api/workflow/v1/workflows';
+const E = '/api/workflow/v1/executions';
+
+beforeAll(async () => {
+  // The worker is started by hand: one test needs runs Temporal accepted but nobody ran yet.
+  app = await startTestApp();
+  worker = await startWorker(app.stack.services, inject('temporalAddress'), { bundlePath: inject('workflowBundle') });
+});
+afterAll(async () => {
+  await worker?.shutdown();
+  await app?.close();
+});
+
+async function create(def: Record<string, unknown> = {}) {
+  const res = await app.admin.post(W, {
+    title: `idem ${Math.random()}`,
+    trigger: { type: 'manual' },
+    nodes: [{ id: 'a', type: 'transform', config: { value: '{{ trigger.n }}' } }],
+    edges: [],
+    ...def,
+  });
+  expect(res.status, res.text).toBe(201);
+  return res.body.data as { id: number; webhook?: { url: string; secret: string }; slug: string };
+}
+
+const runsOf = async (workflowId: number) =>
+  Number((await app.sql<{ n: string }>('select count(*) as n from executions where workflow_id = $1', [workflowId]))[0]!.n);
+const run = (workflowId: number, payload: unknown, key?: string) =>
+  app.admin.request('POST', `${W}/${workflowId}/run`, { body: { payload }, ...(key ? { headers: { 'Idempotency-Key': key } } : {}) });
+const finished = (executionId: number) =>
+  eventually(async () => {
+    const v = await app.admin.get(`${E}/${executionId}`);
+    return v.body.data.status !== 'running' ? v.body.data : undefined;
+  });
+
+/** Temporal runs of one workflow id (a second start would be a second run). */
+async function temporalRuns(temporalWorkflowId: string) {
+  const runs = [];
+  for await (const r of app.stack.services.temporal.client.workflow.list({ query: `WorkflowId = '${temporalWorkflowId}'` })) runs.push(r);
+  return runs;
+}
+
+describe('Idempotency-Key on run', () => {
+  it('a retried call returns the first execution and starts nothing new', async () => {
+    const wf = await create();
+    const first = await run(wf.id, { n: 1 }, 'order-1001');
+    expect(first.status, first.text).toBe(202);
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    const again = await run(wf.id, { n: 1 }, 'order-1001');
+    expect(again.status).toBe(202);
+    expect(again.body.data.execution_id).toBe(first.body.data.execution_id);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(await runsOf(wf.id)).toBe(1);
+    expect((await finished(first.body.data.execution_id)).status).toBe('success');
+    // After the run finished, too.
+    expect((await run(wf.id, { n: 1 }, 'order-1001')).body.data.execution_id).toBe(first.body.data.execution_id);
+    // Without a key, or with another one, a call is a new run.
+    expect((await run(wf.id, { n: 1 }, 'order-1002')).body.data.execution_id).not.toBe(first.body.data.execution_id);
+    expect((await run(wf.id, { n: 1 })).body.data.execution_id).not.toBe(first.body.data.execution_id);
+    expect(await runsOf(wf.id)).toBe(3);
+  });
+
+  it('simultaneous retries with one key make one run', async () => {
+    const wf = await create();
+    const answers = await Promise.all(Array.from({ length: 8 }, () => run(wf.id, { n: 2 }, 'burst')));
+    expect(answers.map((a) => a.status)).toEqual(Array(8).fill(202));
+    expect(new Set(answers.map((a) => a.body.data.execution_id)).size).toBe(1);
+    expect(await runsOf(wf.id)).toBe(1);
+  });
+
+  it('a key is per workflow; reused for another request it is refused with 422', async () => {
+    const [a, b] = [await create(), await create()];
+    const onA = await run(a.id, { n: 3 }, 'shared-key');
+    const onB = await run(b.id, { n: 3 }, 'shared-key');
+    expect(onB.status).toBe(202);
+    expect(onB.body.data.execution_id).not.toBe(onA.body.data.execution_id);
+    const other = await run(a.id, { n: 4 }, 'shared-key');
+    expect(other.status).toBe(422);
+    expect(other.body).toMatchObject({ status: 'fail', error: 'idempotency_key_reused', data: { execution_id: onA.body.data.execution_id } });
+  });
+
+  it('is remembered for SVC_IDEMPOTENCY_TTL_HOURS, then a call with the key is new', async () => {
+    const wf = await create();
+    const first = await run(wf.id, { n: 5 }, 'old-key');
+    await app.sql(`update idempotency_keys set created_at = now() - interval '25 hours' where workflow_id = $1`, [wf.id]);
+    const later = await run(wf.id, { n: 5 }, 'old-key');
+    expect(later.status).toBe(202);
+    expect(later.body.data.execution_id).not.toBe(first.body.data.execution_id);
+  });
+
+  it('refuses a malformed key with 400 naming the header', async () => {
+    const wf = await create();
+    for (const key of ['x'.repeat(256), 'with space', 'naïve']) {
+      const res = await app.admin.request('POST', `${W}/${wf.id}/run`, { body: {}, headers: { 'Idempotency-Key': key } });
+      expect(res.status, key).toBe(400);
+      expect(res.body.data.errors[0]).toMatchObject({ field: 'idempotency-key', in: 'header' });
+    }
+    expect(await runsOf(wf.id)).toBe(0);
+  });
+
+  it('a start Temporal accepted but the service could not confirm is not started twice', async () => {
+    const wf = await create();
+    // The first attempt reached Temporal, but its answer was lost: the record says start_failed.
+    await worker!.shutdown();
+    worker = undefined;
+    const first = await run(wf.id, { n: 6 }, 'lost-answer');
+    const executionId = first.body.data.execution_id as number;
+    await app.sql(`update executions set status = 'failed', finished_at = now(), error = '{"code":"start_failed","message":"lost"}' where id = $1`, [
+      executionId,
+    ]);
+    const retried = await run(wf.id, { n: 6 }, 'lost-answer');
+    expect(retried.status).toBe(202);
+    expect(retried.body.data.execution_id).toBe(executionId);
+    expect((await app.sql<{ status: string }>('select status from executions where id = $1', [executionId]))[0]!.status).toBe('running');
+    worker = await startWorker(app.stack.services, inject('temporalAddress'), { bundlePath: inject('workflowBundle') });
+    expect(await finished(executionId)).toMatchObject({ status: 'success', output: 6 });
+    expect(await temporalRuns(app.stack.services.temporal.executionWorkflowId(executionId))).toHaveLength(1);
+  });
+
+  it('a start Temporal never received is sent again by the retry, under the same workflow id', async () => {
+    const wf = await create();
+    // As if the first call wrote its record and key, then Temporal refused the start.
+    const [row] = await app.sql<{ id: string; temporal_workflow_id: string }>(
+      `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, finished_at, error)
+       values ($1, 1, 'failed', 'manual', '{"n":7}', 'pending', now(), '{"code":"start_failed","message":"Temporal is unavailable"}') returning id, temporal_workflow_id`,
+      [wf.id],
+    );
+    const temporalWorkflowId = app.stack.services.temporal.executionWorkflowId(Number(row!.id));
+    await app.sql('update executions set temporal_workflow_id = $1 where id = $2', [temporalWorkflowId, row!.id]);
+    const input: RunGraphInput = { workflowId: wf.id, version: 1, payload: { n: 7 }, trigger: 'manual' };
+    const { idempotencyOf } = await import('../src/executions/idempotency.js');
+    const { fingerprint } = idempotencyOf({ 'idempotency-key': 'never-sent' }, 'run', { payload: { n: 7 } })!;
+    await app.sql(`insert into idempotency_keys (workflow_id, key, fingerprint, execution_id, request) values ($1, 'never-sent', $2, $3, $4)`, [
+      wf.id,
+      fingerprint,
+      row!.id,
+      JSON.stringify({ kind: 'start', input }),
+    ]);
+    const retried = await run(wf.id, { n: 7 }, 'never-sent');
+    expect(retried.status, retried.text).toBe(202);
+    expect(retried.body.data.execution_id).toBe(Number(row!.id));
+    expect(await finished(Number(row!.id))).toMatchObject({ status: 'success', output: 7, error: null });
+    expect(await runsOf(wf.id)).toBe(1);
+  });
+});
+
+describe('Idempotency-Key on the webhook trigger and on replay', () => {
+  it('webhook: a retried delivery is one run', async () => {
+    const wf = await create({ trigger: { type: 'webhook', config: {} }, status: 'active' });
+    const call = () =>
+      app.anonymous.request('POST', `/api/workflow/v1/hooks/${wf.slug}`, {
+        body: { n: 8 },
+        headers: { 'X-Webhook-Secret': wf.webhook!.secret, 'Idempotency-Key': 'delivery-77' },
+      });
+    const first = await call();
+    expect(first.status, first.text).toBe(202);
+    const second = await call();
+    expect(second.body.data.execution_id).toBe(first.body.data.execution_id);
+    expect(second.headers.get('idempotent-replayed')).toBe('true');
+    expect(await runsOf(wf.id)).toBe(1);
+  });
+
+  it('replay: a retried replay (fresh run or reset) is one replay', async () => {
+    const wf = await create({
+      nodes: [
+        { id: 'a', type: 'transform', config: { value: 1 } },
+        { id: 'b', type: 'transform', config: { value: '{{ nodes.a + 1 }}' } },
+      ],
+      edges: [{ from: 'a', to: 'b' }],
+    });
+    const original = (await run(wf.id, {})).body.data.execution_id as number;
+    await finished(original);
+    for (const body of [{ with_payload: { x: 1 } }, { from_node_id: 'b' }]) {
+      const replay = () => app.admin.request('POST', `${E}/${original}/replay`, { body, headers: { 'Idempotency-Key': `replay-${JSON.stringify(body)}` } });
+      const first = await replay();
+      expect(first.status, first.text).toBe(202);
+      await finished(first.body.data.execution_id);
+      const again = await replay();
+      expect(again.status, again.text).toBe(202);
+      expect(again.body.data.execution_id).toBe(first.body.data.execution_id);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+    }
+    expect(await runsOf(wf.id)).toBe(3);
+  });
+});
