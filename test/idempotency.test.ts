@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
 import type { RunGraphInput } from '../workflows/defs.js';
 import { startWorker, type RunningWorker } from '../src/temporal/worker.js';
 import { inject } from 'vitest';
@@ -129,6 +130,29 @@ describe('Idempotency-Key on run', () => {
     worker = await startWorker(app.stack.services, inject('temporalAddress'), { bundlePath: inject('workflowBundle') });
     expect(await finished(executionId)).toMatchObject({ status: 'success', output: 6 });
     expect(await temporalRuns(app.stack.services.temporal.executionWorkflowId(executionId))).toHaveLength(1);
+  });
+
+  it('a run that begins while the service holds its record (marking the start) waits and claims that record', async () => {
+    const wf = await create();
+    await worker!.shutdown();
+    worker = undefined;
+    const first = await run(wf.id, { n: 8 }, 'held-record');
+    const executionId = first.body.data.execution_id as number;
+    // The API's update of an unconfirmed start holds the row while the run's first activity looks
+    // for it; that activity must wait for the lock, not pass the row by and make a record of its own.
+    const holder = new pg.Client({ connectionString: app.databaseUrl });
+    await holder.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select id from executions where id = $1 for update', [executionId]);
+      worker = await startWorker(app.stack.services, inject('temporalAddress'), { bundlePath: inject('workflowBundle') });
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await holder.query('commit');
+    } finally {
+      await holder.end();
+    }
+    expect(await finished(executionId)).toMatchObject({ status: 'success', output: 8 });
+    expect(await runsOf(wf.id)).toBe(1);
   });
 
   it('a start Temporal never received is sent again by the retry, under the same workflow id', async () => {

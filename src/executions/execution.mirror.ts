@@ -249,6 +249,9 @@ export class ExecutionMirror {
    * The record of a run, claiming the one the API prepared (start or reset) when Temporal had not
    * yet given it a run id; an exact match wins over an unclaimed one. A start the API could not
    * confirm (it marked the record start_failed) did happen after all: the claim sets it running.
+   * The claim waits for a lock the API holds on the record (marking it unconfirmed or confirmed
+   * while the run already began): skipping it would leave the record unclaimed and make the run
+   * a second record of its own.
    */
   async claim(temporalWorkflowId: string, runId: string): Promise<ExecutionRef | undefined> {
     const unconfirmed = `e.status = 'failed' and e.error->>'code' in (${UNCONFIRMED_CODES.map((c) => `'${c}'`).join(', ')})`;
@@ -256,7 +259,7 @@ export class ExecutionMirror {
       `with target as (
          select id from executions
           where temporal_workflow_id = ? and (temporal_run_id = ? or temporal_run_id is null)
-          order by (temporal_run_id is not null) desc, id desc limit 1 for update skip locked),
+          order by (temporal_run_id is not null) desc, id desc limit 1 for update),
        claimed as (
          update executions e set temporal_run_id = ?,
            status = case when ${unconfirmed} then 'running' else e.status end,
