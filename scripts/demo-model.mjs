@@ -10,7 +10,7 @@
 //
 //   1. the conversation's last message is a tool result -> text summarising that result;
 //   2. the last user message says "run workflow <id>" and the request offers the `workflow_run`
-//      tool -> one call of `workflow_run` {workflow_id: <id>, payload: {from: "agent"}}, a tool
+//      tool -> one call of `workflow_run` {workflow_id: <id>, payload: {name: "agent"}}, a tool
 //      that stops at the service's gate until a person approves it;
 //   3. anything else -> text echoing the user's message.
 //
@@ -32,7 +32,7 @@ function decide(messages, tools) {
   const offered = new Set((tools ?? []).map((t) => t.function?.name));
   const wanted = /run workflow (\d+)/i.exec(content);
   if (wanted && offered.has('workflow_run')) {
-    return { toolCall: { name: 'workflow_run', args: { workflow_id: Number(wanted[1]), payload: { from: 'agent' } } } };
+    return { toolCall: { name: 'workflow_run', args: { workflow_id: Number(wanted[1]), payload: { name: 'agent' } } } };
   }
   return { text: `You said: ${content}` };
 }
