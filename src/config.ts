@@ -34,8 +34,8 @@ const byteSize = z
   });
 
 /**
- * Every variable the service reads. Each field is documented where it is declared; README's
- * configuration table mirrors this list.
+ * Every variable the service reads. Each field is documented where it is declared; the table in
+ * docs/configuration.md mirrors this list.
  */
 /** USD per 1,000 tokens, in and out, per model id: the shape of SVC_AGENT_PRICES. */
 const priceTableSchema = z.record(z.string(), z.strictObject({ in: z.number().min(0), out: z.number().min(0) }));
