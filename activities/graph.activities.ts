@@ -150,8 +150,10 @@ export function graphActivities(services: GraphActivityPorts) {
     /** First step of every run: claims or creates the execution record and loads the graph. */
     async beginExecution(input: RunGraphInput, runId: string): Promise<BeganExecution> {
       const { workflowId: temporalWorkflowId } = runOf();
-      const definition = await definitionOf(input.workflowId, input.version);
+      // The record is claimed first: a run that then fails (its definition unreadable through a
+      // long database outage) is one the mirror can close, knowing its run id.
       let ref = await executionOf(temporalWorkflowId, runId);
+      const definition = await definitionOf(input.workflowId, input.version);
       if (!ref) {
         // Started by a schedule, a record event or a parent run: nobody prepared a record.
         await patiently(() =>

@@ -221,3 +221,95 @@ describe('Idempotency-Key on the webhook trigger and on replay', () => {
     expect(await runsOf(wf.id)).toBe(3);
   });
 });
+
+describe('records no run will ever claim are closed, never left running', () => {
+  const age = (id: number) => app.sql(`update executions set started_at = now() - interval '2 minutes' where id = $1`, [id]);
+
+  it('a start whose Temporal run was terminated before any worker ran it ends failed/terminated', async () => {
+    const wf = await create();
+    await worker!.shutdown();
+    worker = undefined;
+    try {
+      const executionId = (await run(wf.id, { n: 9 })).body.data.execution_id as number;
+      await app.stack.services.temporal.client.workflow.getHandle(app.stack.services.temporal.executionWorkflowId(executionId)).terminate('no worker came');
+      await age(executionId);
+      const view = await app.admin.get(`${E}/${executionId}`);
+      expect(view.body.data).toMatchObject({ status: 'failed', error: { code: 'terminated' } });
+    } finally {
+      worker = await startWorker(app.stack.services, inject('temporalAddress'), { bundlePath: inject('workflowBundle') });
+    }
+  });
+
+  it('a reset replay whose reset was never sent is marked reset_failed, and blocks no later replay', async () => {
+    const wf = await create({
+      nodes: [
+        { id: 'a', type: 'transform', config: { value: 1 } },
+        { id: 'b', type: 'transform', config: { value: '{{ nodes.a + 1 }}' } },
+      ],
+      edges: [{ from: 'a', to: 'b' }],
+    });
+    const original = (await run(wf.id, {})).body.data.execution_id as number;
+    await finished(original);
+    const [{ temporal_workflow_id: temporalWorkflowId }] = (await app.sql<{ temporal_workflow_id: string }>(
+      'select temporal_workflow_id from executions where id = $1',
+      [original],
+    )) as [{ temporal_workflow_id: string }];
+    // As if the API wrote the replay's record and stopped before asking Temporal for the reset.
+    const [{ id }] = (await app.sql<{ id: string }>(
+      `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, replay_reason, temporal_workflow_id, started_at)
+       values ($1, 1, 'running', 'replay', '{}', $2, 'replay of execution ${original} from node b', $3, now() - interval '2 minutes') returning id`,
+      [wf.id, original, temporalWorkflowId],
+    )) as [{ id: string }];
+    const view = await app.admin.get(`${E}/${id}`);
+    expect(view.body.data).toMatchObject({ status: 'failed', error: { code: 'reset_failed' } });
+    const again = await app.admin.post(`${E}/${original}/replay`, { from_node_id: 'b' });
+    expect(again.status, again.text).toBe(202);
+    expect(await finished(again.body.data.execution_id)).toMatchObject({ status: 'success', replay_of: original });
+  });
+
+  it('a reset sent again with its Idempotency-Key waits its turn like any reset: 409 while another replay of the run runs', async () => {
+    const wf = await create({
+      nodes: [
+        { id: 'a', type: 'transform', config: { value: 1 } },
+        { id: 'wait', type: 'delay', config: { duration_ms: 4000 } },
+      ],
+      edges: [{ from: 'a', to: 'wait' }],
+    });
+    const original = (await run(wf.id, {})).body.data.execution_id as number;
+    await finished(original);
+    // The first reset replay with key K: its record and key are written, Temporal refused the reset.
+    const first = await app.admin.request('POST', `${E}/${original}/replay`, { body: { from_node_id: 'wait' }, headers: { 'Idempotency-Key': 'reset-k' } });
+    expect(first.status, first.text).toBe(202);
+    await finished(first.body.data.execution_id);
+    await app.sql(`update executions set status = 'failed', temporal_run_id = null, error = '{"code":"reset_failed","message":"refused"}' where id = $1`, [
+      first.body.data.execution_id,
+    ]);
+    // Another reset replay of the run is running now.
+    const second = await app.admin.post(`${E}/${original}/replay`, { from_node_id: 'wait' });
+    expect(second.status, second.text).toBe(202);
+    const retried = await app.admin.request('POST', `${E}/${original}/replay`, { body: { from_node_id: 'wait' }, headers: { 'Idempotency-Key': 'reset-k' } });
+    expect(retried.status, retried.text).toBe(409);
+    expect(retried.body).toMatchObject({ error: 'replay_in_progress', data: { execution_id: second.body.data.execution_id } });
+    expect(await finished(second.body.data.execution_id)).toMatchObject({ status: 'success' });
+  });
+
+  it('a run that ended with a fail node coded start_failed is not reopened as an unconfirmed start', async () => {
+    const wf = await create({ nodes: [{ id: 'f', type: 'fail', config: { message: 'stop', code: 'start_failed' } }] });
+    const executionId = (await run(wf.id, {})).body.data.execution_id as number;
+    expect(await finished(executionId)).toMatchObject({ status: 'failed' });
+    await app.stack.services.executionMirror.markConfirmed(executionId);
+    expect((await app.admin.get(`${E}/${executionId}`)).body.data.status).toBe('failed');
+  });
+
+  it('replaying an execution of an archived workflow is refused with 409 workflow_archived', async () => {
+    const wf = await create();
+    const executionId = (await run(wf.id, { n: 1 })).body.data.execution_id as number;
+    await finished(executionId);
+    expect((await app.admin.request('DELETE', `${W}/${wf.id}`)).status).toBe(200);
+    for (const body of [{}, { from_node_id: 'a' }, { with_payload: { n: 2 } }]) {
+      const res = await app.admin.post(`${E}/${executionId}/replay`, body);
+      expect(res.status, JSON.stringify(body)).toBe(409);
+      expect(res.body.error).toBe('workflow_archived');
+    }
+  });
+});

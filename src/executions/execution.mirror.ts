@@ -160,7 +160,8 @@ export class ExecutionMirror {
   /** A record marked unconfirmed by an earlier attempt is running after all. */
   async markConfirmed(id: number): Promise<void> {
     await this.sql.query(
-      `update executions set status = 'running', finished_at = null, error = null where id = ? and status = 'failed' and error->>'code' = any(?)`,
+      `update executions set status = 'running', finished_at = null, error = null
+        where id = ? and status = 'failed' and error->>'code' = any(?) and temporal_run_id is null`,
       [id, [...UNCONFIRMED_CODES]],
     );
   }
@@ -235,12 +236,20 @@ export class ExecutionMirror {
     return updated;
   }
 
-  /** Records marked running for longer than `olderThanMs` (the worker's sweep). */
-  async runningOlderThan(olderThanMs: number, limit = 200): Promise<ExecutionRow[]> {
+  /**
+   * Records marked running for longer than `olderThanMs`, with ids above `afterId` (the worker's
+   * sweep pages through them, so long runs at the front never starve the ones behind).
+   */
+  async runningOlderThan(olderThanMs: number, afterId = 0, limit = 200): Promise<ExecutionRow[]> {
     return this.sql.query<ExecutionRow>(
-      `select * from executions where status = 'running' and started_at < now() - (? * interval '1 millisecond') order by id limit ?`,
-      [olderThanMs, limit],
+      `select * from executions where status = 'running' and started_at < now() - (? * interval '1 millisecond') and id > ? order by id limit ?`,
+      [olderThanMs, afterId, limit],
     );
+  }
+
+  /** Whether a record is a start's (its Temporal workflow id derives from its id), not a reset's. */
+  isStartRecord(row: Pick<ExecutionRow, 'id' | 'temporal_workflow_id'>): boolean {
+    return row.temporal_workflow_id === `${this.workflowIdPrefix}${row.id}`;
   }
 
   // ---- the worker's side --------------------------------------------------------------------
@@ -254,11 +263,15 @@ export class ExecutionMirror {
    * a second record of its own.
    */
   async claim(temporalWorkflowId: string, runId: string): Promise<ExecutionRef | undefined> {
-    const unconfirmed = `e.status = 'failed' and e.error->>'code' in (${UNCONFIRMED_CODES.map((c) => `'${c}'`).join(', ')})`;
+    // Only a record no run has claimed yet can be unconfirmed (a finished run may carry these codes
+    // from a `fail` node); an unconfirmed reset is claimable for ten minutes, so a reset Temporal
+    // in fact refused cannot be taken, long after, by a later reset of the same workflow id.
+    const unconfirmed = `e.temporal_run_id is null and e.status = 'failed' and e.error->>'code' in (${UNCONFIRMED_CODES.map((c) => `'${c}'`).join(', ')})`;
     const [row] = await this.sql.query<{ id: string; workflow_id: number; owner_id: number }>(
       `with target as (
          select id from executions
           where temporal_workflow_id = ? and (temporal_run_id = ? or temporal_run_id is null)
+            and not (temporal_run_id is null and status = 'failed' and error->>'code' = 'reset_failed' and started_at < now() - interval '10 minutes')
           order by (temporal_run_id is not null) desc, id desc limit 1 for update),
        claimed as (
          update executions e set temporal_run_id = ?,

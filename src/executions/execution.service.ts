@@ -53,6 +53,10 @@ function llmUsage(timeline: TimelineRow[]) {
   return { ...total, cost_usd: Math.round(total.cost_usd * 1e6) / 1e6 };
 }
 
+/** How a Temporal run that ended without reaching its own last activity leaves its record. */
+const CLOSED_STATUSES = { TERMINATED: 'failed', TIMED_OUT: 'failed', CANCELLED: 'cancelled', FAILED: 'failed' } as const;
+const closedError = (name: string) => ({ code: name.toLowerCase(), message: `The Temporal run was ${name.toLowerCase().replace('_', ' ')}` });
+
 /** How long a prepared execution record may wait for its Temporal run before it is closed. */
 const UNSTARTED_GRACE_MS = 60_000;
 
@@ -61,6 +65,9 @@ const UNSTARTED_GRACE_MS = 60_000;
  * workflow whose id is derived from the execution id; the mirror is written by the activities.
  */
 export class ExecutionService {
+  /** Where the worker's sweep goes on from. */
+  private sweptUpTo = 0;
+
   constructor(
     private readonly sql: Sql,
     private readonly mirror: ExecutionMirror,
@@ -96,6 +103,8 @@ export class ExecutionService {
     input: Omit<RunGraphInput, 'workflowId' | 'version'> & { version?: number },
     triggeredBy?: number,
     idempotency?: Idempotency,
+    /** Timeline entries of an earlier execution to carry over, written with the record. */
+    reuse?: { from: number; nodeIds: string[] },
   ): Promise<Started> {
     if (workflow.status === 'archived') throw conflict('workflow_archived', 'The workflow is archived; restore it to run it');
     const version = input.version ?? workflow.version;
@@ -112,8 +121,9 @@ export class ExecutionService {
         ...(input.replayOf ? { replayOf: input.replayOf, replayReason: replayReason! } : {}),
         ...(triggeredBy !== undefined ? { triggeredBy } : {}),
       });
+      if (reuse) await this.mirror.copyTimeline(reuse.from, row.id, reuse.nodeIds, tx);
       return { ...row, launch: { kind: 'start', input: runInput } };
-    });
+    }, undefined, reuse !== undefined);
     if (prepared.replayed && !prepared.unconfirmed) return prepared;
     await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch);
     return prepared;
@@ -129,9 +139,11 @@ export class ExecutionService {
     idempotency: Idempotency | undefined,
     insert: (tx: Queryable) => Promise<{ id: number; temporalWorkflowId: string; launch: Launch }>,
     before?: (tx: Queryable) => Promise<void>,
+    /** The insert writes more than the record: it needs a transaction even without a key. */
+    atomic = false,
   ): Promise<Started & { launch: Launch; unconfirmed: boolean }> {
-    // A plain start is one statement; only a key or a check needs a transaction around it.
-    if (!idempotency && !before) {
+    // A plain start is one statement; only a key, a check or a larger write needs a transaction.
+    if (!idempotency && !before && !atomic) {
       const row = await insert(this.sql);
       return { executionId: row.id, temporalWorkflowId: row.temporalWorkflowId, replayed: false, launch: row.launch, unconfirmed: false };
     }
@@ -151,6 +163,8 @@ export class ExecutionService {
           }
           const code = (found.error as { code?: string } | null)?.code;
           const unconfirmed = found.temporal_run_id === null && found.status === 'failed' && (code === 'start_failed' || code === 'reset_failed');
+          // A reset sent again is a reset like any other: not while another replay of the run runs.
+          if (unconfirmed && found.request.kind === 'reset') await before?.(tx);
           return { executionId: Number(found.id), temporalWorkflowId: found.temporal_workflow_id, replayed: true, launch: found.request, unconfirmed };
         }
         await tx.query('delete from idempotency_keys where workflow_id = ? and key = ?', [workflowId, idempotency.key]);
@@ -283,11 +297,9 @@ export class ExecutionService {
       if (err instanceof WorkflowNotFoundError) return row;
       return row; // Temporal unreachable: show what the mirror has
     }
-    const closed = { TERMINATED: 'failed', TIMED_OUT: 'failed', CANCELLED: 'cancelled', FAILED: 'failed' } as const;
-    const status = closed[description.status.name as keyof typeof closed];
+    const status = CLOSED_STATUSES[description.status.name as keyof typeof CLOSED_STATUSES];
     if (!status) return row;
-    const error = { code: description.status.name.toLowerCase(), message: `The Temporal run was ${description.status.name.toLowerCase().replace('_', ' ')}` };
-    return (await this.mirror.closeEnded(Number(row.id), status, description.closeTime ?? new Date(), error)) ?? row;
+    return (await this.mirror.closeEnded(Number(row.id), status, description.closeTime ?? new Date(), closedError(description.status.name))) ?? row;
   }
 
   /**
@@ -298,19 +310,34 @@ export class ExecutionService {
    */
   private async reconcileUnstarted(row: ExecutionRow): Promise<ExecutionRow> {
     if (Date.now() - toDate(row.started_at).getTime() < UNSTARTED_GRACE_MS) return row;
+    const id = Number(row.id);
+    if (!this.mirror.isStartRecord(row)) {
+      // A reset replay's record: its Temporal workflow id is the replayed run's, which exists
+      // whatever became of the reset, so Temporal cannot say. Marked unconfirmed, it can be sent
+      // again with its Idempotency-Key; a reset that did happen claims it back when its run begins.
+      await this.mirror.markUnconfirmed(id, 'reset_failed', 'The reset was never confirmed (the service stopped or lost a dependency while sending it)');
+      return (await this.mirror.get(id)) ?? row;
+    }
+    let description;
     try {
-      await this.temporal.client.workflow.getHandle(row.temporal_workflow_id).describe();
-      return row; // started; its first activity has yet to claim the record
+      description = await this.temporal.client.workflow.getHandle(row.temporal_workflow_id).describe();
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) return row; // Temporal unreachable: ask again later
+      const error = { code: 'start_failed', message: 'The run was never started (the service stopped or lost a dependency while starting it)' };
+      return (await this.mirror.closeUnstarted(id, error)) ?? row;
     }
-    const error = { code: 'start_failed', message: 'The run was never started (the service stopped or lost a dependency while starting it)' };
-    return (await this.mirror.closeUnstarted(Number(row.id), error)) ?? row;
+    // Started, and not yet claimed by its first activity: still running, or ended before that
+    // activity ever ran (cancelled or terminated while no worker was there, say).
+    const status = CLOSED_STATUSES[description.status.name as keyof typeof CLOSED_STATUSES];
+    if (!status) return row;
+    return (await this.mirror.closeEnded(id, status, description.closeTime ?? new Date(), closedError(description.status.name))) ?? row;
   }
 
   /** Reconciles every run still marked running for longer than `olderThanMs` (the worker's sweeper). */
   async sweep(olderThanMs: number): Promise<number> {
-    const rows = await this.mirror.runningOlderThan(olderThanMs);
+    const rows = await this.mirror.runningOlderThan(olderThanMs, this.sweptUpTo);
+    // The next sweep goes on after this page; a short page means the end, so it starts over.
+    this.sweptUpTo = rows.length < 200 ? 0 : Number(rows.at(-1)!.id);
     let changed = 0;
     for (const row of rows) if ((await this.reconcile(row)).status !== 'running') changed++;
     await this.sql.query(`delete from idempotency_keys where created_at < now() - (? * interval '1 hour')`, [this.idempotencyTtlHours]);
@@ -334,6 +361,7 @@ export class ExecutionService {
     const original = await this.visible(principal, executionId);
     if (original.status === 'running') throw conflict('execution_running', 'The execution is still running; wait for it or cancel it first');
     const workflow = await this.workflows.get(principal, original.workflow_id);
+    if (workflow.status === 'archived') throw conflict('workflow_archived', 'The workflow is archived; restore it to replay its executions');
     const { graph } = await this.workflows.loadVersion(original.workflow_id, original.workflow_version);
     const payload = body.with_payload !== undefined ? body.with_payload : original.trigger_payload;
     if (body.from_node_id === undefined) {
@@ -352,14 +380,13 @@ export class ExecutionService {
           throw conflict('node_not_run', `Upstream node ${id} has no recorded output in execution ${original.id}`);
         }
       }
-      const started = await this.start(
+      return this.start(
         workflow,
         { payload, trigger: 'replay', replayOf: Number(original.id), version: original.workflow_version, seed, startAt: fromNode },
         principal.id,
         idempotency,
+        { from: Number(original.id), nodeIds: Object.keys(seed) },
       );
-      if (!started.replayed) await this.mirror.copyTimeline(Number(original.id), started.executionId, Object.keys(seed));
-      return started;
     }
     if (!original.temporal_run_id) throw conflict('node_not_run', 'The execution has no Temporal run to reset');
     const point = await findResetPoint(this.temporal, original.temporal_workflow_id, original.temporal_run_id, fromNode);
@@ -379,6 +406,7 @@ export class ExecutionService {
           temporalWorkflowId: original.temporal_workflow_id,
           triggeredBy: principal.id,
         });
+        await this.mirror.copyTimeline(Number(original.id), id, point.completedNodes, tx);
         const launch: Launch = { kind: 'reset', runId: original.temporal_run_id!, eventId: point.eventId, reason };
         return { id, temporalWorkflowId: original.temporal_workflow_id, launch };
       },
@@ -395,7 +423,6 @@ export class ExecutionService {
       },
     );
     if (prepared.replayed && !prepared.unconfirmed) return prepared;
-    if (!prepared.replayed) await this.mirror.copyTimeline(Number(original.id), prepared.executionId, point.completedNodes);
     await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch);
     return prepared;
   }
