@@ -109,21 +109,27 @@ export class ExecutionService {
     if (workflow.status === 'archived') throw conflict('workflow_archived', 'The workflow is archived; restore it to run it');
     const version = input.version ?? workflow.version;
     const runInput = { ...input, workflowId: workflow.id, version } satisfies RunGraphInput;
-    const prepared = await this.prepare(workflow.id, idempotency, async (tx) => {
-      const replayReason = input.replayOf
-        ? `replay of execution ${input.replayOf}${input.startAt ? ` from node ${input.startAt} with a new payload` : ''}`
-        : undefined;
-      const row = await this.mirror.prepareStart(tx, {
-        workflowId: workflow.id,
-        version,
-        trigger: input.trigger,
-        payload: input.payload,
-        ...(input.replayOf ? { replayOf: input.replayOf, replayReason: replayReason! } : {}),
-        ...(triggeredBy !== undefined ? { triggeredBy } : {}),
-      });
-      if (reuse) await this.mirror.copyTimeline(reuse.from, row.id, reuse.nodeIds, tx);
-      return { ...row, launch: { kind: 'start', input: runInput } };
-    }, undefined, reuse !== undefined);
+    const prepared = await this.prepare(
+      workflow.id,
+      idempotency,
+      async (tx) => {
+        const replayReason = input.replayOf
+          ? `replay of execution ${input.replayOf}${input.startAt ? ` from node ${input.startAt} with a new payload` : ''}`
+          : undefined;
+        const row = await this.mirror.prepareStart(tx, {
+          workflowId: workflow.id,
+          version,
+          trigger: input.trigger,
+          payload: input.payload,
+          ...(input.replayOf ? { replayOf: input.replayOf, replayReason: replayReason! } : {}),
+          ...(triggeredBy !== undefined ? { triggeredBy } : {}),
+        });
+        if (reuse) await this.mirror.copyTimeline(reuse.from, row.id, reuse.nodeIds, tx);
+        return { ...row, launch: { kind: 'start', input: runInput } };
+      },
+      undefined,
+      reuse !== undefined,
+    );
     if (prepared.replayed && !prepared.unconfirmed) return prepared;
     await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch);
     return prepared;
