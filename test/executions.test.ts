@@ -325,3 +325,24 @@ describe('listing executions', () => {
     expect((await other.client.get(`${E}/${list.body.data.items[0].id}`)).status).toBe(404);
   });
 });
+
+describe('replay when Temporal no longer has the run', () => {
+  it('a reset replay of a run whose history is gone is 409 node_not_run pointing at with_payload, never a 500', async () => {
+    const id = await create({
+      nodes: [
+        { id: 'a', type: 'transform', config: { value: 1 } },
+        { id: 'b', type: 'transform', config: { value: 2 } },
+      ],
+      edges: [{ from: 'a', to: 'b' }],
+    });
+    const executionId = (await runAndWait(id)).id as number;
+    // As if the namespace's retention had removed the run's history.
+    await app.sql('update executions set temporal_run_id = gen_random_uuid() where id = $1', [executionId]);
+    const res = await app.admin.post(`${E}/${executionId}/replay`, { from_node_id: 'b' });
+    expect(res.status, res.text).toBe(409);
+    expect(res.body).toMatchObject({ error: 'node_not_run' });
+    expect(res.body.message).toContain('with_payload');
+    const fresh = await app.admin.post(`${E}/${executionId}/replay`, { with_payload: { again: true } });
+    expect(fresh.status, fresh.text).toBe(202);
+  });
+});

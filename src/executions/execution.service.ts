@@ -5,7 +5,7 @@ import { RUN_GRAPH_WORKFLOW, type RunGraphInput, type RunGraphResult } from '../
 import { ancestors } from '../../workflows/graph.js';
 import type { Principal } from '../auth/auth.service.js';
 import { AppError, conflict, invalidRequest, notFound } from '../platform/errors.js';
-import type { TemporalHandle } from '../temporal/connection.js';
+import { temporalFailure, type TemporalHandle } from '../temporal/connection.js';
 import { workflowVisibility, type WorkflowRow, type WorkflowService } from '../workflow-definitions/workflow.service.js';
 import type { Idempotency } from './idempotency.js';
 import { findResetPoint } from './reset-point.js';
@@ -225,7 +225,9 @@ export class ExecutionService {
       // Only a record no run has claimed is marked: a run that did start claims it and writes its
       // real outcome, which must not be overwritten.
       const code = launch.kind === 'start' ? 'start_failed' : 'reset_failed';
-      const message = launch.kind === 'start' ? 'The run could not be started: Temporal is unavailable' : 'Temporal refused the reset';
+      const failure = temporalFailure(err);
+      const why = failure && failure.kind !== 'unavailable' ? `Temporal refused it${failure.detail ? ` (${failure.detail})` : ''}` : 'Temporal is unavailable';
+      const message = `The ${launch.kind === 'start' ? 'run could not be started' : 'reset could not be made'}: ${why}`;
       await this.mirror.markUnconfirmed(executionId, code, message);
       throw err;
     }
@@ -395,7 +397,13 @@ export class ExecutionService {
       );
     }
     if (!original.temporal_run_id) throw conflict('node_not_run', 'The execution has no Temporal run to reset');
-    const point = await findResetPoint(this.temporal, original.temporal_workflow_id, original.temporal_run_id, fromNode);
+    const point = await findResetPoint(this.temporal, original.temporal_workflow_id, original.temporal_run_id, fromNode).catch((err: unknown) => {
+      if (temporalFailure(err)?.kind !== 'missing') throw err;
+      throw conflict(
+        'node_not_run',
+        `Temporal no longer has the history of execution ${original.id} (past the namespace's retention); replay it with with_payload instead`,
+      );
+    });
     if (!point) throw conflict('node_not_run', `Node ${fromNode} did not start in execution ${original.id}; nothing to reset to`);
     const reason = `replay of execution ${original.id} from node ${fromNode}`;
     const prepared = await this.prepare(

@@ -5,6 +5,7 @@ import { isDatabaseUnavailable } from '../db/availability.js';
 import { translateDatabaseError } from '../db/database-errors.js';
 import { AppError, unauthenticated } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
+import { temporalFailure } from '../temporal/connection.js';
 
 const requestIdPattern = /^[A-Za-z0-9._-]{8,100}$/;
 
@@ -49,7 +50,11 @@ export function toAppError(err: unknown): AppError | undefined {
   if (isDatabaseUnavailable(err)) {
     return new AppError(503, 'service_unavailable', 'PostgreSQL is unavailable; retry later', { dependency: 'postgresql' }, { 'Retry-After': '5' });
   }
-  if (e?.name === 'ServiceError' || (typeof e?.code === 'number' && e.code === 14)) {
+  // A Temporal call that failed: only an unavailable server is a 503 worth retrying.
+  const temporal = temporalFailure(err);
+  if (temporal?.kind === 'missing') return new AppError(404, 'not_found', `Temporal has no record of this run${temporal.detail ? `: ${temporal.detail}` : ''}`);
+  if (temporal?.kind === 'refused') return new AppError(409, 'conflict', `Temporal refused the request${temporal.detail ? `: ${temporal.detail}` : ''}`);
+  if (temporal?.kind === 'unavailable' || (typeof e?.code === 'number' && e.code === 14)) {
     return new AppError(503, 'service_unavailable', 'Temporal is unavailable; retry later', { dependency: 'temporal' }, { 'Retry-After': '5' });
   }
   return undefined;

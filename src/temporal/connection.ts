@@ -80,3 +80,24 @@ export async function temporalHealthy(handle: TemporalHandle, timeoutMs = 2000):
     return false;
   }
 }
+
+/** gRPC status codes Temporal answers that say something about the request, not the server's health. */
+const GRPC_NOT_FOUND = 5;
+const GRPC_REFUSED = new Set([3, 6, 9]); // INVALID_ARGUMENT, ALREADY_EXISTS, FAILED_PRECONDITION
+
+/**
+ * What a failed Temporal call means for the caller: `missing` (no such run, its history past
+ * retention), `refused` (Temporal declined the request as made), or `unavailable` (anything
+ * else a call to the server can fail with: down, overloaded, timed out). Undefined for errors
+ * that did not come from a Temporal call.
+ */
+export function temporalFailure(err: unknown): { kind: 'missing' | 'refused' | 'unavailable'; detail: string } | undefined {
+  const e = err as { name?: string; code?: unknown; details?: unknown; cause?: { code?: unknown; details?: unknown } } | undefined;
+  const grpc = typeof e?.code === 'number' && typeof e?.details === 'string' ? e : e?.name === 'ServiceError' ? e.cause : undefined;
+  if (!grpc && e?.name !== 'ServiceError') return undefined;
+  const code = typeof grpc?.code === 'number' ? grpc.code : undefined;
+  const detail = typeof grpc?.details === 'string' ? grpc.details : '';
+  if (code === GRPC_NOT_FOUND) return { kind: 'missing', detail };
+  if (code !== undefined && GRPC_REFUSED.has(code)) return { kind: 'refused', detail };
+  return { kind: 'unavailable', detail };
+}
