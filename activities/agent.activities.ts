@@ -298,10 +298,15 @@ export function agentActivities(services: AgentActivityPorts) {
       } else {
         const session = await loadSession(sql, input.sessionId);
         if (!session) throw ApplicationFailure.nonRetryable('The session no longer exists', 'not_found');
-        const owner = await ownerOf(services, session.owner_id);
-        const outcome = owner
-          ? await runTool(services, owner, call.name, args)
-          : { ok: false, result: { error: 'forbidden', message: 'The session owner no longer exists' } };
+        // The call runs with the owner's rights; arguments someone else wrote run with that
+        // approver's rights instead (an edit is their call, not the owner's: approving must not
+        // let anyone reach what only the owner may).
+        const editor =
+          edited && action?.decided_by !== null && action?.decided_by !== undefined && action.decided_by !== session.owner_id ? action.decided_by : undefined;
+        const runner = await ownerOf(services, editor ?? session.owner_id);
+        const outcome = runner
+          ? await runTool(services, runner, call.name, args)
+          : { ok: false, result: { error: 'forbidden', message: editor ? 'The approver no longer exists' : 'The session owner no longer exists' } };
         ok = outcome.ok;
         // The model learns that what ran is not what it proposed, and both versions.
         const told = edited

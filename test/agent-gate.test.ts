@@ -68,6 +68,39 @@ async function gate(title: string, body: Record<string, unknown> = {}): Promise<
 }
 
 describe('approve with edited arguments', () => {
+  it("edited by someone other than the owner, the call runs with the approver's rights, not the owner's", async () => {
+    const vault = await app.admin.post(`${M}/entities`, {
+      slug: 'vault',
+      name: 'Vault',
+      schema: { fields: { title: { type: 'string', required: true } } },
+      capabilities: { create: 'svc_manage_entities' },
+    });
+    expect(vault.status, vault.text).toBe(201);
+    const inVault = async (title: string) => (await app.sql('select 1 from records.e_vault where title = $1', [title])).length;
+    const adminGate = async (title: string) => {
+      const id = await session({ approval: 'others' }, app.admin);
+      openai.script({ toolCalls: [{ name: 'records_create', args: { entity: 'vault', fields: { title } } }] });
+      const res = await say(id, `create ${title}`, app.admin);
+      expect(res.body.data.outcome, res.text).toBe('gate_pending');
+      return res.body.data.pending_action.action_id as string;
+    };
+    // An editor approving the administrator's call as proposed: it runs as the administrator.
+    const proposed = await adminGate('proposed');
+    openai.script({ text: 'Created.' });
+    const asProposed = await colleague.client.post(`${A}/actions/${proposed}/approve`);
+    expect(asProposed.body.data.outcome, asProposed.text).toBe('answered');
+    expect(await inVault('proposed')).toBe(1);
+    // The same editor writing the arguments: they run as the editor, who may not create in the vault.
+    const second = await adminGate('proposed-2');
+    openai.script({ text: 'That was refused.' });
+    const edited = await colleague.client.post(`${A}/actions/${second}/approve`, {
+      args: { entity: 'vault', fields: { title: 'written-by-the-approver' } },
+    });
+    expect(edited.body.data.outcome, edited.text).toBe('answered');
+    expect(edited.body.data.tools_called[0].result_summary).toMatch(/forbidden/);
+    expect(await inVault('written-by-the-approver')).toBe(0);
+  });
+
   it('validates the arguments against the tool schema, naming the field; nothing is decided', async () => {
     const { actionId } = await gate('to-edit-badly');
     for (const [args, field] of [
