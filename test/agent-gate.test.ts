@@ -2,7 +2,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../activities/index.js';
 import { agentTools, toolSpecs } from '../src/agent/agent.tools.js';
-import { AGENT_ACTION_NOT_APPROVED, AGENT_GATED_TOOLS } from '../workflows/defs.js';
+import { AGENT_ACTION_NOT_APPROVED, AGENT_GATED_TOOLS, agentSessionWorkflowId } from '../workflows/defs.js';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 import { eventually } from './helpers/http-target.js';
 import { parseSse, providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
@@ -240,6 +240,21 @@ describe('expiry', () => {
       const res = await owner.client.post(`${A}/sessions`, { provider_id: openaiId, model_id: 'gpt-test', gate_ttl_s });
       expect(res.status, String(gate_ttl_s)).toBe(400);
     }
+  });
+});
+
+describe('a gate whose session workflow is gone', () => {
+  it('approve answers 409 action_already_decided and closes the action as rejected; a new message carries on', async () => {
+    const { id, actionId } = await gate('orphaned');
+    await app.stack.services.temporal.client.workflow.getHandle(agentSessionWorkflowId(id)).terminate('operator ended it');
+    const res = await owner.client.post(`${A}/actions/${actionId}/approve`);
+    expect(res.status, res.text).toBe(409);
+    expect(res.body).toMatchObject({ error: 'action_already_decided', data: { status: 'rejected' } });
+    expect(await titles('orphaned')).toBe(0);
+    expect((await owner.client.get(`${A}/actions/${actionId}`)).body.data.status).toBe('rejected');
+    openai.script({ text: 'Back again.' });
+    const next = await say(id, 'still there?');
+    expect(next.body.data, next.text).toMatchObject({ outcome: 'answered', assistant_message: 'Back again.' });
   });
 });
 

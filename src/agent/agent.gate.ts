@@ -1,3 +1,4 @@
+import { WorkflowNotFoundError } from '@temporalio/client';
 import type { z } from 'zod';
 import type { Principal } from '../auth/auth.service.js';
 import type { Sql } from '../db/sql.js';
@@ -160,6 +161,33 @@ export class AgentGateService {
     if (action.status !== 'pending') throw conflict('action_already_decided', `Action ${actionId} was already ${action.status}`, { status: action.status });
     const edited = decision.args ? validateEditedArgs(action.tool, decision.args) : undefined;
     const handle = this.temporal.client.workflow.getHandle(agentSessionWorkflowId(action.session_id));
+    try {
+      return await this.claimAndSend(handle, actionId, decision, edited, principal, streamChannel);
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+      // The session's workflow is gone (terminated in the Temporal Web UI, say): the turn that
+      // waited at this gate cannot go on. The action is closed as the next message would close it.
+      const closed = await this.sql.query(
+        `update agent_actions set status = 'rejected', note = 'The session restarted before a decision', decided_at = now() where action_id = ? and status = 'pending' returning 1`,
+        [actionId],
+      );
+      throw conflict(
+        'action_already_decided',
+        `The session's workflow ended before this decision, so its turn cannot go on${closed.length ? '; the action was closed as rejected' : ''}. Send the session a new message to carry on.`,
+        { status: 'rejected' },
+      );
+    }
+  }
+
+  /** Stores the decision under the action's row lock, held until the session workflow accepted it. */
+  private claimAndSend(
+    handle: ReturnType<TemporalHandle['client']['workflow']['getHandle']>,
+    actionId: string,
+    decision: { approved: boolean; note?: string | undefined },
+    edited: Record<string, unknown> | undefined,
+    principal: Principal,
+    streamChannel: string | undefined,
+  ): Promise<AcceptedTurn> {
     return this.sql.transaction(async (tx) => {
       const [row] = await tx.query<{ status: AgentActionStatus; past: boolean; expires_at: Date | string | null }>(
         'select status, expires_at, coalesce(expires_at <= now(), false) as past from agent_actions where action_id = ? for update',
