@@ -17,6 +17,7 @@ import { agentDecisionUpdate, agentMessageUpdate, agentStateQuery } from './agen
 import {
   AGENT_ACTION_NOT_APPROVED,
   AGENT_GATE_EXPIRY_PATCH,
+  AGENT_EXPIRY_RETRY_PATCH,
   AGENT_LOCAL_BOOKKEEPING_PATCH,
   AGENT_REJECTION,
   isGatedTool,
@@ -87,6 +88,9 @@ function failureType(err: unknown): string | undefined {
   const cause = err instanceof ActivityFailure ? err.cause : err;
   return cause instanceof ApplicationFailure ? (cause.type ?? undefined) : undefined;
 }
+
+/** How long after a failed attempt to store an expiry the workflow tries again. */
+const EXPIRY_RETRY_MS = 60_000;
 
 /** A gate whose deadline the workflow's main loop watches with a durable timer. */
 interface WatchedGate {
@@ -254,7 +258,15 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
     try {
       ({ status } = await store.agentExpireAction({ sessionId: input.sessionId, actionId: gate.actionId }));
     } catch (err) {
-      log.warn('The expiry of an agent action could not be stored; it waits for a decision instead', { actionId: gate.actionId, error: String(err) });
+      // The API refuses decisions past the deadline, so an expiry that could not be stored (the
+      // database down through every retry) is tried again a minute later, until it is; sessions
+      // from before the patch kept waiting for a decision that could never come.
+      const retry = patched(AGENT_EXPIRY_RETRY_PATCH);
+      log.warn(`The expiry of an agent action could not be stored; ${retry ? 'it is tried again in a minute' : 'it waits for a decision instead'}`, {
+        actionId: gate.actionId,
+        error: String(err),
+      });
+      if (retry && stillPending()) watched = { actionId: gate.actionId, ttlMs: input.expiryRetryMs ?? EXPIRY_RETRY_MS };
       return;
     } finally {
       expiring = undefined;

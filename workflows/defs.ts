@@ -171,6 +171,8 @@ export const isGatedTool = (name: string): name is AgentGatedTool => (AGENT_GATE
 export const AGENT_GATE_EXPIRY_PATCH = 'agent-gate-expiry';
 /** patched() id: a turn's begin and finish bookkeeping as local activities. */
 export const AGENT_LOCAL_BOOKKEEPING_PATCH = 'agent-local-bookkeeping';
+/** patched() id: an expiry that could not be stored is tried again a minute later. */
+export const AGENT_EXPIRY_RETRY_PATCH = 'agent-expiry-retry';
 
 /** Who may decide a session's pending actions (chosen when the session is created). */
 export const AGENT_APPROVAL_POLICIES = ['owner', 'others', 'any'] as const;
@@ -186,6 +188,8 @@ export interface AgentSessionInput {
   maxModelCalls: number;
   /** Updates handled by one run before it continues as new. */
   updatesPerRun: number;
+  /** Wait before an expiry that could not be stored is tried again (default a minute). */
+  expiryRetryMs?: number;
 }
 
 export interface AgentToolCall {
