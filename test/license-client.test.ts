@@ -131,6 +131,14 @@ describe('LicenseClient against the real server', () => {
       expect(outcome.kind, baseUrl).toBe('no_news');
       expect(client.state).toBe(state);
     }
+    // Activate and deactivate: a server error in the service's own envelope is no answer either.
+    const unavailable = await fakeServer((_req, res) =>
+      res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'fail', error: 'service_unavailable', message: 'down' })),
+    );
+    const client = new LicenseClient({ baseUrl: unavailable, key: 'any-key', siteFingerprint: 'f'.repeat(64), state });
+    await expect(client.activate({ siteUrl: 'https://down.example' })).rejects.toBeInstanceOf(LicenseNetworkError);
+    await expect(client.deactivate()).rejects.toBeInstanceOf(LicenseNetworkError);
+    expect(client.state).toBe(state);
   });
 });
 
@@ -331,6 +339,64 @@ describe('LicenseClient and signed answers', () => {
       await expect(activating.activate({ siteUrl: s.site_url })).rejects.toBeInstanceOf(LicenseNetworkError);
       expect(activating.state).toBe(state);
     }
+  });
+
+  it('takes no replayed answer for news: an old signed answer neither undoes a revocation nor replaces a newer answer', async () => {
+    const license = await issueLicense(app);
+    const s = site('https://replayed.example');
+    const keys = await pinnedKeys();
+    const client = new LicenseClient({ baseUrl: app.url, key: license.token, siteFingerprint: s.site_fingerprint, trustedKeys: keys });
+    await client.activate({ siteUrl: s.site_url });
+    // A genuine verify answer of the service, recorded by whoever sits between the site and it.
+    const recorded = (await portal(app.anonymous, license.token, 'verify', { site_fingerprint: s.site_fingerprint })).body;
+    expect(recorded).toMatchObject({ site_match: true, signature: { key_id: keys[0]!.key_id } });
+    const replaying = async (body: unknown) => fakeServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body)));
+
+    // Ten minutes after the recording, the licence is revoked and the client hears it; then the
+    // recorded answer is played back.
+    expect((await app.admin.patch(`/api/management/v1/licenses/${license.id}`, { status: 'revoked' })).status).toBe(200);
+    const later = new Date(Date.now() + 10 * 60_000);
+    const hearing = new LicenseClient({
+      baseUrl: app.url,
+      key: license.token,
+      siteFingerprint: s.site_fingerprint,
+      trustedKeys: keys,
+      state: client.state,
+      now: () => later,
+    });
+    expect(await hearing.verify()).toMatchObject({ kind: 'refused', error: 'license_inactive' });
+    const afterRevocation = new LicenseClient({
+      baseUrl: await replaying(recorded),
+      key: license.token,
+      siteFingerprint: s.site_fingerprint,
+      trustedKeys: keys,
+      state: hearing.state,
+      now: () => later,
+    });
+    expect(await afterRevocation.verify()).toMatchObject({ kind: 'no_news', reason: expect.stringContaining('out of date') });
+    expect(afterRevocation.edition()).toBe('unlicensed');
+
+    // A client that keeps a newer answer does not go back to an older one either.
+    const newer = { ...recorded, signature: { ...recorded.signature, issued_at: isoSeconds(new Date(Date.now() + 60_000)) } };
+    const keeping = new LicenseClient({
+      baseUrl: await replaying(recorded),
+      key: license.token,
+      siteFingerprint: s.site_fingerprint,
+      trustedKeys: keys,
+      state: { edition: 'licensed', answer: { action: 'verify', license: newer, signature: newer.signature }, checkedAt: new Date().toISOString() },
+    });
+    expect(await keeping.verify()).toMatchObject({ kind: 'no_news' });
+
+    // An answer past its signature's validity is no news, whatever the client kept.
+    const expired = new LicenseClient({
+      baseUrl: await replaying(recorded),
+      key: license.token,
+      siteFingerprint: s.site_fingerprint,
+      trustedKeys: keys,
+      now: () => new Date(Date.parse(recorded.signature.valid_until) + 1000),
+    });
+    expect(await expired.verify()).toMatchObject({ kind: 'no_news', reason: expect.stringContaining('out of date') });
+    expect(expired.state.edition).toBe('unknown');
   });
 
   it('learns a rotated key through its endorsement, and keeps trusting it from the cache', async () => {

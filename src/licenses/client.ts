@@ -205,6 +205,23 @@ export class LicenseClient {
     return expires === undefined || t < expires;
   }
 
+  /**
+   * Whether a signed answer that just arrived is news: its signature is current, and it was
+   * issued no earlier than the answer the client keeps, nor (beyond clock skew) before a refusal
+   * the client has already heard. An old answer replayed by a proxy or a hosts-file entry is
+   * therefore never taken for the server's word now, and cannot undo a revocation.
+   */
+  private fresh(answer: SignedAnswer): boolean {
+    const t = this.now().getTime();
+    const issued = Date.parse(answer.signature.issued_at);
+    const validUntil = Date.parse(answer.signature.valid_until);
+    if (!(issued - CLOCK_SKEW_MS <= t && t < validUntil)) return false;
+    const kept = this.current.answer ? Date.parse(this.current.answer.signature.issued_at) : undefined;
+    if (kept !== undefined && issued < kept) return false;
+    const refusedAt = this.current.error && this.current.checkedAt ? Date.parse(this.current.checkedAt) : undefined;
+    return refusedAt === undefined || issued >= refusedAt - CLOCK_SKEW_MS;
+  }
+
   /** Pinned keys and the kept keys they endorse; without pinned keys, the keys kept from first use. */
   private knownKeys(kept: NonNullable<EditionState['keys']>): TrustedKey[] {
     const pinned = this.options.trustedKeys;
@@ -279,8 +296,10 @@ export class LicenseClient {
       const license = licenseOf(body);
       const signed: SignedAnswer | undefined = isSignature(body.signature) ? { action: 'verify', license, signature: body.signature } : undefined;
       const keys = signed ? await this.trust(signed) : undefined;
-      // A 200 that is not signed by a trusted key for this licence and site says nothing.
+      // A 200 that is not signed by a trusted key for this licence and site says nothing; nor does
+      // one that is no longer current or older than what the client knows (a replayed answer).
       if (!signed || !keys) return { kind: 'no_news', reason: 'the answer is not signed by a trusted key' };
+      if (!this.fresh(signed)) return { kind: 'no_news', reason: 'the signed answer is out of date (older than what this client knows, or past its validity)' };
       const matches = !this.options.siteFingerprint || license.site_match;
       await this.settle({ edition: matches ? 'licensed' : 'unlicensed', license, ...(matches ? { answer: signed } : {}), keys });
       return { kind: 'valid', license };
@@ -315,6 +334,7 @@ export class LicenseClient {
     };
     const keys = await this.trust(signed);
     if (!keys) throw new LicenseNetworkError('activate: the answer is not signed by a trusted key');
+    if (!this.fresh(signed)) throw new LicenseNetworkError('activate: the signed answer is out of date');
     await this.settle({ edition: 'licensed', license: signed.license, answer: signed, keys });
     return { activationId: data.activation_id, reactivated };
   }
@@ -333,6 +353,8 @@ export class LicenseClient {
 
   private dataOf({ status, body, headers }: Answer): Record<string, unknown> {
     if (status === 200 && body.status === 'ok' && isObject(body.data)) return body.data;
+    // A server error is no answer about the licence, whatever its body says.
+    if (status >= 500) throw new LicenseNetworkError(`unexpected answer ${status}${typeof body.error === 'string' ? ` (${body.error})` : ''}`);
     if (body.status === 'fail' && typeof body.error === 'string') {
       const data = isObject(body.data) ? { ...body.data } : {};
       const retryAfter = headers.get('retry-after');
