@@ -378,6 +378,34 @@ describe('the PHP client against the real server', () => {
   });
 });
 
+describe('the PHP client and a replayed answer', () => {
+  it('takes an old signed answer played back after a revocation for no news: the site stays unlicensed', async () => {
+    const revocable = await issueLicense(app, { domain_limit: 1 });
+    const file = join(dir, 'replayed-site.json');
+    const run = (action: string, extra: Record<string, unknown> = {}) =>
+      phpClient({ action, base_url: app.url, key: revocable.token, storage: file, public_keys: pinned, ...extra });
+    expect((await run('activate', { site_url: 'https://replayed-shop.example' })).edition).toBe('licensed');
+    const fingerprint = (await run('fingerprint', { site_url: 'https://replayed-shop.example' })).result as string;
+    // A genuine verify answer of the service, recorded by whoever sits between the site and it.
+    const recorded = await (
+      await fetch(`${app.url}/api/portal/v1/licenses/${revocable.token}/verify`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ site_fingerprint: fingerprint }),
+      })
+    ).json();
+    expect(recorded).toMatchObject({ status: 'ok', site_match: true });
+    // Ten minutes later the licence is revoked and the site hears it; then the recording plays.
+    await app.admin.patch(`/api/management/v1/licenses/${revocable.id}`, { status: 'revoked' });
+    const later = Math.floor(Date.now() / 1000) + 600;
+    expect(await run('verify', { now: later })).toMatchObject({ result: { kind: 'refused', error: 'license_inactive' }, edition: 'unlicensed' });
+    const replay = await fakeServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(recorded)));
+    const out = await run('verify', { base_url: replay, now: later });
+    expect(out.result).toEqual({ kind: 'no_news', reason: expect.stringContaining('out of date') });
+    expect(out.edition).toBe('unlicensed');
+  });
+});
+
 describe('the PHP client inside WordPress (options, transients, the HTTP API, WP-Cron)', () => {
   it('keeps its state in options, checks through wp_remote_post, and schedules one daily check', async () => {
     const wp = join(dir, 'wordpress.json');

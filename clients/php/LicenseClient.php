@@ -406,6 +406,9 @@ final class LicenseClient
         if ($keys === null) {
             throw new LicenseNetworkException('activate: the answer is not signed by a trusted key');
         }
+        if (!$this->fresh($answer)) {
+            throw new LicenseNetworkException('activate: the signed answer is out of date');
+        }
         $this->storage->set('site_url', $siteUrl);
         $this->save(['edition' => self::LICENSED, 'answer' => $answer, 'keys' => $keys]);
         return $answer['activation'];
@@ -584,6 +587,13 @@ final class LicenseClient
             if ($keys === null) {
                 return ['kind' => 'no_news', 'reason' => 'the answer is not signed by a trusted key'];
             }
+            if (!$this->fresh($signed)) {
+                return [
+                    'kind' => 'no_news',
+                    'reason' => 'the signed answer is out of date (older than what this site knows, '
+                        . 'or past its validity)',
+                ];
+            }
             $matches = $fingerprint !== '' && $license['site_match'];
             $this->save($matches
                 ? ['edition' => self::LICENSED, 'answer' => $signed, 'keys' => $keys]
@@ -640,6 +650,34 @@ final class LicenseClient
         $state['checked_at'] = gmdate('Y-m-d\TH:i:s\Z', ($this->clock)());
         $flags = JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_THROW_ON_ERROR;
         $this->storage->set('state', json_encode($state, $flags));
+    }
+
+    /**
+     * Whether a signed answer that just arrived is news: its signature is current, and it was
+     * issued no earlier than the stored answer, nor (beyond clock skew) before a refusal this
+     * site has already heard. An old answer played back by a proxy or a hosts-file entry is
+     * never taken for the service's word now, and cannot undo a revocation.
+     */
+    private function fresh(array $answer): bool
+    {
+        $now = ($this->clock)();
+        $issued = self::parseTime($answer['signature']['issued_at'], 'Y-m-d\TH:i:s\Z');
+        $validUntil = self::parseTime($answer['signature']['valid_until'], 'Y-m-d\TH:i:s\Z');
+        if ($issued === null || $validUntil === null || $now < $issued - self::CLOCK_SKEW || $now >= $validUntil) {
+            return false;
+        }
+        $state = $this->state();
+        $kept = self::answerFrom($state['answer'] ?? null);
+        if ($kept !== null) {
+            $keptIssued = self::parseTime($kept['signature']['issued_at'], 'Y-m-d\TH:i:s\Z');
+            if ($keptIssued !== null && $issued < $keptIssued) {
+                return false;
+            }
+        }
+        $refusedAt = isset($state['error'], $state['checked_at']) && is_string($state['checked_at'])
+            ? self::parseTime($state['checked_at'], 'Y-m-d\TH:i:s\Z')
+            : null;
+        return $refusedAt === null || $issued >= $refusedAt - self::CLOCK_SKEW;
     }
 
     /** Every check of a stored answer except those that need the service. */
