@@ -35,7 +35,8 @@ export const DEFAULT_SYSTEM_PROMPT =
   'is rejected or expires, respect that and say what you did instead. Answer briefly.';
 
 /** The stored action does not allow running this call: nothing runs, the turn ends with this failure. */
-const notApproved = (message: string) => ApplicationFailure.create({ type: AGENT_ACTION_NOT_APPROVED, message, nonRetryable: true });
+const notApproved = (message: string, details?: { stored: 'pending' }) =>
+  ApplicationFailure.create({ type: AGENT_ACTION_NOT_APPROVED, message, nonRetryable: true, ...(details ? { details: [details] } : {}) });
 
 /**
  * Activities of the chat agent. Every write carries a key derived from the workflow's own ids
@@ -241,6 +242,11 @@ export function agentActivities(services: AgentActivityPorts) {
         );
         const expected: AgentActionStatus = decision.expired ? 'expired' : decision.approved ? 'approved' : 'rejected';
         if (!row || !row.same_call) throw notApproved(`Action ${decision.actionId} is not the action of this ${call.name} call`);
+        // Still pending: the decision reached the workflow, but the API that sent it rolled its
+        // claim back (its call failed after Temporal had admitted the update). The workflow opens
+        // the gate again rather than end the turn.
+        if (row.status === 'pending' && !decision.expired)
+          throw notApproved(`Action ${decision.actionId} is still pending: its decision was not stored`, { stored: 'pending' });
         if (row.status !== expected) throw notApproved(`Action ${decision.actionId} is ${row.status}, not ${expected}`);
         if (!row.same_edit) throw notApproved(`Action ${decision.actionId} was approved with other arguments`);
         action = row;

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../activities/index.js';
 import { agentTools, toolSpecs } from '../src/agent/agent.tools.js';
 import { AGENT_ACTION_NOT_APPROVED, AGENT_GATED_TOOLS, agentSessionWorkflowId } from '../workflows/defs.js';
+import { agentDecisionUpdate } from '../workflows/agent.updates.js';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 import { eventually } from './helpers/http-target.js';
 import { parseSse, providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
@@ -255,6 +256,22 @@ describe('a gate whose session workflow is gone', () => {
     openai.script({ text: 'Back again.' });
     const next = await say(id, 'still there?');
     expect(next.body.data, next.text).toMatchObject({ outcome: 'answered', assistant_message: 'Back again.' });
+  });
+});
+
+describe('a decision that reached the workflow without being stored', () => {
+  it('reopens the gate: the action stays pending, and the stored approval that follows runs the tool once', async () => {
+    const { id, actionId } = await gate('lost-decision');
+    // As if the API's call failed after Temporal had admitted the update, and its claim rolled back.
+    const handle = app.stack.services.temporal.client.workflow.getHandle(agentSessionWorkflowId(id));
+    const lost = await handle.executeUpdate(agentDecisionUpdate, { args: [{ actionId, approved: true, decidedBy: 1 }], updateId: `lost-${actionId}` });
+    expect(lost).toMatchObject({ outcome: 'gate_pending', pending_action: { action_id: actionId } });
+    expect(await titles('lost-decision')).toBe(0);
+    expect((await owner.client.get(`${A}/actions/${actionId}`)).body.data.status).toBe('pending');
+    openai.script({ text: 'Done.' });
+    const res = await owner.client.post(`${A}/actions/${actionId}/approve`);
+    expect(res.body.data, res.text).toMatchObject({ outcome: 'answered', assistant_message: 'Done.' });
+    expect(await titles('lost-decision')).toBe(1);
   });
 });
 
@@ -512,7 +529,7 @@ describe('one declaration of the gated tools, enforced by the tool activity', ()
       expect((err as Error).message).toMatch(why);
     };
     await refused({ ...base, call }, /runs only with an approved action/);
-    await refused({ ...base, call, decision: { actionId, approved: true, decidedBy: 1 } }, /is pending, not approved/);
+    await refused({ ...base, call, decision: { actionId, approved: true, decidedBy: 1 } }, /is still pending: its decision was not stored/);
     await refused(
       { ...base, call: { ...call, args: { entity: 'note', fields: { title: 'something else' } } }, decision: { actionId, approved: true, decidedBy: 1 } },
       /not the action of this/,

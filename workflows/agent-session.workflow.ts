@@ -16,6 +16,7 @@ import type { AgentActivities } from '../activities/index.js';
 import { agentDecisionUpdate, agentMessageUpdate, agentStateQuery } from './agent.updates.js';
 import {
   AGENT_ACTION_NOT_APPROVED,
+  AGENT_DECISION_NOT_STORED_PATCH,
   AGENT_GATE_EXPIRY_PATCH,
   AGENT_EXPIRY_RETRY_PATCH,
   AGENT_LOCAL_BOOKKEEPING_PATCH,
@@ -92,6 +93,18 @@ function failureType(err: unknown): string | undefined {
 /** How long after a failed attempt to store an expiry the workflow tries again. */
 const EXPIRY_RETRY_MS = 60_000;
 
+/** A gate a decision closed, kept until the decision is known to be stored. */
+interface OpenGate {
+  action: AgentPendingAction;
+  deadline: number | undefined;
+}
+
+/** Whether the tool activity refused because the decision it was given is not stored. */
+function decisionNotStored(err: unknown): boolean {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  return cause instanceof ApplicationFailure && (cause.details?.[0] as { stored?: string } | undefined)?.stored === 'pending';
+}
+
 /** A gate whose deadline the workflow's main loop watches with a durable timer. */
 interface WatchedGate {
   actionId: string;
@@ -113,8 +126,10 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
   let watched: WatchedGate | undefined;
   /** The action whose deadline passed and whose expiry is being stored: decisions on it are refused. */
   let expiring: string | undefined;
+  /** Workflow-time deadlines of open gates, to reopen one with what is left of it. */
+  const deadlines = new Map<string, number | undefined>();
 
-  async function drive(turn: Turn, streamChannel: string | undefined, decision?: AgentDecision): Promise<AgentTurnOutcome> {
+  async function drive(turn: Turn, streamChannel: string | undefined, decision?: AgentDecision, gate?: OpenGate): Promise<AgentTurnOutcome> {
     const started = Date.now();
     const spent = () => ({ ...turn.telemetry, wall_ms: turn.telemetry.wall_ms + (Date.now() - started) });
     const ids = { sessionId: input.sessionId, turnId: turn.turnId };
@@ -132,6 +147,7 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
           pending = action;
           suspended = turn;
           watched = expiry && ttlMs !== undefined ? { actionId: action.action_id, ttlMs } : undefined;
+          if (watched) deadlines.set(action.action_id, Date.now() + watched.ttlMs);
           turn.telemetry = spent();
           return { outcome: 'gate_pending', pending_action: action, tools_called: turn.toolsCalled, telemetry: turn.telemetry };
         }
@@ -143,6 +159,16 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
           // The activity refused a gated call whose stored action does not allow it. Older code
           // never saw this failure type, so this branch adds no command to any recorded history.
           if (failureType(err) !== AGENT_ACTION_NOT_APPROVED) throw err;
+          // The decision came without being stored (the API's claim was rolled back after Temporal
+          // admitted the update): the gate opens again, with what is left of its deadline.
+          if (gate && decisionNotStored(err) && patched(AGENT_DECISION_NOT_STORED_PATCH)) {
+            pending = gate.action;
+            suspended = turn;
+            watched = gate.deadline === undefined ? undefined : { actionId: gate.action.action_id, ttlMs: Math.max(0, gate.deadline - Date.now()) };
+            deadlines.set(gate.action.action_id, gate.deadline);
+            turn.telemetry = spent();
+            return { outcome: 'gate_pending', pending_action: gate.action, tools_called: turn.toolsCalled, telemetry: turn.telemetry };
+          }
           const error = failureOf(err);
           turn.telemetry = spent();
           await bookkeeping().agentFinishTurn({ ...ids, step: turn.modelCalls, telemetry: turn.telemetry, error });
@@ -215,17 +241,24 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
       busy = true;
       handled++;
       const turn = suspended!;
+      const gate: OpenGate = { action: pending!, deadline: deadlines.get(args.actionId) };
+      deadlines.delete(args.actionId);
       pending = undefined;
       suspended = undefined;
       watched = undefined;
       try {
-        return await drive(turn, args.streamChannel, {
-          actionId: args.actionId,
-          approved: args.approved,
-          decidedBy: args.decidedBy,
-          ...(args.note !== undefined ? { note: args.note } : {}),
-          ...(args.editedArgs ? { editedArgs: args.editedArgs } : {}),
-        });
+        return await drive(
+          turn,
+          args.streamChannel,
+          {
+            actionId: args.actionId,
+            approved: args.approved,
+            decidedBy: args.decidedBy,
+            ...(args.note !== undefined ? { note: args.note } : {}),
+            ...(args.editedArgs ? { editedArgs: args.editedArgs } : {}),
+          },
+          gate,
+        );
       } finally {
         busy = false;
       }
@@ -254,6 +287,7 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
     if (watched === gate) watched = undefined;
     if (!stillPending() || busy) return;
     expiring = gate.actionId;
+    deadlines.delete(gate.actionId);
     let status;
     try {
       ({ status } = await store.agentExpireAction({ sessionId: input.sessionId, actionId: gate.actionId }));

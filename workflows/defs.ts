@@ -171,6 +171,8 @@ export const isGatedTool = (name: string): name is AgentGatedTool => (AGENT_GATE
 export const AGENT_GATE_EXPIRY_PATCH = 'agent-gate-expiry';
 /** patched() id: a turn's begin and finish bookkeeping as local activities. */
 export const AGENT_LOCAL_BOOKKEEPING_PATCH = 'agent-local-bookkeeping';
+/** patched() id: a decision that reached the workflow without being stored reopens its gate. */
+export const AGENT_DECISION_NOT_STORED_PATCH = 'agent-decision-not-stored';
 /** patched() id: an expiry that could not be stored is tried again a minute later. */
 export const AGENT_EXPIRY_RETRY_PATCH = 'agent-expiry-retry';
 

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { z } from 'zod';
 import type { Principal } from '../auth/auth.service.js';
@@ -216,7 +217,9 @@ export class AgentGateService {
               ...(streamChannel ? { streamChannel } : {}),
             },
           ],
-          updateId: `decision-${actionId}`,
+          // One id per attempt: a decision whose first sending reached the workflow although this
+          // call failed (and the claim was rolled back) must not be answered from that attempt.
+          updateId: `decision-${actionId}-${randomUUID()}`,
           waitForStage: 'ACCEPTED',
         }),
       );
