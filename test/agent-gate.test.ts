@@ -413,6 +413,12 @@ describe('inbox and audit', () => {
     ]) {
       await expect(app.sql(statement, [second]), statement).rejects.toThrow(/append-only|cannot change|written once/);
     }
+    // Nor deleted: not the row, not with its session, not by removing the user who decided it.
+    await expect(app.sql('delete from agent_actions where action_id = $1', [second])).rejects.toThrow(/cannot be deleted/);
+    await expect(app.sql('delete from agent_sessions where id = $1', [id])).rejects.toThrow(/cannot be deleted/);
+    await expect(app.sql('delete from users where id = (select decided_by from agent_actions where action_id = $1)', [second])).rejects.toThrow(
+      /violates foreign key constraint|cannot be deleted/,
+    );
     expect((await owner.client.get(`${A}/actions/${second}`)).body.data).toMatchObject({ status: 'rejected', note: 'one is enough' });
   });
 

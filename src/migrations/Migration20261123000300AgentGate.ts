@@ -46,9 +46,22 @@ export class Migration20261123000300AgentGate extends Migration {
         return new;
       end $$`);
     this.addSql(`create trigger agent_actions_append_only before update on agent_actions for each row execute function agent_actions_append_only()`);
+    // Nor can the trail be deleted: not a row, not by removing its session, and a user who decided
+    // actions stays (their id is what the trail says decided; a cascade would rewrite it to null).
+    this.addSql(`create or replace function agent_actions_keep() returns trigger language plpgsql as $$
+      begin
+        raise exception 'agent action % is part of the audit trail and cannot be deleted', old.action_id using errcode = 'check_violation';
+      end $$`);
+    this.addSql(`create trigger agent_actions_keep before delete on agent_actions for each row execute function agent_actions_keep()`);
+    this.addSql(`alter table agent_actions drop constraint agent_actions_decided_by_fkey,
+      add constraint agent_actions_decided_by_fkey foreign key (decided_by) references users(id) on delete restrict`);
   }
 
   override async down(): Promise<void> {
+    this.addSql(`alter table agent_actions drop constraint agent_actions_decided_by_fkey,
+      add constraint agent_actions_decided_by_fkey foreign key (decided_by) references users(id) on delete set null`);
+    this.addSql('drop trigger if exists agent_actions_keep on agent_actions');
+    this.addSql('drop function if exists agent_actions_keep()');
     this.addSql('drop trigger if exists agent_actions_append_only on agent_actions');
     this.addSql('drop function if exists agent_actions_append_only()');
     this.addSql('drop index if exists agent_actions_decided_by_idx');
