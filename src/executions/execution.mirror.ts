@@ -272,7 +272,7 @@ export class ExecutionMirror {
          select id from executions
           where temporal_workflow_id = ? and (temporal_run_id = ? or temporal_run_id is null)
             and not (temporal_run_id is null and status = 'failed' and error->>'code' = 'reset_failed' and started_at < now() - interval '10 minutes')
-          order by (temporal_run_id is not null) desc, id desc limit 1 for update),
+          order by (temporal_run_id is not null) desc, id desc limit 1 for no key update),
        claimed as (
          update executions e set temporal_run_id = ?,
            status = case when ${unconfirmed} then 'running' else e.status end,
