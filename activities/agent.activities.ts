@@ -307,8 +307,8 @@ export function agentActivities(services: AgentActivityPorts) {
         // The call runs with the owner's rights; arguments someone else wrote run with that
         // approver's rights instead (an edit is their call, not the owner's: approving must not
         // let anyone reach what only the owner may).
-        const editor =
-          edited && action?.decided_by !== null && action?.decided_by !== undefined && action.decided_by !== session.owner_id ? action.decided_by : undefined;
+        const approver = action?.decided_by ?? undefined;
+        const editor = edited && approver !== undefined && approver !== session.owner_id ? approver : undefined;
         const runner = await ownerOf(services, editor ?? session.owner_id);
         const outcome = runner
           ? await runTool(services, runner, call.name, args)

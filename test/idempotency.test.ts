@@ -38,6 +38,14 @@ async function create(def: Record<string, unknown> = {}) {
   return res.body.data as { id: number; webhook?: { url: string; secret: string }; slug: string };
 }
 
+/** a -> b, for replays from `b`. */
+const TWO_NODES = {
+  nodes: [
+    { id: 'a', type: 'transform', config: { value: 1 } },
+    { id: 'b', type: 'transform', config: { value: '{{ nodes.a + 1 }}' } },
+  ],
+  edges: [{ from: 'a', to: 'b' }],
+};
 const runsOf = async (workflowId: number) =>
   Number((await app.sql<{ n: string }>('select count(*) as n from executions where workflow_id = $1', [workflowId]))[0]!.n);
 const run = (workflowId: number, payload: unknown, key?: string) =>
@@ -199,13 +207,7 @@ describe('Idempotency-Key on the webhook trigger and on replay', () => {
   });
 
   it('replay: a retried replay (fresh run or reset) is one replay', async () => {
-    const wf = await create({
-      nodes: [
-        { id: 'a', type: 'transform', config: { value: 1 } },
-        { id: 'b', type: 'transform', config: { value: '{{ nodes.a + 1 }}' } },
-      ],
-      edges: [{ from: 'a', to: 'b' }],
-    });
+    const wf = await create(TWO_NODES);
     const original = (await run(wf.id, {})).body.data.execution_id as number;
     await finished(original);
     for (const body of [{ with_payload: { x: 1 } }, { from_node_id: 'b' }]) {
@@ -241,13 +243,7 @@ describe('records no run will ever claim are closed, never left running', () => 
   });
 
   it('a reset replay whose reset was never sent is marked reset_failed, and blocks no later replay', async () => {
-    const wf = await create({
-      nodes: [
-        { id: 'a', type: 'transform', config: { value: 1 } },
-        { id: 'b', type: 'transform', config: { value: '{{ nodes.a + 1 }}' } },
-      ],
-      edges: [{ from: 'a', to: 'b' }],
-    });
+    const wf = await create(TWO_NODES);
     const original = (await run(wf.id, {})).body.data.execution_id as number;
     await finished(original);
     const [{ temporal_workflow_id: temporalWorkflowId }] = (await app.sql<{ temporal_workflow_id: string }>(

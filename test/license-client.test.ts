@@ -1,32 +1,23 @@
 import { generateKeyPairSync } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LicenseClient, LicenseNetworkError, LicenseRequestError, type EditionState, type TrustedKey } from '../src/licenses/client.js';
 import { canonicalAnswer, canonicalKey, isoSeconds, keyIdOf, signText } from '../src/licenses/license.signature.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { fixedServers } from './helpers/http-target.js';
 import { issueLicense, portal, site } from './helpers/licenses.js';
 import { freePort } from './helpers/ports.js';
 
 let app: TestApp;
-const servers: Server[] = [];
+const fixed = fixedServers();
+const fakeServer = fixed.start;
 
 beforeAll(async () => {
   app = await startTestApp({ env: { SVC_LICENSE_RATE_LIMIT: '100000' } });
 });
 afterAll(async () => {
-  for (const server of servers) server.closeAllConnections();
-  await Promise.all(servers.map((s) => new Promise((ok) => s.close(ok))));
+  await fixed.closeAll();
   await app?.close();
 });
-
-/** A local HTTP server with a fixed behaviour (a broken proxy, a hung backend). */
-async function fakeServer(handler: Parameters<typeof createServer>[1]): Promise<string> {
-  const server = createServer(handler);
-  servers.push(server);
-  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
-  const address = server.address();
-  return `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-}
 
 describe('LicenseClient against the real server', () => {
   it('activates, verifies to licensed, and keeps the edition through a server that is down', async () => {

@@ -1,11 +1,11 @@
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalAnswer, isoSeconds, keyIdOf, signText } from '../src/licenses/license.signature.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { fixedServers } from './helpers/http-target.js';
 import { issueLicense, type IssuedLicense } from './helpers/licenses.js';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +22,8 @@ let app: TestApp;
 let dir: string;
 let license: IssuedLicense;
 let pinned: { key_id: string; public_key: string }[];
-const servers: Server[] = [];
+const fixed = fixedServers();
+const fakeServer = fixed.start;
 const env = { SVC_LICENSE_RATE_LIMIT: '100000' };
 const siteUrl = 'https://php-shop.example';
 
@@ -35,8 +36,7 @@ beforeAll(async () => {
   pinned = keys.body.data.items.map((k: { key_id: string; public_key: string }) => ({ key_id: k.key_id, public_key: k.public_key }));
 }, 900_000);
 afterAll(async () => {
-  for (const server of servers) server.closeAllConnections();
-  await Promise.all(servers.map((s) => new Promise((ok) => s.close(ok))));
+  await fixed.closeAll();
   await app?.close();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
@@ -46,14 +46,6 @@ const readStorage = async () => JSON.parse(await readFile(storage(), 'utf8')) as
 const storedState = async () => JSON.parse((await readStorage()).values.state!);
 const client = (action: string, extra: Record<string, unknown> = {}) =>
   phpClient({ action, base_url: app.url, key: license.token, storage: storage(), public_keys: pinned, ...extra });
-
-async function fakeServer(handler: Parameters<typeof createServer>[1]): Promise<string> {
-  const server = createServer(handler);
-  servers.push(server);
-  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
-  const address = server.address();
-  return `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-}
 
 describe('the PHP client file', () => {
   it('passes php -l', async () => {

@@ -96,7 +96,8 @@ const EXPIRY_RETRY_MS = 60_000;
 /** A gate a decision closed, kept until the decision is known to be stored. */
 interface OpenGate {
   action: AgentPendingAction;
-  deadline: number | undefined;
+  /** Its deadline's watch, if it has one (gates opened before the expiry patch have none). */
+  watched: WatchedGate | undefined;
 }
 
 /** Whether the tool activity refused because the decision it was given is not stored. */
@@ -109,6 +110,8 @@ function decisionNotStored(err: unknown): boolean {
 interface WatchedGate {
   actionId: string;
   ttlMs: number;
+  /** Workflow time of the deadline, to watch again what is left of it. */
+  deadline: number;
 }
 
 /**
@@ -126,8 +129,6 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
   let watched: WatchedGate | undefined;
   /** The action whose deadline passed and whose expiry is being stored: decisions on it are refused. */
   let expiring: string | undefined;
-  /** Workflow-time deadlines of open gates, to reopen one with what is left of it. */
-  const deadlines = new Map<string, number | undefined>();
 
   async function drive(turn: Turn, streamChannel: string | undefined, decision?: AgentDecision, gate?: OpenGate): Promise<AgentTurnOutcome> {
     const started = Date.now();
@@ -146,8 +147,7 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
           const { ttl_ms: ttlMs, ...action } = await store.agentOpenGate({ ...ids, actionId: uuid4(), call, ...(expiry ? { expiry } : {}) });
           pending = action;
           suspended = turn;
-          watched = expiry && ttlMs !== undefined ? { actionId: action.action_id, ttlMs } : undefined;
-          if (watched) deadlines.set(action.action_id, Date.now() + watched.ttlMs);
+          watched = expiry && ttlMs !== undefined ? { actionId: action.action_id, ttlMs, deadline: Date.now() + ttlMs } : undefined;
           turn.telemetry = spent();
           return { outcome: 'gate_pending', pending_action: action, tools_called: turn.toolsCalled, telemetry: turn.telemetry };
         }
@@ -164,8 +164,7 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
           if (gate && decisionNotStored(err) && patched(AGENT_DECISION_NOT_STORED_PATCH)) {
             pending = gate.action;
             suspended = turn;
-            watched = gate.deadline === undefined ? undefined : { actionId: gate.action.action_id, ttlMs: Math.max(0, gate.deadline - Date.now()) };
-            deadlines.set(gate.action.action_id, gate.deadline);
+            watched = gate.watched && { ...gate.watched, ttlMs: Math.max(0, gate.watched.deadline - Date.now()) };
             turn.telemetry = spent();
             return { outcome: 'gate_pending', pending_action: gate.action, tools_called: turn.toolsCalled, telemetry: turn.telemetry };
           }
@@ -241,8 +240,7 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
       busy = true;
       handled++;
       const turn = suspended!;
-      const gate: OpenGate = { action: pending!, deadline: deadlines.get(args.actionId) };
-      deadlines.delete(args.actionId);
+      const gate: OpenGate = { action: pending!, watched };
       pending = undefined;
       suspended = undefined;
       watched = undefined;
@@ -287,7 +285,6 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
     if (watched === gate) watched = undefined;
     if (!stillPending() || busy) return;
     expiring = gate.actionId;
-    deadlines.delete(gate.actionId);
     let status;
     try {
       ({ status } = await store.agentExpireAction({ sessionId: input.sessionId, actionId: gate.actionId }));
@@ -300,7 +297,8 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
         actionId: gate.actionId,
         error: String(err),
       });
-      if (retry && stillPending()) watched = { actionId: gate.actionId, ttlMs: input.expiryRetryMs ?? EXPIRY_RETRY_MS };
+      const retryMs = input.expiryRetryMs ?? EXPIRY_RETRY_MS;
+      if (retry && stillPending()) watched = { actionId: gate.actionId, ttlMs: retryMs, deadline: Date.now() + retryMs };
       return;
     } finally {
       expiring = undefined;

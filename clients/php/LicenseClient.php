@@ -660,12 +660,10 @@ final class LicenseClient
      */
     private function fresh(array $answer): bool
     {
-        $now = ($this->clock)();
-        $issued = self::parseTime($answer['signature']['issued_at'], 'Y-m-d\TH:i:s\Z');
-        $validUntil = self::parseTime($answer['signature']['valid_until'], 'Y-m-d\TH:i:s\Z');
-        if ($issued === null || $validUntil === null || $now < $issued - self::CLOCK_SKEW || $now >= $validUntil) {
+        if (!self::signatureCurrent($answer, ($this->clock)())) {
             return false;
         }
+        $issued = self::parseTime($answer['signature']['issued_at'], 'Y-m-d\TH:i:s\Z');
         $state = $this->state();
         $kept = self::answerFrom($state['answer'] ?? null);
         if ($kept !== null) {
@@ -678,6 +676,21 @@ final class LicenseClient
             ? self::parseTime($state['checked_at'], 'Y-m-d\TH:i:s\Z')
             : null;
         return $refusedAt === null || $issued >= $refusedAt - self::CLOCK_SKEW;
+    }
+
+    /**
+     * Whether $now lies in the signature's window: from its issue (less clock skew) to its
+     * valid_until, and within $grace seconds of its issue when given.
+     */
+    private static function signatureCurrent(array $answer, int $now, ?int $grace = null): bool
+    {
+        $issued = self::parseTime($answer['signature']['issued_at'], 'Y-m-d\TH:i:s\Z');
+        $validUntil = self::parseTime($answer['signature']['valid_until'], 'Y-m-d\TH:i:s\Z');
+        if ($issued === null || $validUntil === null) {
+            return false;
+        }
+        $end = $grace === null ? $validUntil : min($issued + $grace, $validUntil);
+        return $now >= $issued - self::CLOCK_SKEW && $now < $end;
     }
 
     /** Every check of a stored answer except those that need the service. */
@@ -693,12 +706,7 @@ final class LicenseClient
             return false;
         }
         $now = ($this->clock)();
-        $issued = self::parseTime($answer['signature']['issued_at'], 'Y-m-d\TH:i:s\Z');
-        $validUntil = self::parseTime($answer['signature']['valid_until'], 'Y-m-d\TH:i:s\Z');
-        if ($issued === null || $validUntil === null) {
-            return false;
-        }
-        if ($now < $issued - self::CLOCK_SKEW || $now >= min($issued + $this->graceSeconds, $validUntil)) {
+        if (!self::signatureCurrent($answer, $now, $this->graceSeconds)) {
             return false;
         }
         if (!$answer['license']['site_match']) {

@@ -161,9 +161,8 @@ export class AgentGateService {
       throw conflict('action_expired', `Action ${actionId} expired before it was decided`, { expires_at: toIso(action.expires_at) });
     if (action.status !== 'pending') throw conflict('action_already_decided', `Action ${actionId} was already ${action.status}`, { status: action.status });
     const edited = decision.args ? validateEditedArgs(action.tool, decision.args) : undefined;
-    const handle = this.temporal.client.workflow.getHandle(agentSessionWorkflowId(action.session_id));
     try {
-      return await this.claimAndSend(handle, actionId, decision, edited, principal, streamChannel);
+      return await this.claimAndSend(action.session_id, actionId, decision, edited, principal, streamChannel);
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
       // The session's workflow is gone (terminated in the Temporal Web UI, say): the turn that
@@ -182,13 +181,14 @@ export class AgentGateService {
 
   /** Stores the decision under the action's row lock, held until the session workflow accepted it. */
   private claimAndSend(
-    handle: ReturnType<TemporalHandle['client']['workflow']['getHandle']>,
+    sessionId: string,
     actionId: string,
     decision: { approved: boolean; note?: string | undefined },
     edited: Record<string, unknown> | undefined,
     principal: Principal,
     streamChannel: string | undefined,
   ): Promise<AcceptedTurn> {
+    const handle = this.temporal.client.workflow.getHandle(agentSessionWorkflowId(sessionId));
     return this.sql.transaction(async (tx) => {
       const [row] = await tx.query<{ status: AgentActionStatus; past: boolean; expires_at: Date | string | null }>(
         'select status, expires_at, coalesce(expires_at <= now(), false) as past from agent_actions where action_id = ? for update',

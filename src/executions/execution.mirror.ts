@@ -53,15 +53,19 @@ export interface ExecutionRef {
   ownerId: number;
 }
 
-export interface ListFilter {
-  /** SQL condition on the workflow (alias `w`) restricting to what the caller may see, and its values. */
-  visible: [string, unknown[]];
+/** A page of executions as the list endpoint asks for it. */
+export interface ListExecutions {
   workflow_id?: number;
   status?: ExecutionStatus;
   since?: Date;
   until?: Date;
   page: number;
   per_page: number;
+}
+
+export interface ListFilter extends ListExecutions {
+  /** SQL condition on the workflow (alias `w`) restricting to what the caller may see, and its values. */
+  visible: [string, unknown[]];
 }
 
 export interface NewRecord {
@@ -80,6 +84,19 @@ export type NodeEntry = Partial<Record<'status' | 'started_at' | 'finished_at' |
 /** A record a launch could not confirm (its start or reset failed, or its answer was lost). */
 export const UNCONFIRMED_CODES = ['start_failed', 'reset_failed'] as const;
 
+/** A node's timeline entry, inserted or updated (see ExecutionMirror.writeNode). */
+const NODE_COLUMNS = ['node_type', 'status', 'started_at', 'finished_at', 'duration_ms', 'attempts', 'input', 'output', 'error', 'reused'] as const;
+const WRITE_NODE = `insert into execution_nodes (execution_id, node_id, ${NODE_COLUMNS.join(', ')}) values (?, ?, ${NODE_COLUMNS.map(() => '?').join(', ')})
+       on conflict (execution_id, node_id) do update set status = excluded.status,
+         started_at = coalesce(execution_nodes.started_at, excluded.started_at), finished_at = excluded.finished_at,
+         duration_ms = excluded.duration_ms, attempts = greatest(execution_nodes.attempts, excluded.attempts),
+         input = coalesce(excluded.input, execution_nodes.input), output = excluded.output, error = excluded.error, reused = false
+       -- A node the run's cancel ended stays ended. A node a replay carried over (reused) is only
+       -- re-recorded by the replay run's bookkeeping (a delay's end, a child's result): it keeps
+       -- its original entry.
+       where execution_nodes.status <> 'cancelled'
+         and not (execution_nodes.reused and execution_nodes.status = excluded.status and excluded.status in ('success', 'failed'))`;
+
 const json = (value: unknown) => (value === undefined ? null : JSON.stringify(value));
 
 export class ExecutionMirror {
@@ -93,9 +110,19 @@ export class ExecutionMirror {
 
   /** A record for a run about to be started; its Temporal workflow id is set from its id, in one statement. */
   async prepareStart(q: Queryable, record: NewRecord): Promise<{ id: number; temporalWorkflowId: string }> {
+    return this.insertPrepared(q, record, null);
+  }
+
+  /** A record for the run a reset of `temporalWorkflowId` is about to create. */
+  async prepareReset(q: Queryable, record: NewRecord & { temporalWorkflowId: string }): Promise<number> {
+    return (await this.insertPrepared(q, record, record.temporalWorkflowId)).id;
+  }
+
+  /** A prepared record: a reset's carries the replayed run's workflow id, a start's one derived from its own id. */
+  private async insertPrepared(q: Queryable, record: NewRecord, temporalWorkflowId: string | null): Promise<{ id: number; temporalWorkflowId: string }> {
     const [row] = await q.query<{ id: string; temporal_workflow_id: string }>(
       `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, replay_reason, temporal_workflow_id, triggered_by)
-       select n.id, ?, ?, 'running', ?, ?, ?, ?, ? || n.id, ? from (select nextval('executions_id_seq') as id) n
+       select n.id, ?, ?, 'running', ?, ?, ?, ?, coalesce(?, ? || n.id), ? from (select nextval('executions_id_seq') as id) n
        returning id, temporal_workflow_id`,
       [
         record.workflowId,
@@ -104,30 +131,12 @@ export class ExecutionMirror {
         json(record.payload ?? null),
         record.replayOf ?? null,
         record.replayReason ?? null,
+        temporalWorkflowId,
         this.workflowIdPrefix,
         record.triggeredBy ?? null,
       ],
     );
     return { id: Number(row!.id), temporalWorkflowId: row!.temporal_workflow_id };
-  }
-
-  /** A record for the run a reset of `temporalWorkflowId` is about to create. */
-  async prepareReset(q: Queryable, record: NewRecord & { temporalWorkflowId: string }): Promise<number> {
-    const [row] = await q.query<{ id: string }>(
-      `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, replay_reason, temporal_workflow_id, triggered_by)
-       values (?, ?, 'running', ?, ?, ?, ?, ?, ?) returning id`,
-      [
-        record.workflowId,
-        record.version,
-        record.trigger,
-        json(record.payload ?? null),
-        record.replayOf ?? null,
-        record.replayReason ?? null,
-        record.temporalWorkflowId,
-        record.triggeredBy ?? null,
-      ],
-    );
-    return Number(row!.id);
   }
 
   /** The execution of a Temporal workflow id still running (a reset replay in flight), if any. */
@@ -326,31 +335,15 @@ export class ExecutionMirror {
 
   /** Writes a node's timeline entry (first write inserts, later ones update). */
   async writeNode(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry): Promise<void> {
-    const fields = ['node_type', 'status', 'started_at', 'finished_at', 'duration_ms', 'attempts', 'input', 'output', 'error', 'reused'] as const;
-    const values = fields.map((f) =>
-      f === 'node_type'
-        ? node.type
-        : f === 'reused'
-          ? false
-          : entry[f] === undefined
-            ? null
-            : f === 'input' || f === 'output' || f === 'error'
-              ? JSON.stringify(entry[f])
-              : entry[f],
-    );
-    await this.sql.query(
-      `insert into execution_nodes (execution_id, node_id, ${fields.join(', ')}) values (?, ?, ${fields.map(() => '?').join(', ')})
-       on conflict (execution_id, node_id) do update set status = excluded.status,
-         started_at = coalesce(execution_nodes.started_at, excluded.started_at), finished_at = excluded.finished_at,
-         duration_ms = excluded.duration_ms, attempts = greatest(execution_nodes.attempts, excluded.attempts),
-         input = coalesce(excluded.input, execution_nodes.input), output = excluded.output, error = excluded.error, reused = false
-       -- A node the run's cancel ended stays ended. A node a replay carried over (reused) is only
-       -- re-recorded by the replay run's bookkeeping (a delay's end, a child's result): it keeps
-       -- its original entry.
-       where execution_nodes.status <> 'cancelled'
-         and not (execution_nodes.reused and execution_nodes.status = excluded.status and excluded.status in ('success', 'failed'))`,
-      [executionId, node.id, ...values],
-    );
+    const values = [
+      node.type,
+      ...(['status', 'started_at', 'finished_at', 'duration_ms', 'attempts'] as const).map((f) => entry[f] ?? null),
+      json(entry.input),
+      json(entry.output),
+      json(entry.error),
+      false,
+    ];
+    await this.sql.query(WRITE_NODE, [executionId, node.id, ...values]);
   }
 
   /** The run's outcome. */

@@ -9,7 +9,7 @@ import { temporalFailure, type TemporalHandle } from '../temporal/connection.js'
 import { workflowVisibility, type WorkflowRow, type WorkflowService } from '../workflow-definitions/workflow.service.js';
 import type { Idempotency } from './idempotency.js';
 import { findResetPoint } from './reset-point.js';
-import type { ExecutionMirror, ExecutionRow, ExecutionStatus, TimelineRow } from './execution.mirror.js';
+import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
 
 /** What Temporal is asked to do for a prepared record; kept with an Idempotency-Key to send again. */
 type Launch = { kind: 'start'; input: RunGraphInput } | { kind: 'reset'; runId: string; eventId: number; reason: string };
@@ -19,15 +19,6 @@ export interface Started {
   temporalWorkflowId: string;
   /** The call repeated an Idempotency-Key: this is the first call's execution. */
   replayed: boolean;
-}
-
-export interface ListExecutions {
-  workflow_id?: number;
-  status?: ExecutionStatus;
-  since?: Date;
-  until?: Date;
-  page: number;
-  per_page: number;
 }
 
 const iso = toIso;

@@ -153,6 +153,12 @@ function isSignature(value: unknown): value is AnswerSignature {
   );
 }
 
+/** Whether `t` lies in the signature's window: from its issue (less clock skew) to its valid_until, and within `graceMs` of its issue. */
+function signatureCurrent(answer: SignedAnswer, t: number, graceMs = Infinity): boolean {
+  const issued = Date.parse(answer.signature.issued_at);
+  return issued - CLOCK_SKEW_MS <= t && t < Math.min(issued + graceMs, Date.parse(answer.signature.valid_until));
+}
+
 const bare = (k: TrustedKey): TrustedKey => ({ key_id: k.key_id, public_key: k.public_key });
 
 const licenseOf = (body: Record<string, unknown>): VerifiedLicense => ({
@@ -195,11 +201,8 @@ export class LicenseClient {
   /** Every check of a kept answer except those that need the server. */
   private answerHolds(answer: SignedAnswer, now: Date): boolean {
     if (!this.signedByTrustedKey(answer, this.knownKeys(this.current.keys ?? []))) return false;
-    const issued = Date.parse(answer.signature.issued_at);
-    const validUntil = Date.parse(answer.signature.valid_until);
-    const grace = (this.options.graceSeconds ?? DEFAULT_GRACE_SECONDS) * 1000;
     const t = now.getTime();
-    if (!(issued - CLOCK_SKEW_MS <= t && t < Math.min(issued + grace, validUntil))) return false;
+    if (!signatureCurrent(answer, t, (this.options.graceSeconds ?? DEFAULT_GRACE_SECONDS) * 1000)) return false;
     if (this.options.siteFingerprint && !answer.license.site_match) return false;
     const expires = answer.license.expires_at ? Date.parse(`${answer.license.expires_at.replace(' ', 'T')}Z`) : undefined;
     return expires === undefined || t < expires;
@@ -212,10 +215,8 @@ export class LicenseClient {
    * therefore never taken for the server's word now, and cannot undo a revocation.
    */
   private fresh(answer: SignedAnswer): boolean {
-    const t = this.now().getTime();
+    if (!signatureCurrent(answer, this.now().getTime())) return false;
     const issued = Date.parse(answer.signature.issued_at);
-    const validUntil = Date.parse(answer.signature.valid_until);
-    if (!(issued - CLOCK_SKEW_MS <= t && t < validUntil)) return false;
     const kept = this.current.answer ? Date.parse(this.current.answer.signature.issued_at) : undefined;
     if (kept !== undefined && issued < kept) return false;
     const refusedAt = this.current.error && this.current.checkedAt ? Date.parse(this.current.checkedAt) : undefined;

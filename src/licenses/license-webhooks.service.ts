@@ -50,16 +50,8 @@ interface Page<T> {
   per_page: number;
 }
 
-interface WebhookRow {
-  id: number;
-  url: string;
-  events: LicenseEvent[];
-  description: string | null;
-  active: boolean;
-  secret_hint: string;
-  created_at: Date | string;
-  updated_at: Date | string;
-}
+/** A subscription as stored: the view's fields, with the timestamps the driver returns. */
+type WebhookRow = Omit<WebhookView, 'created_at' | 'updated_at'> & { created_at: Date | string; updated_at: Date | string };
 
 const webhookColumns = 'id, url, events, description, active, secret_hint, created_at, updated_at';
 

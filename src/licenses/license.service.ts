@@ -8,6 +8,7 @@ import { siteDomain } from './domain.js';
 import { License, LicenseActivation, type ActivationStatus } from './license.entities.js';
 import { activationNotFound, alreadyDeactivated, licenseExpired, licenseInactive, licenseNotFound, siteLimitReached } from './license.errors.js';
 import { enqueueLicenseEvent } from './license-webhooks.service.js';
+import type { SignedLicense } from './license.signature.js';
 import {
   formatSpecTimestamp,
   type ActivationView,
@@ -27,16 +28,8 @@ export interface SiteInput {
   pluginVersion?: string | undefined;
 }
 
-/** What verify answers (and activate describes): SPEC's verify fields. */
-export interface VerifyResult {
-  license_status: 'active';
-  /** `YYYY-MM-DD HH:MM:SS` (UTC), or null for a licence without expiry. */
-  expires_at: string | null;
-  domain_limit: number;
-  site_match: boolean;
-  product_slug: string;
-  product_name: string;
-}
+/** What verify answers (and activate describes): SPEC's verify fields, exactly what is signed. */
+export type VerifyResult = SignedLicense;
 
 export interface Page<T> {
   items: T[];

@@ -24,6 +24,7 @@ export interface AnswerSignature {
 /** The licence as activate and verify describe it (the fields of SPEC's verify answer). */
 export interface SignedLicense {
   license_status: 'active';
+  /** `YYYY-MM-DD HH:MM:SS` (UTC), or null for a licence without expiry. */
   expires_at: string | null;
   domain_limit: number;
   site_match: boolean;

@@ -63,3 +63,24 @@ export async function eventually<T>(fn: () => Promise<T | undefined | false>, ti
   }
   throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
 }
+
+/**
+ * Local HTTP servers with a fixed behaviour (a broken proxy, a hung backend, a replayed answer),
+ * each started on a free loopback port and all closed together.
+ */
+export function fixedServers() {
+  const servers: Server[] = [];
+  return {
+    async start(handler: Parameters<typeof createServer>[1]): Promise<string> {
+      const server = createServer(handler);
+      servers.push(server);
+      await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+      const address = server.address();
+      return `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    },
+    async closeAll(): Promise<void> {
+      for (const server of servers) server.closeAllConnections();
+      await Promise.all(servers.map((s) => new Promise((ok) => s.close(ok))));
+    },
+  };
+}
