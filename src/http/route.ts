@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
 import type { Principal } from '../auth/auth.service.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../platform/json-depth.js';
 import { AppError, forbidden, invalidRequest, problemsOf, unauthenticated, validationFailed, type FieldProblem } from '../platform/errors.js';
 
 /** Who may call a route: anyone, any signed-in user, or a user holding a capability. */
@@ -193,6 +194,7 @@ async function respond(route: AnyRoute, ctx: Context): Promise<void> {
     const raw = (ctx.request as unknown as { body?: unknown }).body;
     const empty = raw === undefined || (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && Object.keys(raw).length === 0 && !ctx.request.length);
     if (empty && !route.bodyOptional) throw invalidRequest('A request body is required');
+    if (nestsDeeperThan(raw)) throw invalidRequest(`The body nests deeper than ${MAX_JSON_DEPTH} levels`);
     body = parse(route.body, empty ? {} : raw, 'body', route.invalidCode);
   }
   const reply = await route.handler({ params, query, body, headers, principal, ctx });

@@ -58,6 +58,13 @@ export const fieldSchema = z.discriminatedUnion('type', [
 export type FieldDefinition = z.infer<typeof fieldSchema>;
 export type FieldType = FieldDefinition['type'];
 
+/**
+ * The field `name` of a field map, or undefined. Names come from callers, so an inherited
+ * property (`constructor`, `toString`, `__proto__`) must never pass for a field.
+ */
+export const fieldNamed = (fields: Record<string, FieldDefinition>, name: string): FieldDefinition | undefined =>
+  Object.hasOwn(fields, name) ? fields[name] : undefined;
+
 const capabilityName = z.enum(capabilities);
 const formSchema = z.strictObject({ layout: z.array(z.array(z.string()).max(20)).max(200) });
 const listsSchema = z.record(z.string(), z.strictObject({ columns: z.array(z.string()).max(200), sort: z.string().max(500).optional() }));
@@ -159,7 +166,7 @@ export function parseSortText(textValue: string): { field: string; direction: 'a
 export function sortedFields(def: EntityDefinition): Set<string> {
   const out = new Set<string>();
   for (const list of Object.values(def.lists)) {
-    for (const { field } of parseSortText(list.sort ?? '') ?? []) if (def.schema.fields[field]) out.add(field);
+    for (const { field } of parseSortText(list.sort ?? '') ?? []) if (fieldNamed(def.schema.fields, field)) out.add(field);
   }
   return out;
 }
@@ -234,7 +241,7 @@ export function definitionProblems(def: EntityDefinition, entityExists: (slug: s
   const columns = new Set<string>([...names, ...SYSTEM_COLUMNS]);
   def.form.layout.forEach((row, i) =>
     row.forEach((name, j) => {
-      if (!fields[name]) problems.push({ field: `form.layout.${i}.${j}`, message: `no field ${name}` });
+      if (!fieldNamed(fields, name)) problems.push({ field: `form.layout.${i}.${j}`, message: `no field ${name}` });
     }),
   );
   for (const [listName, list] of Object.entries(def.lists)) {
@@ -247,7 +254,7 @@ export function definitionProblems(def: EntityDefinition, entityExists: (slug: s
       if (!sort) problems.push({ field: `lists.${listName}.sort`, message: 'expected field:asc or field:desc, comma-separated' });
       for (const { field } of sort ?? []) {
         if (!columns.has(field)) problems.push({ field: `lists.${listName}.sort`, message: `no field ${field}` });
-        else if (fields[field]?.type === 'json') problems.push({ field: `lists.${listName}.sort`, message: `cannot sort on json field ${field}` });
+        else if (fieldNamed(fields, field)?.type === 'json') problems.push({ field: `lists.${listName}.sort`, message: `cannot sort on json field ${field}` });
       }
     }
   }
