@@ -151,6 +151,11 @@ const schema = z.object({
   SVC_COOKIE_SECURE: bool.default(false),
   /** Failed logins allowed per login name and client address in a 15-minute window. */
   SVC_LOGIN_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
+  /**
+   * Failed logins allowed per client address in a 15-minute window, whatever login names they
+   * try: guesses spread over many (or unknown) names cannot buy unlimited password hashing.
+   */
+  SVC_LOGIN_MAX_FAILURES_PER_ADDRESS: z.coerce.number().int().min(1).default(100),
   /** Requests per minute per client address over the licence endpoints (activate, verify, deactivate). */
   SVC_LICENSE_RATE_LIMIT: z.coerce.number().int().min(1).default(60),
   /**
