@@ -185,10 +185,15 @@ export function licenseRoutes({
       method: 'post',
       path: `${root}/{key}/verify`,
       operationId: 'verifyLicense',
-      summary: 'Describes the licence; with site_fingerprint, says whether that site is active on it',
+      summary: 'Describes the licence; with site_fingerprint (and site_url), says whether that site is active on it',
       description:
         'The success body is not the data envelope: `{status: "ok", license_status, expires_at, domain_limit, site_match, product_slug, product_name, signature}`. A licence in billing grace reports `active`. Clients treat a network error as no news; only a definitive answer (200, 403, 404) changes a site\'s edition.',
-      body: z.strictObject({ site_fingerprint: fingerprint.optional().or(z.literal('').transform(() => undefined)) }),
+      body: z.strictObject({
+        site_fingerprint: fingerprint.optional().or(z.literal('').transform(() => undefined)),
+        site_url: optionalText(2048).describe(
+          "The site's home URL. With it, site_match requires the fingerprint to be active for this URL's domain; without it, only an activation holding a slot matches (a local development host's does not)",
+        ),
+      }),
       bodyOptional: true,
       // Verify only reads, so its lookup runs while the rate limit is counted.
       readOnly: true,
@@ -201,7 +206,7 @@ export function licenseRoutes({
         404: unknownKey,
       },
       handler: async ({ params, body }) => {
-        const license = await licenses.verify(params.key, body.site_fingerprint);
+        const license = await licenses.verify(params.key, body.site_fingerprint, body.site_url);
         const signed = await licenseKeys.signAnswer({ action: 'verify', licenseKey: params.key, siteFingerprint: body.site_fingerprint, license });
         return { raw: { status: 'ok', ...license, signature: signed } };
       },
