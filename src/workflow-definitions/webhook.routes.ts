@@ -37,8 +37,14 @@ export function webhookRoutes({ workflows, executions }: { workflows: WorkflowSe
         const workflow = await workflows.getBySlug(params.slug);
         const secret = ctx.get('x-webhook-secret') || query.secret || '';
         // A wrong secret is answered as an unknown slug: the answer must not tell which slugs are active hooks.
-        const open = workflow?.status === 'active' && workflow.trigger.type === 'webhook' && workflow.webhook_secret;
-        if (!open || !safeEqual(secret, workflow.webhook_secret!)) throw notFound('Webhook');
+        if (
+          !workflow ||
+          workflow.status !== 'active' ||
+          workflow.trigger.type !== 'webhook' ||
+          !workflow.webhook_secret ||
+          !safeEqual(secret, workflow.webhook_secret)
+        )
+          throw notFound('Webhook');
         const started = await executions.start(workflow, { payload: body, trigger: 'webhook' }, undefined, idempotencyOf(headers, 'webhook', body));
         const replayed = replayedHeaders(started.replayed);
         if (workflow.trigger.config.respond === 'last_node') {
