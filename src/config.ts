@@ -113,6 +113,13 @@ const schema = z.object({
   SVC_AGENT_GATE_TTL: durationSeconds.default(24 * 3600),
   /** Messages and decisions a session workflow handles before it continues as new (bounds its history). */
   SVC_AGENT_UPDATES_PER_RUN: z.coerce.number().int().min(1).max(10_000).default(200),
+  /**
+   * Agent sessions one user may open per hour (each is a Temporal workflow that stays open);
+   * more are refused with 429 and Retry-After.
+   */
+  SVC_AGENT_MAX_SESSIONS_PER_HOUR: z.coerce.number().int().min(1).max(100_000).default(100),
+  /** Streamed turns (`stream: true`) one user may hold open at once on one API process; more get 429. */
+  SVC_AGENT_MAX_STREAMS_PER_USER: z.coerce.number().int().min(1).max(1000).default(5),
   /** Largest agent message content (bytes of UTF-8); a larger one is refused with 413. */
   SVC_AGENT_MAX_MESSAGE_BYTES: byteSize.default(32 * 1024),
   /** How long one model call may take (non-streaming answer, or the whole stream). */

@@ -98,9 +98,9 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     entities,
     records: new RecordService(recordsDb, entities, new RecordValidator(), recordEvents),
     recordEvents,
-    agent: new AgentService(sql, connections, temporal, config),
+    agent: new AgentService(sql, connections, temporal, config, limiter),
     agentGate: new AgentGateService(sql, temporal),
-    agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger),
+    agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER),
   };
 }
 

@@ -220,3 +220,48 @@ describe('provider faults', () => {
     expect((await say(id, 'hi')).body.data.assistant_message).toBe('quick');
   });
 });
+
+describe('what one user may hold open', () => {
+  let capped: TestApp;
+  let provider: FakeProvider;
+  let providerId: number;
+  beforeAll(async () => {
+    capped = await startTestApp({ worker: true, env: { SVC_AGENT_MAX_SESSIONS_PER_HOUR: '2', SVC_AGENT_MAX_STREAMS_PER_USER: '1' } });
+    provider = await startFakeOpenAi();
+    providerId = await providerConnection(capped.admin, 'openai', provider.url);
+  });
+  afterAll(async () => {
+    await capped?.close();
+    await provider?.close();
+  });
+
+  it('sessions opened per hour are limited per user (429 with Retry-After); other users are not affected', async () => {
+    const user = await capped.createUser('editor');
+    const open = () => user.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm' });
+    expect((await open()).status).toBe(201);
+    expect((await open()).status).toBe(201);
+    const refused = await open();
+    expect(refused.status).toBe(429);
+    expect(refused.body.error).toBe('rate_limited');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(3000);
+    const other = await capped.createUser('editor');
+    expect((await other.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm' })).status).toBe(201);
+  });
+
+  it('open event streams are limited per user: a second one waits for the first to end', async () => {
+    const user = await capped.createUser('editor');
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) ids.push((await user.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm' })).body.data.session_id);
+    provider.script({ text: 'slow answer', delayMs: 1500 });
+    const first = user.client.post(`${A}/sessions/${ids[0]}/messages`, { content: 'hi', stream: true });
+    await eventually(async () => provider.requests.length > 0 || undefined);
+    const second = await user.client.post(`${A}/sessions/${ids[1]}/messages`, { content: 'hi too', stream: true });
+    expect(second.status).toBe(429);
+    expect(second.body.error).toBe('rate_limited');
+    // Once the first stream ends, the next one is taken.
+    expect((await first).status).toBe(200);
+    const again = await user.client.post(`${A}/sessions/${ids[1]}/messages`, { content: 'now', stream: true });
+    expect(again.status).toBe(200);
+    expect(parseSse(again.text).at(-1)!.event).toBe('done');
+  });
+});

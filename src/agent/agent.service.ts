@@ -5,7 +5,8 @@ import type { Config } from '../config.js';
 import type { ConnectionService } from '../connections/connection.service.js';
 import type { Sql } from '../db/sql.js';
 import { toIso } from '../db/sql.js';
-import { AppError, conflict, invalidRequest, notFound } from '../platform/errors.js';
+import { AppError, conflict, invalidRequest, notFound, rateLimited } from '../platform/errors.js';
+import type { RateLimiter } from '../platform/rate-limit.js';
 import type { TemporalHandle } from '../temporal/connection.js';
 import { agentMessageUpdate } from '../../workflows/agent.updates.js';
 import { AGENT_SESSION_WORKFLOW, agentSessionWorkflowId, type AgentApprovalPolicy, type AgentSessionInput } from '../../workflows/defs.js';
@@ -32,9 +33,13 @@ export class AgentService {
     private readonly connections: ConnectionService,
     private readonly temporal: TemporalHandle,
     private readonly config: Config,
+    private readonly limiter: Pick<RateLimiter, 'hit'>,
   ) {}
 
   async createSession(principal: Principal, input: NewSession): Promise<{ session_id: string }> {
+    // Every session is a workflow that stays open: how fast one user may open them is bounded.
+    const quota = await this.limiter.hit(`agent-sessions:${principal.id}`, this.config.SVC_AGENT_MAX_SESSIONS_PER_HOUR, 3600);
+    if (!quota.allowed) throw rateLimited(quota.retryAfterSeconds);
     const connection = await this.connections.get(input.provider_id).catch((err: unknown) => {
       if (err instanceof AppError && err.status === 404) throw invalidRequest(`provider_id ${input.provider_id} is not a connection`, { field: 'provider_id' });
       throw err;
