@@ -78,6 +78,8 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const recordEvents = new RecordEventBus(logger);
   const connections = new ConnectionService(em, sql, keys);
   const licenseWebhooks = new LicenseWebhookService(sql, keys, temporal, config, logger);
+  const records = new RecordService(recordsDb, entities, new RecordValidator(), recordEvents);
+  const executions = new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS);
   return {
     config,
     logger,
@@ -91,15 +93,15 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     connections,
     workflows,
     executionMirror,
-    executions: new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS),
+    executions,
     licenses: new LicenseService(em, sql, licenseWebhooks),
     licenseKeys: new LicenseKeyService(sql, keys, Math.round(config.SVC_LICENSE_SIGNATURE_TTL_DAYS * 86_400)),
     licenseWebhooks,
     entities,
-    records: new RecordService(recordsDb, entities, new RecordValidator(), recordEvents),
+    records,
     recordEvents,
     agent: new AgentService(sql, connections, temporal, config, limiter),
-    agentGate: new AgentGateService(sql, temporal),
+    agentGate: new AgentGateService(sql, temporal, { records, entities, workflows, executions }),
     agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER),
   };
 }

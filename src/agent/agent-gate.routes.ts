@@ -30,7 +30,7 @@ export function agentGateRoutes(services: { agentGate: AgentGateService } & Turn
           : 'Rejects the pending action: the turn goes on with the rejection (and note) as the tool result',
       description:
         (verb === 'approve'
-          ? "`args` replaces the model's arguments; it is validated against the tool's schema (400 `validation_failed` naming each field), both versions are kept, and the model is told the arguments were edited. "
+          ? "`args` replaces the model's arguments; it is validated against the tool's schema and as the tool would check it, with the approver's rights (400 `validation_failed` naming each field, 403 `forbidden` naming a missing capability; the action stays pending), both versions are kept, and the model is told the arguments were edited. "
           : '') +
         "Same response shape as a message (an event stream with `stream: true`). An action is decided once (409 `action_already_decided` after) and not after it expired (409 `action_expired`). Who may decide follows the session's approval policy.",
       tag: 'agent',
