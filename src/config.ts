@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseEgressAllow } from './platform/egress.js';
 
 /** Raised when an environment variable holds a value the service cannot use. */
 export class ConfigError extends Error {
@@ -194,6 +195,26 @@ const schema = z.object({
     .default(24),
   /** Run pure nodes (transform, condition, switch, fail) as Temporal local activities. */
   SVC_LOCAL_PURE_NODES: bool.default(true),
+  /**
+   * What outbound calls made for users (nodes, connection probes, model providers, licence vendor
+   * webhooks) may reach although it is loopback, link-local, private, unique-local, multicast or
+   * otherwise reserved: comma-separated host names, `*.` wildcards, IP addresses and CIDR ranges,
+   * each optionally with `:port` (IPv6 in brackets then), e.g.
+   * `api.internal,*.corp.example,10.1.0.0/16:443,127.0.0.1:11435,[fd00::/8]:443`. Everything else of
+   * that kind is refused (`egress_denied`); public addresses need no entry.
+   */
+  SVC_EGRESS_ALLOW: z
+    .string()
+    .optional()
+    .superRefine((text, ctx) => {
+      try {
+        parseEgressAllow(text);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      }
+    }),
+  /** Redirects an outbound call made for a user follows before it fails (each hop is checked again). */
+  SVC_EGRESS_MAX_REDIRECTS: z.coerce.number().int().min(0).max(20).default(5),
   /** How long a connection test waits for the target. */
   SVC_PROBE_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   /** pino log level. */

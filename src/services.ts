@@ -15,6 +15,7 @@ import { LicenseWebhookService } from './licenses/license-webhooks.service.js';
 import { LicenseService } from './licenses/license.service.js';
 import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
+import { EgressPolicy } from './platform/egress.js';
 import { RateLimiter } from './platform/rate-limit.js';
 import { recordRowTypes } from './records/row-types.js';
 import { EntityCache } from './records/entity-cache.js';
@@ -35,6 +36,8 @@ export interface Services {
   sql: Sql;
   keys: KeyRing;
   limiter: RateLimiter;
+  /** Every outbound call made for a user goes through it (SVC_EGRESS_ALLOW). */
+  egress: EgressPolicy;
   auth: AuthService;
   users: UsersService;
   licenses: LicenseService;
@@ -76,7 +79,8 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const entityCache = new EntityCache<StoredEntity>(endpoints.databaseUrl, logger);
   const entities = new EntityService(recordsDb, entityCache);
   const recordEvents = new RecordEventBus(logger);
-  const connections = new ConnectionService(em, sql, keys);
+  const egress = EgressPolicy.fromConfig(config);
+  const connections = new ConnectionService(em, sql, keys, egress);
   const licenseWebhooks = new LicenseWebhookService(sql, keys, temporal, config, logger);
   const records = new RecordService(recordsDb, entities, new RecordValidator(), recordEvents);
   const executions = new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS);
@@ -87,6 +91,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     sql,
     keys,
     limiter,
+    egress,
     auth: new AuthService(em, sql, keys, limiter, config),
     users: new UsersService(em),
     temporal,
@@ -111,4 +116,5 @@ export async function closeServices(services: Services): Promise<void> {
   await services.agentStreams.close();
   await services.temporal.connection.close().catch(() => undefined);
   await services.orm.close(true);
+  await services.egress.close().catch(() => undefined);
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
-import { eventually } from './helpers/http-target.js';
+import { TARGET_HOST, eventually } from './helpers/http-target.js';
 import { parseSse, providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 
 const A = '/api/agent/v1';
@@ -206,7 +206,7 @@ describe('provider faults', () => {
   });
 
   it('reports an unreachable provider and a timeout as provider_error', async () => {
-    const dead = await connection('openai', 'http://127.0.0.1:9');
+    const dead = await connection('openai', `http://${TARGET_HOST}:9`);
     const res = await say(await session(dead), 'hi');
     expect(res.status).toBe(502);
     expect(res.body.error).toBe('provider_error');

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateMasterKey } from '../src/platform/crypto.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { startHttpTarget, type HttpTarget } from './helpers/http-target.js';
+import { TARGET_HOST, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
 import { freePort } from './helpers/ports.js';
 
 let app: TestApp;
@@ -113,7 +113,7 @@ describe('probe', () => {
   it('fails with 422 probe_failed and data.error for refusal, 401, timeout and DNS failure', async () => {
     const cases: [Record<string, unknown>, RegExp][] = [
       [{ cred: 'wrong' }, /401/],
-      [{ extra: { base_url: `http://127.0.0.1:${await freePort()}` } }, /refused/],
+      [{ extra: { base_url: `http://${TARGET_HOST}:${await freePort()}` } }, /refused/],
       [{ extra: { base_url: `${target.url}/slow` } }, /within 500 ms/],
       [{ extra: { base_url: 'http://no-such-host.invalid' } }, /could not be resolved/],
     ];

@@ -71,11 +71,14 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       tag: 'connections',
       access: manage,
       params: idParam,
-      errors: { 422: 'The probe failed (`probe_failed`); `data.error` says why' },
+      errors: {
+        422: 'The probe failed (`probe_failed`), or the egress policy refused its target and nothing was sent (`egress_denied`); `data.error` says why',
+      },
       responses: { 200: { description: 'The probe passed', data: z.object({ probe_status: z.number().int() }) } },
       handler: async ({ params }) => {
         await connections.get(params.id);
         const result = await probe(await connections.resolve(params.id), config.SVC_PROBE_TIMEOUT_MS);
+        if (result.denied) throw new AppError(422, 'egress_denied', `The egress policy refused the target: ${result.error}`, { error: result.error });
         if (!result.ok)
           throw new AppError(422, 'probe_failed', `The probe failed: ${result.error}`, {
             error: result.error,

@@ -2,6 +2,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Sql } from '../db/sql.js';
 import type { KeyRing } from '../platform/crypto.js';
 import { AppError, conflict, notFound } from '../platform/errors.js';
+import type { Response } from 'undici';
+import type { EgressPolicy, EgressRequest } from '../platform/egress.js';
 import { Connection, type ConnectionType } from './connection.entity.js';
 
 /** A connection with its credential decrypted in memory; only ever built inside an activity or probe. */
@@ -9,8 +11,12 @@ export interface ResolvedConnection {
   id: number;
   type: ConnectionType;
   baseUrl: string;
-  /** Adds the credential to outgoing request headers. */
-  authorize(headers: Record<string, string>): void;
+  /**
+   * Sends a request within the egress policy. The credential is added for the connection's own
+   * origin only: a redirect to another origin gets no credential (nor the caller's Authorization
+   * or Cookie headers). There is no other way to the credential.
+   */
+  fetch(url: URL, init: EgressRequest): Promise<Response>;
 }
 
 export interface ConnectionView {
@@ -45,6 +51,7 @@ export class ConnectionService {
     private readonly em: EntityManager,
     private readonly sql: Sql,
     private readonly keys: KeyRing,
+    private readonly egress: EgressPolicy,
   ) {}
 
   async list(): Promise<ConnectionView[]> {
@@ -125,28 +132,36 @@ export class ConnectionService {
     }
     const type = row.type;
     const headerName = typeof row.extra.header_name === 'string' ? row.extra.header_name : 'X-API-Key';
+    const authorize = (headers: Record<string, string>) => {
+      switch (type) {
+        case 'http_bearer':
+        case 'openai':
+          headers.authorization = `Bearer ${cred}`;
+          break;
+        case 'http_basic':
+          headers.authorization = `Basic ${Buffer.from(cred).toString('base64')}`;
+          break;
+        case 'http_header':
+          headers[headerName.toLowerCase()] = cred;
+          break;
+        case 'anthropic':
+          headers['x-api-key'] = cred;
+          headers['anthropic-version'] ??= '2023-06-01';
+          break;
+      }
+    };
+    let origin: string;
+    try {
+      origin = new URL(row.extra.base_url).origin;
+    } catch {
+      throw new AppError(400, 'validation_failed', `Connection ${id} has no usable base_url`);
+    }
+    const egress = this.egress;
     return {
       id: row.id,
       type,
       baseUrl: row.extra.base_url,
-      authorize(headers) {
-        switch (type) {
-          case 'http_bearer':
-          case 'openai':
-            headers.authorization = `Bearer ${cred}`;
-            break;
-          case 'http_basic':
-            headers.authorization = `Basic ${Buffer.from(cred).toString('base64')}`;
-            break;
-          case 'http_header':
-            headers[headerName.toLowerCase()] = cred;
-            break;
-          case 'anthropic':
-            headers['x-api-key'] = cred;
-            headers['anthropic-version'] ??= '2023-06-01';
-            break;
-        }
-      },
+      fetch: (url, init) => egress.fetch(url, init, { credential: { origin, apply: authorize } }),
     };
   }
 }

@@ -8,6 +8,7 @@ import { generateMasterKey } from '../../src/platform/crypto.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { startStack, type Stack } from '../../src/stack.js';
 import { OpenApiChecker } from './openapi-check.js';
+import { TARGET_HOST } from './http-target.js';
 import { HttpClient, type Credentials } from './http.js';
 
 export const ADMIN_PASSWORD = 'admin-password-for-tests';
@@ -86,6 +87,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     SVC_ADMIN_APP_PASSWORD: ADMIN_APP_PASSWORD,
     PORT: '0',
     HOST: '127.0.0.1',
+    // The suite's HTTP targets and fake model providers listen there; nothing else on loopback is reachable.
+    SVC_EGRESS_ALLOW: TARGET_HOST,
     ...options.env,
   });
   const logs = options.logs;

@@ -1,4 +1,5 @@
 import type { HttpClient } from './http.js';
+import { TARGET_HOST } from './http-target.js';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 
 /** One scripted answer of a fake model provider. */
@@ -59,11 +60,11 @@ async function serve(path: string, write: Writer): Promise<FakeProvider> {
       await write(seen, step, res, ++calls);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, TARGET_HOST, resolve));
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${TARGET_HOST}:${port}`,
     requests,
     script: (...steps) => void queue.push(...steps),
     close: () =>
