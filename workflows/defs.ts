@@ -120,6 +120,7 @@ export const NODE_ERRORS = {
   not_found: 'refusal',
   forbidden: 'refusal',
   provider_auth_failed: 'refusal',
+  egress_denied: 'refusal',
   http_error: 'per_failure',
   provider_error: 'per_failure',
   timeout: 'retried',
