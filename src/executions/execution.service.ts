@@ -8,7 +8,7 @@ import { AppError, conflict, invalidRequest, notFound } from '../platform/errors
 import { temporalFailure, type TemporalHandle } from '../temporal/connection.js';
 import { workflowVisibility, type WorkflowRow, type WorkflowService } from '../workflow-definitions/workflow.service.js';
 import type { Idempotency } from './idempotency.js';
-import { findResetPoint } from './reset-point.js';
+import { findResetPoint, RunStillOpen } from './reset-point.js';
 import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
 
 /** What Temporal is asked to do for a prepared record; kept with an Idempotency-Key to send again. */
@@ -388,7 +388,15 @@ export class ExecutionService {
       );
     }
     if (!original.temporal_run_id) throw conflict('node_not_run', 'The execution has no Temporal run to reset');
+    // The record is final a moment before Temporal closes the run (longer under load): the reset
+    // point is read once Temporal has, so a node started in the run's last task has one too.
     const point = await findResetPoint(this.temporal, original.temporal_workflow_id, original.temporal_run_id, fromNode).catch((err: unknown) => {
+      if (err instanceof RunStillOpen) {
+        throw conflict(
+          'execution_running',
+          `Temporal has not closed the run of execution ${original.id} yet (its last workflow task is still in progress); try again shortly`,
+        );
+      }
       if (temporalFailure(err)?.kind !== 'missing') throw err;
       throw conflict(
         'node_not_run',
