@@ -10,7 +10,8 @@ import {
   type RunNodeInput,
   type RunNodeOutput,
 } from '../workflows/defs.js';
-import { ExpressionError, resolveTemplate, type ExpressionContext } from '../src/nodes/expressions.js';
+import { ExpressionError, type ExpressionContext } from '../src/nodes/expressions.js';
+import { ExpressionLimitError, type ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
 import { nodeTypes, nodeRunModes } from '../src/nodes/index.js';
 import { AppError } from '../src/platform/errors.js';
 import { waitOutDatabase } from '../src/db/availability.js';
@@ -39,6 +40,7 @@ export function toFailure(err: unknown): Error {
       : err;
   }
   if (err instanceof ExpressionError) return ApplicationFailure.nonRetryable(err.message, 'expression_error');
+  if (err instanceof ExpressionLimitError) return ApplicationFailure.nonRetryable(err.message, 'expression_limit');
   if (err instanceof AppError) {
     const retryable = err.status >= 500;
     return retryable ? ApplicationFailure.retryable(err.message, err.code) : ApplicationFailure.nonRetryable(err.message, err.code);
@@ -69,6 +71,8 @@ export interface GraphActivityPorts {
   records: NodeRunContext<unknown>['records'];
   /** For a run an operator reset: its history says where it came from. */
   temporal: TemporalHandle;
+  /** Where `{{ }}` expressions are evaluated, bounded in time and memory, off the event loop. */
+  expressions: Pick<ExpressionSandbox, 'resolve'>;
 }
 
 export function graphActivities(services: GraphActivityPorts) {
@@ -224,7 +228,7 @@ export function graphActivities(services: GraphActivityPorts) {
       const ref = await currentExecution(runId);
       await writeNode(ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
       try {
-        const config = (await resolveTemplate(node.config, { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
+        const config = (await services.expressions.resolve(node.config, { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
           workflow_id: number;
           payload?: unknown;
         };
@@ -276,7 +280,7 @@ export function graphActivities(services: GraphActivityPorts) {
         const type = nodeTypes.get(node.type);
         if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, 'validation_failed');
         const expressionContext: ExpressionContext = { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } };
-        input = await resolveTemplate(node.config, expressionContext);
+        input = await services.expressions.resolve(node.config, expressionContext);
         const parsed = (type.resolvedSchema ?? type.configSchema).safeParse(input);
         if (!parsed.success) {
           const detail = parsed.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ');

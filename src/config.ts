@@ -193,6 +193,15 @@ const schema = z.object({
     .min(24)
     .max(24 * 30)
     .default(24),
+  /**
+   * How long one node's expressions may take. They are evaluated on worker threads: past this,
+   * the thread is terminated and the node fails with `expression_limit`.
+   */
+  SVC_EXPRESSION_TIMEOUT_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+  /** Heap of one expression thread, in MiB; an expression that needs more fails with `expression_limit`. */
+  SVC_EXPRESSION_MEMORY_MB: z.coerce.number().int().min(16).max(4096).default(128),
+  /** Worker threads evaluating expressions at once (per worker process). */
+  SVC_EXPRESSION_THREADS: z.coerce.number().int().min(1).max(64).default(2),
   /** Run pure nodes (transform, condition, switch, fail) as Temporal local activities. */
   SVC_LOCAL_PURE_NODES: bool.default(true),
   /**

@@ -16,6 +16,7 @@ import { LicenseService } from './licenses/license.service.js';
 import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { EgressPolicy } from './platform/egress.js';
+import { ExpressionSandbox } from './nodes/expression-sandbox.js';
 import { RateLimiter } from './platform/rate-limit.js';
 import { recordRowTypes } from './records/row-types.js';
 import { EntityCache } from './records/entity-cache.js';
@@ -38,6 +39,8 @@ export interface Services {
   limiter: RateLimiter;
   /** Every outbound call made for a user goes through it (SVC_EGRESS_ALLOW). */
   egress: EgressPolicy;
+  /** Evaluates workflow expressions on worker threads, bounded in time and memory. */
+  expressions: ExpressionSandbox;
   auth: AuthService;
   users: UsersService;
   licenses: LicenseService;
@@ -92,6 +95,12 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     keys,
     limiter,
     egress,
+    expressions: new ExpressionSandbox({
+      threads: config.SVC_EXPRESSION_THREADS,
+      timeoutMs: config.SVC_EXPRESSION_TIMEOUT_MS,
+      memoryMb: config.SVC_EXPRESSION_MEMORY_MB,
+      resultBytes: config.SVC_NODE_OUTPUT_LIMIT,
+    }),
     auth: new AuthService(em, sql, keys, limiter, config),
     users: new UsersService(em),
     temporal,
@@ -117,4 +126,5 @@ export async function closeServices(services: Services): Promise<void> {
   await services.temporal.connection.close().catch(() => undefined);
   await services.orm.close(true);
   await services.egress.close().catch(() => undefined);
+  await services.expressions.close();
 }

@@ -115,6 +115,7 @@ export interface RunNodeOutput {
 export const NODE_ERRORS = {
   validation_failed: 'refusal',
   expression_error: 'refusal',
+  expression_limit: 'refusal',
   connection_missing: 'refusal',
   output_too_large: 'refusal',
   not_found: 'refusal',
