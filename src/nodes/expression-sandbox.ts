@@ -20,7 +20,10 @@ export interface SandboxLimits {
   timeoutMs: number;
   /** Heap of one thread, in MiB. */
   memoryMb: number;
-  /** Largest evaluated configuration (about its size as JSON); it is stored as the node's input. */
+  /**
+   * Largest evaluated configuration (about its size as JSON): it is stored as the node's input and
+   * sent back to the main thread, so a bigger one is refused in the thread.
+   */
   resultBytes: number;
 }
 
@@ -34,6 +37,8 @@ interface Job {
 
 interface Slot {
   worker: Worker;
+  /** The thread has loaded and listens (it says so once). */
+  ready: boolean;
   job?: Job;
   timer?: NodeJS.Timeout;
 }
@@ -76,8 +81,13 @@ export class ExpressionSandbox {
       stderr: true,
     });
     worker.unref();
-    const slot: Slot = { worker };
-    worker.on('message', (answer: { id: number; ok: boolean; value?: unknown; message?: string; limit?: boolean }) => {
+    const slot: Slot = { worker, ready: false };
+    worker.on('message', (answer: { ready?: true; id: number; ok: boolean; value?: unknown; message?: string; limit?: boolean }) => {
+      if (answer.ready) {
+        slot.ready = true;
+        this.dispatch();
+        return;
+      }
       const job = slot.job;
       if (!job || job.id !== answer.id) return;
       this.settle(slot);
@@ -88,7 +98,10 @@ export class ExpressionSandbox {
     });
     worker.on('error', (err: Error & { code?: string }) => {
       const job = slot.job;
+      const started = slot.ready;
       this.retire(slot);
+      // A thread that cannot even start would fail every job: they are refused, not retried forever.
+      if (!started) for (const queued of this.queue.splice(0)) queued.reject(new ExpressionError(`The expression sandbox could not start a thread: ${err.message}`, ''));
       if (job) {
         job.reject(
           err.code === 'ERR_WORKER_OUT_OF_MEMORY'
@@ -128,8 +141,14 @@ export class ExpressionSandbox {
 
   private dispatch(): void {
     while (this.queue.length && !this.closed) {
-      const slot = this.slots.find((s) => !s.job) ?? (this.slots.length < this.limits.threads ? this.spawn() : undefined);
-      if (!slot) return;
+      const idle = this.slots.find((s) => s.ready && !s.job);
+      if (!idle) {
+        // A thread still starting takes the next job once ready; start one more if the pool may.
+        const starting = this.slots.filter((s) => !s.ready).length;
+        if (this.slots.length < this.limits.threads && starting < this.queue.length) this.spawn();
+        return;
+      }
+      const slot = idle;
       const job = this.queue.shift()!;
       slot.job = job;
       slot.timer = setTimeout(() => {

@@ -97,6 +97,10 @@ function largerThan(value, limit) {
   return false;
 }
 
+// Loaded and listening: the sandbox starts a job's deadline only now, so a thread's start (slow on
+// a busy machine) never counts against an expression.
+parentPort.postMessage({ ready: true });
+
 parentPort.on('message', async ({ id, template, context, timeoutMs, resultBytes }) => {
   try {
     const value = await resolve(template, context, timeoutMs);
