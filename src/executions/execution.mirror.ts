@@ -335,9 +335,12 @@ export class ExecutionMirror {
 
   /** Writes a node's timeline entry (first write inserts, later ones update). */
   async writeNode(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry): Promise<void> {
+    // An entry is always for at least one attempt (the column is required even when the write only
+    // updates an existing entry: PostgreSQL checks the proposed row before it sees the conflict).
     const values = [
       node.type,
-      ...(['status', 'started_at', 'finished_at', 'duration_ms', 'attempts'] as const).map((f) => entry[f] ?? null),
+      ...(['status', 'started_at', 'finished_at', 'duration_ms'] as const).map((f) => entry[f] ?? null),
+      entry.attempts ?? 1,
       json(entry.input),
       json(entry.output),
       json(entry.error),
