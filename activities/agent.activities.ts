@@ -127,7 +127,10 @@ export function agentActivities(services: AgentActivityPorts) {
       const beat = setInterval(() => context.heartbeat(), 1000);
       try {
         // The credential is decrypted here and nowhere else: never an activity argument or result.
-        const connection = await services.connections.resolve(session.provider_id).catch((err: unknown) => {
+        const connection = await services.connections.resolve(session.provider_id, [session.owner_id]).catch((err: unknown) => {
+          if (err instanceof AppError && err.status === 403) {
+            throw new ProviderError('forbidden', `The provider connection ${session.provider_id} is no longer shared with the session's owner`);
+          }
           if (err instanceof AppError) throw new ProviderError('provider_error', `The provider connection ${session.provider_id} no longer exists`);
           throw err;
         });

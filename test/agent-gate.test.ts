@@ -6,7 +6,7 @@ import { AGENT_ACTION_NOT_APPROVED, AGENT_GATED_TOOLS, agentSessionWorkflowId } 
 import { agentDecisionUpdate } from '../workflows/agent.updates.js';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 import { eventually } from './helpers/http-target.js';
-import { parseSse, providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
+import { parseSse, providerConnection, shareConnections, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 
 // The side-effect gate beyond approve/reject: edited arguments, expiry, who may decide, the inbox,
 // the audit trail, the budget, and the tool activity's own refusal of unapproved calls.
@@ -37,6 +37,7 @@ beforeAll(async () => {
   owner = await app.createUser('editor');
   colleague = await app.createUser('editor');
   agentOnly = await app.createUser('subscriber');
+  await shareConnections(app.admin, [openaiId, anthropicId], [owner, colleague, agentOnly]);
   const entity = await app.admin.post(`${M}/entities`, { slug: 'note', name: 'Note', schema: { fields: { title: { type: 'string', required: true } } } });
   expect(entity.status, entity.text).toBe(201);
 });

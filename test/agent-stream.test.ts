@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 import { TARGET_HOST, eventually } from './helpers/http-target.js';
-import { parseSse, providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
+import { parseSse, providerConnection, shareConnections, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 
 const A = '/api/agent/v1';
 const EVENTS = ['token', 'tool_call', 'tool_result', 'gate_pending', 'done'];
@@ -44,6 +44,7 @@ beforeAll(async () => {
   openaiId = await connection('openai', openai.url);
   anthropicId = await connection('anthropic', anthropic.url);
   editor = await app.createUser('editor');
+  await shareConnections(app.admin, [openaiId, anthropicId], [editor]);
   const entity = await app.admin.post('/api/management/v1/entities', { slug: 'note', name: 'Note', schema: { fields: { title: { type: 'string' } } } });
   expect(entity.status, entity.text).toBe(201);
 });
@@ -207,6 +208,7 @@ describe('provider faults', () => {
 
   it('reports an unreachable provider and a timeout as provider_error', async () => {
     const dead = await connection('openai', `http://${TARGET_HOST}:9`);
+    await shareConnections(app.admin, [dead], [editor]);
     const res = await say(await session(dead), 'hi');
     expect(res.status).toBe(502);
     expect(res.body.error).toBe('provider_error');
@@ -237,6 +239,8 @@ describe('what one user may hold open', () => {
 
   it('sessions opened per hour are limited per user (429 with Retry-After); other users are not affected', async () => {
     const user = await capped.createUser('editor');
+    const other = await capped.createUser('editor');
+    await shareConnections(capped.admin, [providerId], [user, other]);
     const open = () => user.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm' });
     expect((await open()).status).toBe(201);
     expect((await open()).status).toBe(201);
@@ -244,12 +248,12 @@ describe('what one user may hold open', () => {
     expect(refused.status).toBe(429);
     expect(refused.body.error).toBe('rate_limited');
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(3000);
-    const other = await capped.createUser('editor');
     expect((await other.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm' })).status).toBe(201);
   });
 
   it('open event streams are limited per user: a second one waits for the first to end', async () => {
     const user = await capped.createUser('editor');
+    await shareConnections(capped.admin, [providerId], [user]);
     const ids: string[] = [];
     for (let i = 0; i < 2; i++) ids.push((await user.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm' })).body.data.session_id);
     provider.script({ text: 'slow answer', delayMs: 1500 });

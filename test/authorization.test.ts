@@ -28,7 +28,8 @@ const matrix: Record<string, 'P' | 'A' | 'E' | 'D'> = {
   'POST /api/workflow/v1/workflows/{id}/restore': 'E',
   'POST /api/workflow/v1/workflows/{id}/run': 'E',
   'POST /api/workflow/v1/hooks/{slug}': 'P',
-  'GET /api/workflow/v1/connections': 'D',
+  // Editors list the connections they may use; managing connections is for administrators.
+  'GET /api/workflow/v1/connections': 'E',
   'POST /api/workflow/v1/connections': 'D',
   'PATCH /api/workflow/v1/connections/{id}': 'D',
   'POST /api/workflow/v1/connections/{id}/test': 'D',

@@ -62,10 +62,21 @@ describe('storage', () => {
     expect((await app.admin.post(C, { type: 'http_bearer', label: 'x', cred: 'y', extra: { base_url: 'file:///etc/passwd' } })).status).toBe(400);
   });
 
-  it('is for administrators only', async () => {
+  it('is managed by administrators; an editor lists only the connections shared with them', async () => {
     const editor = await app.createUser('editor');
-    expect((await editor.client.get(C)).status).toBe(403);
+    const { id } = (await create({})).body.data;
+    expect((await editor.client.get(C)).body.data.items).toEqual([]);
+    expect((await app.admin.patch(`${C}/${id}`, { shared_with: [editor.id] })).status).toBe(200);
+    const listed = (await editor.client.get(C)).body.data.items;
+    expect(listed.map((c: { id: number }) => c.id)).toEqual([id]);
+    expect(listed[0]).toMatchObject({ shared_with: [editor.id], owner: { login: 'admin' } });
+    expect(JSON.stringify(listed)).not.toContain('cred_encrypted');
     expect((await editor.client.post(C, { type: 'http_bearer', label: 'x', cred: 'y', extra: { base_url: target.url } })).status).toBe(403);
+    expect((await editor.client.post(`${C}/${id}/test`)).status).toBe(403);
+    expect((await editor.client.delete(`${C}/${id}`)).status).toBe(403);
+    const unknown = await app.admin.patch(`${C}/${id}`, { shared_with: [999999] });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.data.errors).toEqual([expect.objectContaining({ field: 'shared_with.0' })]);
   });
 });
 

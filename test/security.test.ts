@@ -74,6 +74,7 @@ describe('secrets', () => {
       )
     ).body.data.id;
     const llm = await providerConnection(admin, 'anthropic', provider.url, PROVIDER_KEY);
+    await seen(admin.patch(`${W}/connections/${llm}`, { shared_with: [editor.id] }));
     expect((await seen(admin.post(`${W}/connections/${conn}/test`))).status).toBe(200);
     expect((await seen(admin.post(`${W}/connections/${refused}/test`))).status).toBe(422);
     await seen(admin.patch(`${W}/connections/${conn}`, { label: 'API (rotated)', cred: CONNECTION_SECRET }));

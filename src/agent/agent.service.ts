@@ -44,6 +44,10 @@ export class AgentService {
       if (err instanceof AppError && err.status === 404) throw invalidRequest(`provider_id ${input.provider_id} is not a connection`, { field: 'provider_id' });
       throw err;
     });
+    // A session uses its provider for its owner: the connection must be theirs to use.
+    if (!(await this.connections.usableBy([connection.id], [principal.id])).has(connection.id)) {
+      throw invalidRequest(`provider_id ${input.provider_id} is not a connection you may use (its owner has not shared it with you)`, { field: 'provider_id' });
+    }
     if (!(MODEL_CONNECTION_TYPES as readonly string[]).includes(connection.type)) {
       throw invalidRequest(`provider_id ${input.provider_id} is a connection of type ${connection.type}; a model provider is of type openai or anthropic`, {
         field: 'provider_id',

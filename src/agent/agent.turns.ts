@@ -54,6 +54,7 @@ export function outcomeData(outcome: AgentTurnOutcome) {
     return { outcome: 'answered' as const, assistant_message: outcome.assistant_message, tools_called: outcome.tools_called, telemetry: outcome.telemetry };
   }
   if (outcome.outcome === 'gate_pending') return { outcome: 'gate_pending' as const, pending_action: outcome.pending_action };
-  const status = outcome.error.code === 'not_found' ? 404 : outcome.error.code === AGENT_ACTION_NOT_APPROVED ? 409 : 502;
+  const status =
+    outcome.error.code === 'not_found' ? 404 : outcome.error.code === 'forbidden' ? 403 : outcome.error.code === AGENT_ACTION_NOT_APPROVED ? 409 : 502;
   throw new AppError(status, outcome.error.code, outcome.error.message, { tools_called: outcome.tools_called, telemetry: outcome.telemetry });
 }

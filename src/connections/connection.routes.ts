@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { idParam, queryBoolean } from '../http/pagination.js';
 import { AppError } from '../platform/errors.js';
-import { connectionTypes } from './connection.entity.js';
+import { connectionTypes } from './connection.types.js';
 import { probe } from './probe.js';
 import type { Config } from '../config.js';
 import type { ConnectionService } from './connection.service.js';
@@ -18,12 +18,18 @@ const extra = z
       .optional(),
   })
   .describe('`base_url` of the service; `header_name` for http_header connections (default X-API-Key)');
+const sharedWith = z
+  .array(z.number().int().positive().max(2_147_483_647))
+  .max(500)
+  .describe('Users besides the owner who may use the connection in their workflows and agent sessions (administrators may use every connection)');
 const view = z.object({
   id: z.number().int(),
   type: z.enum(connectionTypes),
   label: z.string(),
   cred_preview: z.string(),
   extra: z.record(z.string(), z.unknown()),
+  owner: z.object({ id: z.number().int(), login: z.string() }),
+  shared_with: z.array(z.number().int()),
   created_at: z.string(),
   updated_at: z.string(),
 });
@@ -34,11 +40,13 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       method: 'get',
       path: root,
       operationId: 'listConnections',
-      summary: 'Connections, credentials masked',
+      summary: 'Connections, credentials masked: all of them for those who manage connections, otherwise those the caller may use',
+      description:
+        'A connection is usable by its owner, the users in its `shared_with`, and administrators. Editors see here the ones they may name in a node or an agent session.',
       tag: 'connections',
-      access: manage,
+      access: { capability: 'svc_manage_workflows' },
       responses: { 200: { description: 'Connections', data: z.object({ items: z.array(view) }) } },
-      handler: async () => ({ data: { items: await connections.list() } }),
+      handler: async ({ principal }) => ({ data: { items: await connections.list(principal) } }),
     }),
     defineRoute({
       method: 'post',
@@ -47,7 +55,13 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       summary: 'Stores a credential, encrypted at write time; only a masked preview is ever returned',
       tag: 'connections',
       access: manage,
-      body: z.strictObject({ type: z.enum(connectionTypes), label: z.string().trim().min(1).max(200), cred: z.string().min(1).max(10_000), extra }),
+      body: z.strictObject({
+        type: z.enum(connectionTypes),
+        label: z.string().trim().min(1).max(200),
+        cred: z.string().min(1).max(10_000),
+        extra,
+        shared_with: sharedWith.optional(),
+      }),
       responses: { 201: { description: 'Created', data: view } },
       handler: async ({ body, principal }) => ({ status: 201, data: await connections.create({ ...body, extra: body.extra as never }, principal.id) }),
     }),
@@ -55,13 +69,19 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       method: 'patch',
       path: `${root}/{id}`,
       operationId: 'updateConnection',
-      summary: 'Relabels a connection, changes its extra settings or rotates its credential',
+      summary: 'Relabels a connection, changes its extra settings, rotates its credential or changes whom it is shared with',
+      description: 'Only the owner of the connection or an administrator changes `shared_with` (403 otherwise).',
       tag: 'connections',
       access: manage,
       params: idParam,
-      body: z.strictObject({ label: z.string().trim().min(1).max(200).optional(), cred: z.string().min(1).max(10_000).optional(), extra: extra.optional() }),
+      body: z.strictObject({
+        label: z.string().trim().min(1).max(200).optional(),
+        cred: z.string().min(1).max(10_000).optional(),
+        extra: extra.optional(),
+        shared_with: sharedWith.optional(),
+      }),
       responses: { 200: { description: 'Updated', data: view } },
-      handler: async ({ params, body }) => ({ data: await connections.update(params.id, { ...body, extra: body.extra as never }) }),
+      handler: async ({ params, body, principal }) => ({ data: await connections.update(principal, params.id, { ...body, extra: body.extra as never }) }),
     }),
     defineRoute({
       method: 'post',

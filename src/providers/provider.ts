@@ -44,7 +44,7 @@ export interface ModelReply {
  * `provider_unavailable` (429, 5xx) is worth retrying with backoff; the other two are not:
  * a wrong key stays wrong, and an unreachable host or a malformed answer is reported at once.
  */
-export type ProviderErrorCode = 'provider_error' | 'provider_auth_failed' | 'provider_unavailable' | 'egress_denied';
+export type ProviderErrorCode = 'provider_error' | 'provider_auth_failed' | 'provider_unavailable' | 'egress_denied' | 'forbidden';
 
 export class ProviderError extends Error {
   constructor(

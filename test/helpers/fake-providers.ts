@@ -201,6 +201,19 @@ export function parseSse(text: string): { event: string; data: any }[] {
     });
 }
 
+/**
+ * Shares connections with users (a connection is usable by its owner, the users it is shared with
+ * and administrators), keeping whom they were shared with before.
+ */
+export async function shareConnections(admin: HttpClient, ids: number[], users: { id: number }[]): Promise<void> {
+  const items = (await admin.get('/api/workflow/v1/connections')).body.data.items as { id: number; shared_with: number[] }[];
+  for (const id of ids) {
+    const current = items.find((c) => c.id === id)?.shared_with ?? [];
+    const res = await admin.patch(`/api/workflow/v1/connections/${id}`, { shared_with: [...new Set([...current, ...users.map((u) => u.id)])] });
+    if (res.status !== 200) throw new Error(`connection ${id} not shared (${res.status}): ${res.text}`);
+  }
+}
+
 /** Stores an `openai` or `anthropic` connection pointing at a fake provider; returns its id. */
 export async function providerConnection(admin: HttpClient, type: string, baseUrl: string, cred = 'sk-test-cred-1234'): Promise<number> {
   const res = await admin.post('/api/workflow/v1/connections', { type, label: `${type} ${Math.random()}`, cred, extra: { base_url: baseUrl } });
