@@ -1,6 +1,7 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import {
   NODE_REFUSALS,
+  childWorkflowId,
   type BeganExecution,
   type Graph,
   type GraphNode,
@@ -17,8 +18,8 @@ import { AppError } from '../src/platform/errors.js';
 import { waitOutDatabase } from '../src/db/availability.js';
 import type { ExecutionRef, NodeEntry } from '../src/executions/execution.mirror.js';
 import { nodesFinishedBefore, readNodeEvents } from '../src/executions/reset-point.js';
-import type { AuthService } from '../src/auth/auth.service.js';
-import type { UsersService } from '../src/auth/users.service.js';
+import type { ActingUsers } from '../src/auth/acting.js';
+import type { Principal } from '../src/auth/auth.service.js';
 import type { Config } from '../src/config.js';
 import type { ConnectionService } from '../src/connections/connection.service.js';
 import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
@@ -62,12 +63,15 @@ const errorOf = (failure: Error): NodeError => ({
  * Executions are found by the Temporal run id, which also covers runs created by a reset.
  */
 export interface GraphActivityPorts {
-  config: Pick<Config, 'SVC_NODE_OUTPUT_LIMIT' | 'SVC_LOCAL_PURE_NODES' | 'SVC_AGENT_PRICES'>;
+  config: Pick<
+    Config,
+    'SVC_NODE_OUTPUT_LIMIT' | 'SVC_LOCAL_PURE_NODES' | 'SVC_AGENT_PRICES' | 'SVC_RUN_WORKFLOW_MAX_DEPTH' | 'SVC_RUN_WORKFLOW_MAX_CHILD_RUNS'
+  >;
   executionMirror: ExecutionMirror;
-  workflows: Pick<WorkflowService, 'loadVersion'>;
+  workflows: Pick<WorkflowService, 'loadVersion' | 'visibleToAll'>;
   connections: Pick<ConnectionService, 'resolve'>;
-  users: Pick<UsersService, 'byId'>;
-  auth: Pick<AuthService, 'principal'>;
+  /** The rights of the people a run acts for. */
+  acting: Pick<ActingUsers, 'principal'>;
   records: NodeRunContext<unknown>['records'];
   /** For a run an operator reset: its history says where it came from. */
   temporal: TemporalHandle;
@@ -147,6 +151,13 @@ export function graphActivities(services: GraphActivityPorts) {
     return ref;
   }
 
+  /** The joint principal of a run's people; refused when one of them no longer exists. */
+  async function actorOf(ref: ExecutionRef): Promise<Principal> {
+    const principal = await patiently(() => services.acting.principal(ref.actingUserIds, ref.ownerId));
+    if (!principal) throw ApplicationFailure.nonRetryable('A person this run acts for no longer exists', 'forbidden');
+    return principal;
+  }
+
   const writeNode = (executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry) =>
     patiently(() => mirror.writeNode(executionId, node, entry));
 
@@ -168,6 +179,7 @@ export function graphActivities(services: GraphActivityPorts) {
             payload: input.payload,
             temporalWorkflowId,
             runId,
+            ...(input.parentExecutionId !== undefined ? { parentExecutionId: input.parentExecutionId } : {}),
           }),
         );
         ref = await findExecution(temporalWorkflowId, runId);
@@ -223,7 +235,12 @@ export function graphActivities(services: GraphActivityPorts) {
       });
     },
 
-    /** Resolves a run_workflow node's payload and checks the target can run. */
+    /**
+     * Resolves a run_workflow node's payload and checks the child may run: the target must be
+     * visible to every person this run acts for (the child then acts for them too), the child
+     * must not nest deeper than SVC_RUN_WORKFLOW_MAX_DEPTH, and the tree of runs this one belongs
+     * to must not have started SVC_RUN_WORKFLOW_MAX_CHILD_RUNS children already.
+     */
     async prepareChildRun(node: GraphNode, context: RunNodeInput['context'], runId: string) {
       const ref = await currentExecution(runId);
       await writeNode(ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
@@ -232,13 +249,35 @@ export function graphActivities(services: GraphActivityPorts) {
           workflow_id: number;
           payload?: unknown;
         };
-        const target = await patiently(() => services.workflows.loadVersion(Number(config.workflow_id))).catch((err: unknown) => {
-          if (err instanceof AppError && err.status === 404) return undefined;
-          throw err;
-        });
-        if (!target || target.status === 'archived')
-          throw ApplicationFailure.nonRetryable(`Workflow ${config.workflow_id} does not exist or is archived`, 'not_found');
-        return { workflowId: Number(config.workflow_id), payload: config.payload ?? null };
+        const targetId = Number(config.workflow_id);
+        const { config: limits } = services;
+        if (ref.depth + 1 > limits.SVC_RUN_WORKFLOW_MAX_DEPTH) {
+          throw ApplicationFailure.nonRetryable(
+            `The child run would nest deeper than ${limits.SVC_RUN_WORKFLOW_MAX_DEPTH} levels (SVC_RUN_WORKFLOW_MAX_DEPTH)`,
+            'child_run_limit',
+          );
+        }
+        const visible = await patiently(() => services.workflows.visibleToAll(targetId, ref.actingUserIds));
+        const target = visible
+          ? await patiently(() => services.workflows.loadVersion(targetId)).catch((err: unknown) => {
+              if (err instanceof AppError && err.status === 404) return undefined;
+              throw err;
+            })
+          : undefined;
+        if (!target || target.status === 'archived') {
+          throw ApplicationFailure.nonRetryable(
+            `Workflow ${config.workflow_id} does not exist, is archived, or is not visible to this run's people`,
+            'not_found',
+          );
+        }
+        const childId = childWorkflowId(runOf().workflowId, node.id);
+        if (!(await patiently(() => services.executionMirror.claimChildRun(ref.rootId, childId, limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS)))) {
+          throw ApplicationFailure.nonRetryable(
+            `The runs of this tree have started ${limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS} child runs already (SVC_RUN_WORKFLOW_MAX_CHILD_RUNS)`,
+            'child_run_limit',
+          );
+        }
+        return { workflowId: targetId, payload: config.payload ?? null, parentExecutionId: ref.id };
       } catch (err) {
         const failure = toFailure(err);
         await writeNode(ref.id, node, { status: 'failed', finished_at: new Date(), error: errorOf(failure) });
@@ -296,14 +335,10 @@ export function graphActivities(services: GraphActivityPorts) {
           connection: () => {
             if (node.connection_id === undefined) throw ApplicationFailure.nonRetryable('The node has no connection_id', 'validation_failed');
             const id = node.connection_id;
-            return patiently(() => services.connections.resolve(id));
+            return patiently(() => services.connections.resolve(id, ref.actingUserIds));
           },
           heartbeat: (details) => activity.heartbeat(details),
-          owner: async () => {
-            const user = await patiently(() => services.users.byId(ref.ownerId));
-            if (!user) throw ApplicationFailure.nonRetryable('The workflow owner no longer exists', 'forbidden');
-            return services.auth.principal(user, 'app_password');
-          },
+          actor: () => actorOf(ref),
         });
         const size = Buffer.byteLength(JSON.stringify(result.output ?? null));
         if (size > outputLimit) {

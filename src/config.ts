@@ -202,6 +202,14 @@ const schema = z.object({
   SVC_EXPRESSION_MEMORY_MB: z.coerce.number().int().min(16).max(4096).default(128),
   /** Worker threads evaluating expressions at once (per worker process). */
   SVC_EXPRESSION_THREADS: z.coerce.number().int().min(1).max(64).default(2),
+  /**
+   * How deep run_workflow children may nest under a run: a node that would start a child one
+   * level deeper fails with `child_run_limit`. (Child runs' Temporal workflow ids grow with each
+   * level, hence the cap of 12.)
+   */
+  SVC_RUN_WORKFLOW_MAX_DEPTH: z.coerce.number().int().min(1).max(12).default(10),
+  /** Child runs one run may start in all, its children's children included; more fail with `child_run_limit`. */
+  SVC_RUN_WORKFLOW_MAX_CHILD_RUNS: z.coerce.number().int().min(1).max(100_000).default(100),
   /** Run pure nodes (transform, condition, switch, fail) as Temporal local activities. */
   SVC_LOCAL_PURE_NODES: bool.default(true),
   /**

@@ -2,6 +2,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { AgentGateService } from './agent/agent.gate.js';
 import { AgentService } from './agent/agent.service.js';
 import { TurnStreamHub } from './agent/agent.stream.js';
+import { ActingUsers } from './auth/acting.js';
 import { AuthService } from './auth/auth.service.js';
 import { UsersService } from './auth/users.service.js';
 import type { Config } from './config.js';
@@ -42,6 +43,8 @@ export interface Services {
   /** Evaluates workflow expressions on worker threads, bounded in time and memory. */
   expressions: ExpressionSandbox;
   auth: AuthService;
+  /** The people a run acts for, and the rights they hold together. */
+  acting: ActingUsers;
   users: UsersService;
   licenses: LicenseService;
   /** The Ed25519 keys that sign activate and verify answers. */
@@ -77,13 +80,15 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const limiter = new RateLimiter(sql);
   const temporal = connectTemporal(config, endpoints.temporalAddress, keys);
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
-  const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror);
+  const auth = new AuthService(em, sql, keys, limiter, config);
+  const acting = new ActingUsers(sql, auth);
   const recordsDb = sql.withRowTypes(recordRowTypes);
   const entityCache = new EntityCache<StoredEntity>(endpoints.databaseUrl, logger);
   const entities = new EntityService(recordsDb, entityCache);
   const recordEvents = new RecordEventBus(logger);
   const egress = EgressPolicy.fromConfig(config);
-  const connections = new ConnectionService(em, sql, keys, egress);
+  const connections = new ConnectionService(sql, keys, egress);
+  const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror, { connections, entities, acting });
   const licenseWebhooks = new LicenseWebhookService(sql, keys, temporal, config, logger);
   const records = new RecordService(recordsDb, entities, new RecordValidator(), recordEvents);
   const executions = new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS);
@@ -99,9 +104,11 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
       threads: config.SVC_EXPRESSION_THREADS,
       timeoutMs: config.SVC_EXPRESSION_TIMEOUT_MS,
       memoryMb: config.SVC_EXPRESSION_MEMORY_MB,
-      resultBytes: config.SVC_NODE_OUTPUT_LIMIT,
+      // Room for a configuration whose evaluated output is then refused as output_too_large.
+      resultBytes: 4 * config.SVC_NODE_OUTPUT_LIMIT,
     }),
-    auth: new AuthService(em, sql, keys, limiter, config),
+    auth,
+    acting,
     users: new UsersService(em),
     temporal,
     connections,

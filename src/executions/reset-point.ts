@@ -1,6 +1,6 @@
 import { isGrpcDeadlineError } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { NODE_FINISHED_MEMO, NODE_STARTED_MEMO, nodeActivityId, type NodeFinishedMemo } from '../../workflows/defs.js';
+import { NODE_FINISHED_MEMO, NODE_STARTED_MEMO, childWorkflowId, nodeActivityId, type NodeFinishedMemo } from '../../workflows/defs.js';
 import type { TemporalHandle } from '../temporal/connection.js';
 
 /**
@@ -65,7 +65,7 @@ async function* events(handle: TemporalHandle, workflowId: string, runId: string
 export async function readNodeEvents(handle: TemporalHandle, workflowId: string, runId: string, options: { untilReset?: boolean } = {}): Promise<NodeEvents> {
   const out: NodeEvents = { started: new Map(), finished: new Map(), remote: new Set(), exact: false };
   const scheduled = new Map<number, string>();
-  const childPrefix = `${workflowId}-`;
+  const childPrefix = childWorkflowId(workflowId, '');
   for await (const event of events(handle, workflowId, runId)) {
     const id = Number(event.eventId);
     const failed = event.workflowTaskFailedEventAttributes;

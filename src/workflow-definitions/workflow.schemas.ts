@@ -133,6 +133,8 @@ export interface WorkflowRow {
   webhook_secret: string | null;
   owner_id: number;
   owner_login: string;
+  /** Who last changed the definition: a run of it carries this person's rights with the owner's. */
+  updated_by: number | null;
   shared_with: number[];
   created_at: Date | string;
   updated_at: Date | string;

@@ -15,6 +15,7 @@ export const ADMIN_PASSWORD = 'admin-password-for-tests';
 export const ADMIN_APP_PASSWORD = 'abcd efgh ijkm npqr stuv wxyz';
 
 export interface TestUser {
+  id: number;
   login: string;
   password: string;
   appPassword: string;
@@ -113,9 +114,9 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     client,
     async createUser(role, login = `${role}${++users}`) {
       const password = `pw-${randomBytes(8).toString('hex')}`;
-      await stack.services.users.createUser({ login, role, password });
+      const created = await stack.services.users.createUser({ login, role, password });
       const app = await stack.services.users.createAppPassword(login, 'tests');
-      return { login, password, appPassword: app.password, client: client({ login, password: app.password }) };
+      return { id: created.id, login, password, appPassword: app.password, client: client({ login, password: app.password }) };
     },
     async sql(text, params = []) {
       return (await pool.query(text, params)).rows;

@@ -73,7 +73,7 @@ export async function eventually<T>(fn: () => Promise<T | undefined | false>, ti
 
 /**
  * Local HTTP servers with a fixed behaviour (a broken proxy, a hung backend, a replayed answer),
- * each started on a free loopback port and all closed together.
+ * each started on a free port of the targets' loopback address and all closed together.
  */
 export function fixedServers() {
   const servers: Server[] = [];
@@ -81,9 +81,9 @@ export function fixedServers() {
     async start(handler: Parameters<typeof createServer>[1]): Promise<string> {
       const server = createServer(handler);
       servers.push(server);
-      await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+      await new Promise<void>((ok) => server.listen(0, TARGET_HOST, ok));
       const address = server.address();
-      return `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+      return `http://${TARGET_HOST}:${typeof address === 'object' && address ? address.port : 0}`;
     },
     async closeAll(): Promise<void> {
       for (const server of servers) server.closeAllConnections();

@@ -18,6 +18,7 @@ export function startWorkerProcess(app: TestApp): ChildProcess {
       SVC_INSTANCE_ID: app.config.SVC_INSTANCE_ID,
       SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!,
       SVC_WORKFLOW_BUNDLE: inject('workflowBundle'),
+      SVC_EGRESS_ALLOW: app.config.SVC_EGRESS_ALLOW ?? '',
       LOG_LEVEL: 'warn',
     },
     stdio: ['ignore', 'ignore', 'inherit'],
