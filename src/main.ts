@@ -12,7 +12,7 @@ import { Sql } from './db/sql.js';
 import { AppError, validationFailed } from './platform/errors.js';
 import { createLogger, type Logger } from './platform/logger.js';
 import { loadKeyRing, startStack } from './stack.js';
-import { provisionTemporalCli } from './platform/temporal-server.js';
+import { findTemporalCli } from './platform/temporal-cli.js';
 import { bundleWorkflows } from './temporal/worker.js';
 
 const usage = `Usage: svc <command> [options]   (npm run svc -- <command>)
@@ -33,7 +33,7 @@ Commands:
   license keys                   the public keys that sign licence answers (to pin in a plugin)
   license rotate-key             retire the signing key and make a new one, endorsed by the old
   bundle-workflows --out FILE    prebuild the workflow bundle (SVC_WORKFLOW_BUNDLE)
-  temporal-cli                   find or build the Temporal CLI and print its path
+  temporal-cli                   find, download or build the Temporal CLI and print its path
 
 Every command accepts --json and then prints exactly one JSON object on stdout.`;
 
@@ -243,8 +243,8 @@ async function main(argv: string[]): Promise<void> {
       });
     }
     case 'temporal-cli': {
-      const path = await provisionTemporalCli(logger, config.TEMPORAL_CLI);
-      return output(flags, { path }, path);
+      const cli = await findTemporalCli(logger, { explicit: config.TEMPORAL_CLI });
+      return output(flags, { ...cli }, cli.path);
     }
     case 'bundle-workflows': {
       const out = required(flags, 'out');
