@@ -20,6 +20,7 @@ import type { ExecutionRef, NodeEntry } from '../src/executions/execution.mirror
 import { nodesFinishedBefore, readNodeEvents } from '../src/executions/reset-point.js';
 import type { ActingUsers } from '../src/auth/acting.js';
 import type { Principal } from '../src/auth/auth.service.js';
+import { countModelUse, type Metrics } from '../src/platform/metrics.js';
 import type { Config } from '../src/config.js';
 import type { ConnectionService } from '../src/connections/connection.service.js';
 import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
@@ -77,6 +78,7 @@ export interface GraphActivityPorts {
   temporal: TemporalHandle;
   /** Where `{{ }}` expressions are evaluated, bounded in time and memory, off the event loop. */
   expressions: Pick<ExpressionSandbox, 'resolve'>;
+  metrics: Pick<Metrics, 'runsStarted' | 'runsFinished' | 'runDuration' | 'nodeDuration' | 'nodeAttempts' | 'modelTokens' | 'modelCost'>;
 }
 
 export function graphActivities(services: GraphActivityPorts) {
@@ -102,6 +104,7 @@ export function graphActivities(services: GraphActivityPorts) {
     if (cached) return cached;
     const ref = await patiently(() => mirror.claim(temporalWorkflowId, runId));
     if (!ref) return undefined;
+    if (ref.firstClaim) services.metrics.runsStarted.inc({ trigger: ref.trigger });
     // Only runs in flight need their record; a small cache keeps the worker's heap flat.
     if (cache.size > 1_000) cache.clear();
     cache.set(runId, ref);
@@ -158,6 +161,12 @@ export function graphActivities(services: GraphActivityPorts) {
     return principal;
   }
 
+  /** One attempt of a node, in the metrics. */
+  const countAttempt = (type: string, outcome: string, code: string | undefined, ms: number) => {
+    services.metrics.nodeDuration.observe({ type, outcome }, ms / 1000);
+    services.metrics.nodeAttempts.inc({ type, outcome, code: outcome === 'success' ? '' : (code ?? 'node_failed') });
+  };
+
   const writeNode = (executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry) =>
     patiently(() => mirror.writeNode(executionId, node, entry));
 
@@ -209,7 +218,11 @@ export function graphActivities(services: GraphActivityPorts) {
       },
     ): Promise<{ executionId: number }> {
       const ref = await currentExecution(runId);
-      await patiently(() => mirror.finish(ref.id, result));
+      const ended = await patiently(() => mirror.finish(ref.id, result));
+      if (ended) {
+        services.metrics.runsFinished.inc({ status: result.status });
+        services.metrics.runDuration.observe({ status: result.status }, ended.seconds);
+      }
       await patiently(() => mirror.markCancelled(ref.id, result.cancelled ?? []));
       await patiently(() => mirror.markSkipped(ref.id, result.skipped));
       return { executionId: ref.id };
@@ -223,6 +236,7 @@ export function graphActivities(services: GraphActivityPorts) {
     async recordNodeEnd(node: GraphNode, runId: string, end: { status: 'success' | 'failed'; output?: unknown; error?: NodeError; startedAt: number }) {
       const ref = await currentExecution(runId);
       const finished = new Date();
+      countAttempt(node.type, end.status, end.error?.code, finished.getTime() - end.startedAt);
       await writeNode(ref.id, node, {
         status: end.status,
         started_at: new Date(end.startedAt),
@@ -295,6 +309,8 @@ export function graphActivities(services: GraphActivityPorts) {
       const attempts = activity.info.attempt;
       let input: unknown;
       let ref: ExecutionRef;
+      /** The type of the node's connection, once resolved (the provider of an llm_prompt's usage). */
+      let connectionType: string | undefined;
       try {
         ref = await currentExecution(runOf().runId);
       } catch (err) {
@@ -335,7 +351,10 @@ export function graphActivities(services: GraphActivityPorts) {
           connection: () => {
             if (node.connection_id === undefined) throw ApplicationFailure.nonRetryable('The node has no connection_id', 'validation_failed');
             const id = node.connection_id;
-            return patiently(() => services.connections.resolve(id, ref.actingUserIds));
+            return patiently(() => services.connections.resolve(id, ref.actingUserIds)).then((resolved) => {
+              connectionType = resolved.type;
+              return resolved;
+            });
           },
           heartbeat: (details) => activity.heartbeat(details),
           actor: () => actorOf(ref),
@@ -345,6 +364,9 @@ export function graphActivities(services: GraphActivityPorts) {
           throw ApplicationFailure.nonRetryable(`Node output is ${size} bytes, over the limit of ${outputLimit} (SVC_NODE_OUTPUT_LIMIT)`, 'output_too_large');
         }
         const finished = Date.now();
+        countAttempt(node.type, 'success', undefined, finished - started);
+        const usage = (result.output as { usage?: { tokens_in?: number; tokens_out?: number; cost_usd?: number } } | null)?.usage;
+        if (node.type === 'llm_prompt' && usage) countModelUse(services.metrics, connectionType ?? 'unknown', 'node', usage);
         await settle();
         await writeNode(ref.id, node, {
           status: 'success',
@@ -360,6 +382,7 @@ export function graphActivities(services: GraphActivityPorts) {
         const failure = toFailure(err);
         const finished = Date.now();
         const status = failure instanceof CancelledFailure ? 'cancelled' : 'failed';
+        countAttempt(node.type, status, errorOf(failure).code, finished - started);
         await settle();
         await writeNode(ref.id, node, {
           status,

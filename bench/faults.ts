@@ -162,6 +162,8 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
       HOST: '127.0.0.1',
       // The scenario's HTTP target listens there (test/helpers/http-target.ts).
       SVC_EGRESS_ALLOW: TARGET_HOST,
+      // Workers come and go on one machine: none serves a metrics port.
+      SVC_METRICS_PORT: 'off',
       LOG_LEVEL: process.env.FAULTS_LOG_LEVEL ?? 'error',
     };
     let stopping = false;

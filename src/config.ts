@@ -234,6 +234,23 @@ const schema = z.object({
   SVC_EGRESS_MAX_REDIRECTS: z.coerce.number().int().min(0).max(20).default(5),
   /** How long a connection test waits for the target. */
   SVC_PROBE_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
+  /**
+   * Who may read the Prometheus metrics (`GET /metrics` on the API, the worker's metrics port):
+   * unset, only clients connecting from a loopback address; set, also anyone sending
+   * `Authorization: Bearer <this token>` (a scraper on another machine).
+   */
+  SVC_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Port of a worker-only process's metrics listener (`/metrics`); `off` serves none. */
+  SVC_METRICS_PORT: z.union([z.literal('off'), port], { error: 'expected a port number or off' }).default(9464),
+  /** Interface the worker's metrics listener binds. */
+  SVC_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  /**
+   * Base address of an OpenTelemetry collector (OTLP over HTTP, e.g. `http://collector:4318`);
+   * traces go to its `/v1/traces`. Unset, nothing is traced.
+   */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ protocol: /^https?$/, error: 'an http(s) URL' }).optional(),
+  /** `service.name` of the exported spans. */
+  OTEL_SERVICE_NAME: z.string().min(1).max(100).default('workflow-svc'),
   /** pino log level. */
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

@@ -96,6 +96,7 @@ async function runServer(config: Config, logger: Logger, roles: { api: boolean; 
       stack.urls.api && `  API:              ${stack.urls.api}  (OpenAPI: ${stack.urls.api}/api/openapi.json)`,
       stack.urls.temporalUi && `  Temporal Web UI:  ${stack.urls.temporalUi}`,
       stack.urls.codec && `  Codec (UI):       ${stack.urls.codec}  (127.0.0.1 only, no credentials)`,
+      stack.urls.metrics && `  Metrics:          ${stack.urls.metrics}  (Prometheus; loopback clients or SVC_METRICS_TOKEN)`,
       `  Temporal:         ${stack.urls.temporal}`,
       `  PostgreSQL:       ${stack.urls.database}`,
       stack.adminPassword && `  Created user "admin" with password: ${stack.adminPassword}  (shown once)`,

@@ -17,6 +17,8 @@ import { LicenseService } from './licenses/license.service.js';
 import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { EgressPolicy } from './platform/egress.js';
+import { Metrics, type PoolProbe } from './platform/metrics.js';
+import { installTracing, traceQueries, type Tracing } from './platform/tracing.js';
 import { ExpressionSandbox } from './nodes/expression-sandbox.js';
 import { RateLimiter } from './platform/rate-limit.js';
 import { recordRowTypes } from './records/row-types.js';
@@ -40,6 +42,10 @@ export interface Services {
   limiter: RateLimiter;
   /** Every outbound call made for a user goes through it (SVC_EGRESS_ALLOW). */
   egress: EgressPolicy;
+  /** This process's Prometheus metrics. */
+  metrics: Metrics;
+  /** OpenTelemetry tracing (on when OTEL_EXPORTER_OTLP_ENDPOINT is set). */
+  tracing: Tracing;
   /** Evaluates workflow expressions on worker threads, bounded in time and memory. */
   expressions: ExpressionSandbox;
   auth: AuthService;
@@ -78,7 +84,16 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const em = orm.em;
   const sql = new Sql(em.getKnex());
   const limiter = new RateLimiter(sql);
-  const temporal = connectTemporal(config, endpoints.temporalAddress, keys);
+  const metrics = new Metrics({
+    pool: () => (em.getKnex().client as { pool?: PoolProbe }).pool,
+    pendingActions: async () => {
+      const [row] = await sql.query<{ n: number }>(`select count(*)::int as n from agent_actions where status = 'pending'`);
+      return row!.n;
+    },
+  });
+  const tracing = installTracing({ endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: config.OTEL_SERVICE_NAME, role: config.SVC_ROLE });
+  if (tracing.enabled) traceQueries(em.getKnex());
+  const temporal = connectTemporal(config, endpoints.temporalAddress, keys, { traced: tracing.enabled });
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
   const auth = new AuthService(em, sql, keys, limiter, config);
   const acting = new ActingUsers(sql, auth);
@@ -91,7 +106,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror, { connections, entities, acting });
   const licenseWebhooks = new LicenseWebhookService(sql, keys, temporal, config, logger);
   const records = new RecordService(recordsDb, entities, new RecordValidator(), recordEvents);
-  const executions = new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS);
+  const executions = new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS, metrics);
   return {
     config,
     logger,
@@ -99,6 +114,8 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     sql,
     keys,
     limiter,
+    metrics,
+    tracing,
     egress,
     expressions: new ExpressionSandbox({
       threads: config.SVC_EXPRESSION_THREADS,
@@ -121,8 +138,8 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     entities,
     records,
     recordEvents,
-    agent: new AgentService(sql, connections, temporal, config, limiter),
-    agentGate: new AgentGateService(sql, temporal, { records, entities, workflows, executions }),
+    agent: new AgentService(sql, connections, temporal, config, limiter, metrics),
+    agentGate: new AgentGateService(sql, temporal, { records, entities, workflows, executions }, metrics),
     agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER),
   };
 }
@@ -134,4 +151,5 @@ export async function closeServices(services: Services): Promise<void> {
   await services.orm.close(true);
   await services.egress.close().catch(() => undefined);
   await services.expressions.close();
+  await services.tracing.flush().catch(() => undefined);
 }

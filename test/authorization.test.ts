@@ -11,6 +11,8 @@ const matrix: Record<string, 'P' | 'A' | 'E' | 'D'> = {
   'GET /healthz': 'P',
   'GET /readyz': 'P',
   'GET /api/openapi.json': 'P',
+  // Its own rule: loopback clients (as every test client is) or the metrics token.
+  'GET /metrics': 'P',
   'POST /api/auth/v1/login': 'P',
   'GET /api/auth/v1/me': 'A',
   'GET /api/auth/v1/app-passwords': 'A',

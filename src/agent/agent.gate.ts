@@ -10,7 +10,8 @@ import { agentDecisionUpdate } from '../../workflows/agent.updates.js';
 import { agentSessionWorkflowId, type AgentActionStatus, type AgentApprovalPolicy } from '../../workflows/defs.js';
 import { loadSession, type ActionRow } from './agent.store.js';
 import { agentTools, type AgentToolPorts } from './agent.tools.js';
-import { acceptedTurn, type AcceptedTurn } from './agent.turns.js';
+import { acceptedTurn, countOutcome, type AcceptedTurn } from './agent.turns.js';
+import type { Metrics } from '../platform/metrics.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -107,6 +108,7 @@ export class AgentGateService {
     private readonly temporal: TemporalHandle,
     /** What the tools act on: an approver's edit is checked against them before it is stored. */
     private readonly tools: AgentToolPorts,
+    private readonly metrics?: Pick<Metrics, 'agentTurns' | 'agentActions' | 'agentDecisionSeconds'>,
   ) {}
 
   /** An action the caller may see (they may decide it, own or administer its session, or decided it); else 404. */
@@ -188,7 +190,10 @@ export class AgentGateService {
     // Edited arguments run with the approver's rights (see agentRunTool): checked with them.
     if (edited) await checkAsTheToolWould(action.tool, this.tools, principal, edited);
     try {
-      return await this.claimAndSend(action.session_id, actionId, decision, edited, principal, streamChannel);
+      const turn = await this.claimAndSend(action.session_id, actionId, decision, edited, principal, streamChannel);
+      this.metrics?.agentActions.inc({ status: decision.approved ? 'approved' : 'rejected' });
+      this.metrics?.agentDecisionSeconds.observe({ decision: decision.approved ? 'approved' : 'rejected' }, action.age_seconds);
+      return countOutcome(turn, this.metrics);
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
       // The session's workflow is gone (terminated in the Temporal Web UI, say): the turn that

@@ -12,7 +12,8 @@ import { agentMessageUpdate } from '../../workflows/agent.updates.js';
 import { AGENT_SESSION_WORKFLOW, agentSessionWorkflowId, type AgentApprovalPolicy, type AgentSessionInput } from '../../workflows/defs.js';
 import { hasPrice } from '../providers/pricing.js';
 import { loadMessages, loadSession, sessionUsage, type ActionRow, type SessionRow } from './agent.store.js';
-import { acceptedTurn, type AcceptedTurn } from './agent.turns.js';
+import { acceptedTurn, countOutcome, type AcceptedTurn } from './agent.turns.js';
+import type { Metrics } from '../platform/metrics.js';
 import { MODEL_CONNECTION_TYPES } from '../providers/index.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -34,6 +35,7 @@ export class AgentService {
     private readonly temporal: TemporalHandle,
     private readonly config: Config,
     private readonly limiter: Pick<RateLimiter, 'hit'>,
+    private readonly metrics?: Pick<Metrics, 'agentTurns'>,
   ) {}
 
   async createSession(principal: Principal, input: NewSession): Promise<{ session_id: string }> {
@@ -166,7 +168,7 @@ export class AgentService {
         }),
       );
     try {
-      return await send();
+      return countOutcome(await send(), this.metrics);
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
       // The session's workflow is gone (terminated from the Temporal UI, say). The conversation is
@@ -176,7 +178,7 @@ export class AgentService {
         [id],
       );
       await this.startWorkflow(id);
-      return send();
+      return countOutcome(await send(), this.metrics);
     }
   }
 }

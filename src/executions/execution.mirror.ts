@@ -1,5 +1,6 @@
 import type { Queryable, Sql } from '../db/sql.js';
 import type { GraphNode, NodeError } from '../../workflows/defs.js';
+import { currentTraceId } from '../platform/tracing.js';
 
 /**
  * The execution mirror: the queryable copy of every run's history in PostgreSQL (`executions` and
@@ -30,6 +31,8 @@ export interface ExecutionRow {
   replay_reason: string | null;
   temporal_workflow_id: string;
   temporal_run_id: string | null;
+  /** The OpenTelemetry trace of the run, when tracing is on. */
+  trace_id: string | null;
 }
 
 export interface TimelineRow {
@@ -60,6 +63,10 @@ export interface ExecutionRef {
   depth: number;
   /** The run at the top of its tree of run_workflow children (itself when it has no parent). */
   rootId: number;
+  /** How the run was started (manual, webhook, schedule, record, replay, child). */
+  trigger: string;
+  /** This claim was the record's first: the run begins now (it is counted as started once). */
+  firstClaim: boolean;
 }
 
 /**
@@ -124,6 +131,8 @@ interface RefRow {
   acting_user_ids: number[] | null;
   depth: number;
   root_execution_id: string | null;
+  trigger: string;
+  first_claim: boolean;
 }
 
 const refOf = (row: RefRow): ExecutionRef => ({
@@ -133,6 +142,8 @@ const refOf = (row: RefRow): ExecutionRef => ({
   actingUserIds: row.acting_user_ids ?? [row.owner_id],
   depth: row.depth,
   rootId: Number(row.root_execution_id ?? row.id),
+  trigger: row.trigger,
+  firstClaim: row.first_claim,
 });
 
 export class ExecutionMirror {
@@ -159,8 +170,8 @@ export class ExecutionMirror {
     // A replay keeps the place of the run it replays in a tree of child runs (and so its people).
     const [row] = await q.query<{ id: string; temporal_workflow_id: string }>(
       `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, replay_reason, temporal_workflow_id, triggered_by,
-                               parent_execution_id, root_execution_id, depth)
-       select n.id, ?, ?, 'running', ?, ?, ?, ?, coalesce(?, ? || n.id), ?, r.parent_execution_id, r.root_execution_id, coalesce(r.depth, 0)
+                               parent_execution_id, root_execution_id, depth, trace_id)
+       select n.id, ?, ?, 'running', ?, ?, ?, ?, coalesce(?, ? || n.id), ?, r.parent_execution_id, r.root_execution_id, coalesce(r.depth, 0), ?
          from (select nextval('executions_id_seq') as id) n left join executions r on r.id = ?
        returning id, temporal_workflow_id`,
       [
@@ -173,6 +184,7 @@ export class ExecutionMirror {
         temporalWorkflowId,
         this.workflowIdPrefix,
         record.triggeredBy ?? null,
+        currentTraceId() ?? null,
         record.replayOf ?? null,
       ],
     );
@@ -319,7 +331,7 @@ export class ExecutionMirror {
     // The people the run acts for are fixed when it is first claimed (see ACTING_USERS).
     const [row] = await this.sql.query<RefRow>(
       `with target as (
-         select id from executions
+         select id, acting_user_ids is null as first_claim from executions
           where temporal_workflow_id = ? and (temporal_run_id = ? or temporal_run_id is null)
             and not (temporal_run_id is null and status = 'failed' and error->>'code' = 'reset_failed' and started_at < now() - interval '10 minutes')
           order by (temporal_run_id is not null) desc, id desc limit 1 for no key update),
@@ -328,12 +340,13 @@ export class ExecutionMirror {
            status = case when ${unconfirmed} then 'running' else e.status end,
            finished_at = case when ${unconfirmed} then null else e.finished_at end,
            error = case when ${unconfirmed} then null else e.error end,
+           trace_id = coalesce(e.trace_id, ?),
            acting_user_ids = coalesce(e.acting_user_ids, (select ${ACTING_USERS} from workflows w
                left join workflow_versions v on v.workflow_id = w.id and v.version = e.workflow_version
                left join executions p on p.id = e.parent_execution_id where w.id = e.workflow_id))
-           from target where e.id = target.id returning e.id, e.workflow_id, e.acting_user_ids, e.depth, e.root_execution_id)
+           from target where e.id = target.id returning e.id, e.workflow_id, e.acting_user_ids, e.depth, e.root_execution_id, e.trigger, target.first_claim)
        select c.*, w.owner_id from claimed c join workflows w on w.id = c.workflow_id`,
-      [temporalWorkflowId, runId, runId],
+      [temporalWorkflowId, runId, runId, currentTraceId() ?? null],
     );
     return row ? refOf(row) : undefined;
   }
@@ -432,13 +445,21 @@ export class ExecutionMirror {
   }
 
   /** The run's outcome. */
-  async finish(executionId: number, result: { status: string; error?: unknown; lastOutput?: unknown }): Promise<void> {
-    await this.sql.query(`update executions set status = ?, finished_at = coalesce(finished_at, now()), error = ?, last_output = ? where id = ?`, [
-      result.status,
-      result.error ? JSON.stringify(result.error) : null,
-      result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput),
-      executionId,
-    ]);
+  /** The run's outcome; answers how long it ran when this call ended it (a retried call answers nothing). */
+  async finish(executionId: number, result: { status: string; error?: unknown; lastOutput?: unknown }): Promise<{ seconds: number } | undefined> {
+    const [row] = await this.sql.query<{ was: string; seconds: number }>(
+      `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?, last_output = ?
+         from (select status as was from executions where id = ? for update) before
+        where e.id = ? returning before.was, extract(epoch from e.finished_at - e.started_at)::float8 as seconds`,
+      [
+        result.status,
+        result.error ? JSON.stringify(result.error) : null,
+        result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput),
+        executionId,
+        executionId,
+      ],
+    );
+    return row && row.was === 'running' ? { seconds: row.seconds } : undefined;
   }
 
   /** Nodes the run never reached (an untaken branch, or the run stopped early). */

@@ -29,6 +29,10 @@ const detail = summary.extend({
   error: nodeError.extend({ node_id: z.string().optional() }).nullable(),
   output: z.unknown(),
   temporal: z.object({ workflow_id: z.string(), run_id: z.string().nullable(), ui_url: z.string() }),
+  trace_id: z
+    .string()
+    .nullable()
+    .describe('The OpenTelemetry trace the run belongs to (from the request that started it, or its first activity); null when tracing is off'),
   llm_usage: z
     .object({ calls: z.number().int(), tokens_in: z.number().int(), tokens_out: z.number().int(), cost_usd: z.number(), price_known: z.boolean() })
     .nullable()

@@ -8,6 +8,7 @@ import { AppError, conflict, invalidRequest, notFound } from '../platform/errors
 import { temporalFailure, type TemporalHandle } from '../temporal/connection.js';
 import { workflowVisibility, type WorkflowRow, type WorkflowService } from '../workflow-definitions/workflow.service.js';
 import type { Idempotency } from './idempotency.js';
+import type { Metrics } from '../platform/metrics.js';
 import { findResetPoint, RunStillOpen } from './reset-point.js';
 import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
 
@@ -66,6 +67,7 @@ export class ExecutionService {
     private readonly workflows: WorkflowService,
     /** SVC_IDEMPOTENCY_TTL_HOURS */
     private readonly idempotencyTtlHours = 24,
+    private readonly metrics?: Pick<Metrics, 'replays'>,
   ) {}
 
   private summary(r: ExecutionRow) {
@@ -261,6 +263,7 @@ export class ExecutionService {
       trigger_payload: row.trigger_payload,
       error: row.error ?? null,
       output: row.last_output ?? null,
+      trace_id: row.trace_id ?? null,
       temporal: {
         workflow_id: row.temporal_workflow_id,
         run_id: row.temporal_run_id,
@@ -352,6 +355,20 @@ export class ExecutionService {
    * would terminate the running one).
    */
   async replay(
+    principal: Principal,
+    executionId: number,
+    body: { from_node_id?: string; with_payload?: unknown },
+    idempotency?: Idempotency,
+  ): Promise<Started> {
+    const started = await this.startReplay(principal, executionId, body, idempotency);
+    if (!started.replayed) {
+      const mode = body.from_node_id === undefined ? 'rerun' : body.with_payload !== undefined ? 'rerun_seeded' : 'reset';
+      this.metrics?.replays.inc({ mode });
+    }
+    return started;
+  }
+
+  private async startReplay(
     principal: Principal,
     executionId: number,
     body: { from_node_id?: string; with_payload?: unknown },

@@ -5,8 +5,13 @@ import type { TemporalHandle } from '../temporal/connection.js';
 interface HealthPorts {
   sql: Queryable;
   temporal: TemporalHandle;
+  metrics: Metrics;
+  config: Pick<Config, 'SVC_METRICS_TOKEN'>;
 }
 import { temporalHealthy } from '../temporal/connection.js';
+import type { Config } from '../config.js';
+import { mayReadMetrics, type Metrics } from '../platform/metrics.js';
+import { temporalSdkMetrics } from '../temporal/worker.js';
 import { AppError } from '../platform/errors.js';
 import { defineRoute, type AnyRoute } from './route.js';
 
@@ -45,6 +50,30 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
         const state = { postgresql: pg ? 'up' : 'down', temporal: temporal ? 'up' : 'down' } as const;
         if (!pg || !temporal) throw new AppError(503, 'service_unavailable', 'A dependency is unavailable', state, { 'Retry-After': '5' });
         return { data: state };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/metrics',
+      operationId: 'metrics',
+      summary: 'Prometheus metrics of this process, in the text exposition format',
+      description:
+        'For clients connecting from a loopback address, or with `Authorization: Bearer <SVC_METRICS_TOKEN>` when that is set; anyone else gets 403. In a process that also runs a worker, the Temporal SDK’s own metrics (`temporal_*`) follow the service’s (`svc_*`, process defaults).',
+      tag: 'health',
+      access: 'public',
+      errors: { 403: 'Not a loopback client and no valid metrics token (`forbidden`)' },
+      responses: { 200: { description: 'The metrics', raw: z.string(), contentType: 'text/plain' } },
+      handler: async ({ ctx }) => {
+        if (
+          !mayReadMetrics(
+            { remoteAddress: ctx.req.socket.remoteAddress, authorization: ctx.get('authorization') || undefined },
+            services.config.SVC_METRICS_TOKEN,
+          )
+        ) {
+          throw new AppError(403, 'forbidden', 'Metrics are served to loopback clients, or with the metrics token (SVC_METRICS_TOKEN)');
+        }
+        ctx.type = services.metrics.contentType;
+        return { raw: await services.metrics.text(temporalSdkMetrics) };
       },
     }),
     defineRoute({

@@ -6,29 +6,47 @@ import { translateDatabaseError } from '../db/database-errors.js';
 import { AppError, unauthenticated } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import { temporalFailure } from '../temporal/connection.js';
+import type { Metrics } from '../platform/metrics.js';
+import { SpanKind, SpanStatusCode, context, contextFromHeaders, trace } from '../platform/tracing.js';
 
 const requestIdPattern = /^[A-Za-z0-9._-]{8,100}$/;
 
-/** Request id (kept from X-Request-Id when sane), a child logger, and one log line per request. */
-export function requestContext(logger: Logger) {
-  return async (ctx: Context, next: Next) => {
-    const incoming = ctx.get('x-request-id');
-    const id = requestIdPattern.test(incoming) ? incoming : randomUUID();
-    const started = process.hrtime.bigint();
-    ctx.state.requestId = id;
-    ctx.state.logger = logger.child({ request_id: id });
-    ctx.set('X-Request-Id', id);
-    try {
-      await next();
-    } finally {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      // The matched route template is logged, not the URL: paths can carry licence keys.
-      const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)';
-      const line = { method: ctx.method, route, status: ctx.status, ms: Math.round(ms * 10) / 10, user: ctx.state.principal?.login };
-      if (ctx.status >= 500) ctx.state.logger.error(line, 'request failed');
-      else ctx.state.logger.info(line, 'request');
-    }
-  };
+/**
+ * Request id (kept from X-Request-Id when sane), a child logger, one log line per request, the
+ * request's metrics, and its server span (continuing a caller's W3C trace context) in which the
+ * whole request runs.
+ */
+export function requestContext(logger: Logger, metrics: Pick<Metrics, 'httpRequests' | 'httpDuration'>) {
+  return (ctx: Context, next: Next) =>
+    context.with(contextFromHeaders(ctx.headers), () =>
+      trace
+        .getTracer('workflow-svc')
+        .startActiveSpan(ctx.method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': ctx.method } }, async (span) => {
+          const incoming = ctx.get('x-request-id');
+          const id = requestIdPattern.test(incoming) ? incoming : randomUUID();
+          const started = process.hrtime.bigint();
+          ctx.state.requestId = id;
+          ctx.state.logger = logger.child({ request_id: id });
+          ctx.set('X-Request-Id', id);
+          try {
+            await next();
+          } finally {
+            const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+            // The matched route template is logged and counted, not the URL: paths carry ids and licence keys.
+            const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)';
+            const labels = { route, method: ctx.method, status: String(ctx.status) };
+            metrics.httpRequests.inc(labels);
+            metrics.httpDuration.observe(labels, seconds);
+            span.updateName(`${ctx.method} ${route}`);
+            span.setAttributes({ 'http.route': route, 'http.response.status_code': ctx.status, 'svc.request_id': id });
+            if (ctx.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+            span.end();
+            const line = { method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 10_000) / 10, user: ctx.state.principal?.login };
+            if (ctx.status >= 500) ctx.state.logger.error(line, 'request failed');
+            else ctx.state.logger.info(line, 'request');
+          }
+        }),
+    );
 }
 
 /** Maps any thrown value to the failure envelope; internals stay in the log. */
@@ -87,6 +105,8 @@ export function errorRenderer() {
  */
 export function authenticate(auth: AuthService) {
   return async (ctx: Context, next: Next) => {
+    // The metrics route decides its own access (a scraper's bearer token is no user's credential).
+    if (ctx.path === '/metrics') return next();
     const header = ctx.get('authorization');
     if (header) {
       const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);

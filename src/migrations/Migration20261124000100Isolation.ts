@@ -10,7 +10,8 @@ import { Migration } from '@mikro-orm/migrations';
  *   in a tree of run_workflow children (`parent_execution_id`, `root_execution_id`, `depth`), with
  *   the child runs each tree started (`execution_child_runs`, its budget);
  * - workflows and their versions record who wrote them (`updated_by`, `created_by`);
- * - connections are shared with named users (`shared_with`).
+ * - connections are shared with named users (`shared_with`);
+ * - a run records the OpenTelemetry trace it belongs to (`trace_id`).
  */
 export class Migration20261124000100Isolation extends Migration {
   override async up(): Promise<void> {
@@ -34,7 +35,8 @@ export class Migration20261124000100Isolation extends Migration {
       add column acting_user_ids int[] null,
       add column parent_execution_id bigint null references executions(id) on delete set null,
       add column root_execution_id bigint null references executions(id) on delete set null,
-      add column depth int not null default 0`);
+      add column depth int not null default 0,
+      add column trace_id varchar(32) null`);
     this.addSql(`create table execution_child_runs (
       root_execution_id bigint not null references executions(id) on delete cascade,
       temporal_workflow_id varchar(1000) not null,
@@ -46,7 +48,9 @@ export class Migration20261124000100Isolation extends Migration {
   override async down(): Promise<void> {
     this.addSql('alter table connections drop column shared_with');
     this.addSql('drop table if exists execution_child_runs');
-    this.addSql(`alter table executions drop column acting_user_ids, drop column parent_execution_id, drop column root_execution_id, drop column depth`);
+    this.addSql(
+      `alter table executions drop column acting_user_ids, drop column parent_execution_id, drop column root_execution_id, drop column depth, drop column trace_id`,
+    );
     this.addSql('alter table workflow_versions drop column created_by');
     this.addSql('alter table workflows drop column updated_by');
     this.addSql(`create unlogged table rate_limit_counters (

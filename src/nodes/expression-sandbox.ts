@@ -101,7 +101,8 @@ export class ExpressionSandbox {
       const started = slot.ready;
       this.retire(slot);
       // A thread that cannot even start would fail every job: they are refused, not retried forever.
-      if (!started) for (const queued of this.queue.splice(0)) queued.reject(new ExpressionError(`The expression sandbox could not start a thread: ${err.message}`, ''));
+      if (!started)
+        for (const queued of this.queue.splice(0)) queued.reject(new ExpressionError(`The expression sandbox could not start a thread: ${err.message}`, ''));
       if (job) {
         job.reject(
           err.code === 'ERR_WORKER_OUT_OF_MEMORY'

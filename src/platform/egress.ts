@@ -1,6 +1,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { BlockList, isIP, isIPv4 } from 'node:net';
 import { Agent, buildConnector, fetch as undiciFetch, type Response } from 'undici';
+import { SpanKind, inSpan } from './tracing.js';
 
 /**
  * The egress policy: every outbound call the service makes for a user (workflow nodes, connection
@@ -280,7 +281,22 @@ export class EgressPolicy {
    * its own origin only. Refusals throw EgressDeniedError (also when wrapped by fetch's "fetch
    * failed"), too long a chain TooManyRedirectsError.
    */
-  async fetch(input: URL, init: EgressRequest, options: EgressFetchOptions = {}): Promise<Response> {
+  fetch(input: URL, init: EgressRequest, options: EgressFetchOptions = {}): Promise<Response> {
+    const method = (init.method ?? 'GET').toUpperCase();
+    // One client span per call (redirects included); the host, never the path or query (they can carry tokens).
+    return inSpan(
+      `HTTP ${method}`,
+      { 'http.request.method': method, 'server.address': input.hostname, 'server.port': Number(input.port) || defaultPort(input.protocol) },
+      async (span) => {
+        const response = await this.send(input, init, options);
+        span.setAttribute('http.response.status_code', response.status);
+        return response;
+      },
+      SpanKind.CLIENT,
+    );
+  }
+
+  private async send(input: URL, init: EgressRequest, options: EgressFetchOptions): Promise<Response> {
     const limit = options.maxRedirects ?? this.maxRedirects;
     const firstOrigin = input.origin;
     let url = input;
