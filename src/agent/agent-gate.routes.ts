@@ -3,7 +3,7 @@ import { defineRoute, type AnyRoute } from '../http/route.js';
 import { pageOf, pagination } from '../http/pagination.js';
 import { AGENT_ACTION_STATUSES } from '../../workflows/defs.js';
 import { agentAccess as access, agentRoot as root, turnErrors } from './agent.routes.js';
-import { actionView, streamEvents, turnResponse } from './agent.schemas.js';
+import { actionView, turnEvents, turnResponse } from './agent.schemas.js';
 import { streamTurn, type TurnStreamPorts } from './agent.sse.js';
 import type { AgentGateService } from './agent.gate.js';
 import { outcomeData } from './agent.turns.js';
@@ -42,7 +42,7 @@ export function agentGateRoutes(services: { agentGate: AgentGateService } & Turn
           : z.strictObject({ note, stream: z.boolean().optional() }),
       bodyOptional: true,
       errors: decisionErrors,
-      responses: { 200: { description: 'The turn outcome', data: turnResponse, alsoContentType: 'text/event-stream', events: streamEvents } },
+      responses: { 200: { description: 'The turn outcome, or with `stream: true` the turn as an event stream', data: turnResponse, eventStream: turnEvents } },
       handler: async ({ params, body, principal, ctx }) => {
         const decision = {
           approved: verb === 'approve',

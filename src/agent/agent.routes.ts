@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { MAX_GATE_TTL_SECONDS } from '../config.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { AGENT_APPROVAL_POLICIES } from '../../workflows/defs.js';
-import { sessionView, streamEvents, turnResponse } from './agent.schemas.js';
+import { sessionView, turnEvents, turnResponse } from './agent.schemas.js';
 import { streamTurn, type TurnStreamPorts } from './agent.sse.js';
 import type { AgentService } from './agent.service.js';
 import type { AgentGateService } from './agent.gate.js';
@@ -76,7 +76,7 @@ export function agentRoutes(services: { agent: AgentService; agentGate: AgentGat
         413: 'The content is larger than SVC_AGENT_MAX_MESSAGE_BYTES, or the body than SVC_BODY_LIMIT (`payload_too_large`)',
         429: 'With `stream: true`: the caller holds SVC_AGENT_MAX_STREAMS_PER_USER streams open on this server already (`rate_limited`)',
       },
-      responses: { 200: { description: 'The turn outcome', data: turnResponse, alsoContentType: 'text/event-stream', events: streamEvents } },
+      responses: { 200: { description: 'The turn outcome, or with `stream: true` the turn as an event stream', data: turnResponse, eventStream: turnEvents } },
       handler: async ({ params, body, principal, ctx }) => {
         if (body.stream) {
           await streamTurn(

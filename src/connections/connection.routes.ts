@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { named } from '../http/openapi.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { idParam, queryBoolean } from '../http/pagination.js';
 import { AppError } from '../platform/errors.js';
@@ -33,6 +34,22 @@ const view = z.object({
   created_at: z.string(),
   updated_at: z.string(),
 });
+named(view, 'Connection', {
+  description: 'A stored credential, masked',
+  examples: [
+    {
+      id: 1,
+      type: 'http_bearer',
+      label: 'CRM API',
+      cred_preview: 'sk-…a1b2',
+      extra: { base_url: 'https://crm.example.com/api' },
+      owner: { id: 1, login: 'admin' },
+      shared_with: [2],
+      created_at: '2025-01-01T12:00:00.000Z',
+      updated_at: '2025-01-01T12:00:00.000Z',
+    },
+  ],
+});
 
 export function connectionRoutes({ connections, config }: { connections: ConnectionService; config: Config }): AnyRoute[] {
   return [
@@ -53,6 +70,8 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       path: root,
       operationId: 'createConnection',
       summary: 'Stores a credential, encrypted at write time; only a masked preview is ever returned',
+      description:
+        "`type` says how the credential is sent: `http_bearer` (Authorization: Bearer), `http_basic` (`user:password`), `http_header` (in `extra.header_name`, default X-API-Key), `openai` or `anthropic` (model providers for llm_prompt nodes and agent sessions). The credential goes to `extra.base_url`'s origin only. The caller owns the connection; `shared_with` names the users who may use it too.",
       tag: 'connections',
       access: manage,
       body: z.strictObject({
@@ -70,7 +89,8 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       path: `${root}/{id}`,
       operationId: 'updateConnection',
       summary: 'Relabels a connection, changes its extra settings, rotates its credential or changes whom it is shared with',
-      description: 'Only the owner of the connection or an administrator changes `shared_with` (403 otherwise).',
+      description:
+        'Fields left out keep their value; `extra` replaces the whole object. Only the owner of the connection or an administrator changes `shared_with` (403 otherwise).',
       tag: 'connections',
       access: manage,
       params: idParam,
@@ -88,6 +108,8 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       path: `${root}/{id}/test`,
       operationId: 'testConnection',
       summary: 'Sends a probe with the credential applied (GET base_url; for openai GET /models)',
+      description:
+        'Answers 200 with the status the target answered when it is below 400; otherwise 422 `probe_failed` with the reason (a refused credential, an error status, no answer within SVC_PROBE_TIMEOUT_MS). A target the egress policy refuses is never contacted (422 `egress_denied`).',
       tag: 'connections',
       access: manage,
       params: idParam,

@@ -32,6 +32,7 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
       path: '/healthz',
       operationId: 'liveness',
       summary: 'Liveness: the process answers',
+      description: 'Answers as long as the process serves HTTP, whatever the state of PostgreSQL and Temporal (for a container liveness probe).',
       tag: 'health',
       access: 'public',
       responses: { 200: { description: 'Alive', data: z.object({ live: z.literal(true) }) } },
@@ -42,6 +43,8 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
       path: '/readyz',
       operationId: 'readiness',
       summary: 'Readiness: PostgreSQL and Temporal are reachable',
+      description:
+        'Checks both within about 2 seconds. When one is down the answer is 503 `service_unavailable` whose `data` says which (for a load balancer or readiness probe).',
       tag: 'health',
       access: 'public',
       responses: { 200: { description: 'Ready', data: dependencies } },
@@ -81,6 +84,8 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
       path: '/api/openapi.json',
       operationId: 'openApi',
       summary: 'This OpenAPI 3.1 document',
+      description:
+        'Generated from the same route definitions that validate requests. An event-stream answer (`text/event-stream`) is described by the schema of one event (docs/api.md).',
       tag: 'health',
       access: 'public',
       responses: { 200: { description: 'The document', raw: z.object({ openapi: z.string() }).loose() } },

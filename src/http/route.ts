@@ -7,18 +7,38 @@ import { AppError, forbidden, invalidRequest, problemsOf, unauthenticated, valid
 /** Who may call a route: anyone, any signed-in user, or a user holding a capability. */
 export type Access = 'public' | 'authenticated' | { capability: string };
 
+/** A response header, documented under the response that carries it. */
+export interface HeaderSpec {
+  description: string;
+  /** Always sent with this response (the test client checks that it is). */
+  required?: boolean;
+  schema?: Record<string, unknown>;
+}
+
+/**
+ * A `text/event-stream` answer: the named schema of one event, and per event name the schema of
+ * its data (JSON text on the wire). The generator documents each event as its own named schema.
+ */
+export interface EventStreamSpec {
+  /** Component name of the union of the events, e.g. `AgentStreamEvent`. */
+  name: string;
+  description: string;
+  /** Event name to the schema of its data, in the order the events can come. */
+  events: Record<string, z.ZodType>;
+}
+
 export interface ResponseSpec {
   description: string;
   /** Schema of `data` inside the success envelope. */
   data?: z.ZodType;
   /** Schema of the whole body, for the few routes whose body is not the standard envelope. */
   raw?: z.ZodType;
-  /** Content type other than JSON (an event stream, say). */
+  /** Content type other than JSON. */
   contentType?: string;
-  /** A second content type of the same status, answered when the request asks for it (`stream: true`). */
-  alsoContentType?: string;
-  /** For `text/event-stream`: the names of the events the stream may carry. */
-  events?: string[];
+  /** The same status answered as an event stream instead, when the request asks for it (`stream: true`). */
+  eventStream?: EventStreamSpec;
+  /** Headers this response carries besides those every response has (X-Request-Id). */
+  headers?: Record<string, HeaderSpec>;
 }
 
 export interface Reply {
@@ -53,10 +73,19 @@ export interface RouteSpec<
   /** OpenAPI-style path, `{name}` for parameters. */
   path: string;
   operationId: string;
+  /** One line: what the operation does. */
   summary: string;
-  description?: string;
+  /** What a client writer needs beyond the summary: behaviour, limits, who may call, what comes back. */
+  description: string;
   tag: string;
   access: A;
+  /**
+   * For a `public` route whose guard or handler checks credentials itself (the codec server, the
+   * nonce): the credentials it takes, `basic` (an application password) or `cookie` (the session
+   * cookie alone, without a nonce), and the capability it needs. Documented as the operation's
+   * security, with its 401 (and 403).
+   */
+  checksCredentials?: { accepts: ('basic' | 'cookie')[]; capability?: string };
   params?: P;
   query?: Q;
   body?: B;

@@ -1,5 +1,6 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
+import { named } from '../http/openapi.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { AppError, rateLimited } from '../platform/errors.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -52,6 +53,7 @@ const signature = z
     value: z.string().describe('Base64 Ed25519 signature over the canonical form (docs/licences.md)'),
   })
   .describe('Ed25519 signature over the canonical form of the answer, the key and the fingerprint');
+named(signature, 'LicenseSignature');
 
 const verifiedLicense = {
   license_status: z.literal('active'),
@@ -79,6 +81,7 @@ const publicKey = z.object({
     .nullable()
     .describe("The predecessor's signature over this key's canonical form; null for the first key"),
 });
+named(publicKey, 'LicenseSigningKey', { description: 'A public key that signs activate and verify answers' });
 
 const unusable = {
   description: 'The licence is past its expiry date (`license_expired`) or expired, revoked or pending (`license_inactive`)',

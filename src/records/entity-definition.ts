@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { capabilities } from '../auth/capabilities.js';
+import { jsonValue, named } from '../http/openapi.js';
 import type { FieldProblem } from '../platform/errors.js';
 import { nameProblem, SYSTEM_COLUMNS } from './naming.js';
 
@@ -50,11 +51,12 @@ export const fieldSchema = z.discriminatedUnion('type', [
     ...common,
     default: z.string().regex(dateTimePattern, 'expected an ISO 8601 date-time with offset').optional(),
   }),
-  z.strictObject({ type: z.literal('json'), ...common, default: z.json().optional() }),
+  z.strictObject({ type: z.literal('json'), ...common, default: jsonValue.optional() }),
   z.strictObject({ type: z.literal('relation'), ...common, entity: z.string().min(1).max(40) }),
   z.strictObject({ type: z.literal('uuid'), ...common }),
 ]);
 
+named(fieldSchema, 'FieldDefinition', { description: 'One field of an entity; `type` decides which settings it takes' });
 export type FieldDefinition = z.infer<typeof fieldSchema>;
 export type FieldType = FieldDefinition['type'];
 
@@ -83,6 +85,24 @@ export const definitionSchema = z.strictObject({
   lists: listsSchema.optional(),
   capabilities: capabilitiesSchema.optional(),
 });
+named(definitionSchema, 'EntityCreate', {
+  description: 'An entity definition: its fields, and optionally its form, lists and the capabilities each action needs',
+  examples: [
+    {
+      slug: 'lead',
+      name: 'Lead',
+      schema: {
+        fields: {
+          name: { type: 'string', required: true, max_length: 200 },
+          email: { type: 'string', format: 'email', unique: true },
+          stage: { type: 'enum', values: ['new', 'won', 'lost'], default: 'new' },
+          score: { type: 'integer', min: 0, max: 100 },
+        },
+      },
+      lists: { default: { columns: ['name', 'stage'], sort: 'name:asc' } },
+    },
+  ],
+});
 
 /**
  * Body of PATCH /entities/{slug}. `schema.fields` is merged field by field: an object replaces
@@ -96,6 +116,11 @@ export const definitionPatchSchema = z.strictObject({
   form: formSchema.optional(),
   lists: listsSchema.optional(),
   capabilities: capabilitiesSchema.optional(),
+});
+
+named(definitionPatchSchema, 'EntityUpdate', {
+  description: 'Changes to an entity: `schema.fields` merges field by field (null removes a field), the other parts replace their value',
+  examples: [{ schema: { fields: { score: null, phone: { type: 'string', max_length: 40 } } } }],
 });
 
 export type DefinitionPatch = z.infer<typeof definitionPatchSchema>;

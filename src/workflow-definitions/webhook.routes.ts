@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { idempotencyHeaders, idempotencyOf, replayedHeaders } from '../executions/idempotency.js';
+import { idempotencyHeaders, idempotencyOf, replayedHeader, replayedHeaders } from '../executions/idempotency.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { safeEqual } from '../platform/crypto.js';
 import { notFound } from '../platform/errors.js';
@@ -30,8 +30,12 @@ export function webhookRoutes({ workflows, executions }: { workflows: WorkflowSe
         422: 'The Idempotency-Key was used for a different request (`idempotency_key_reused`)',
       },
       responses: {
-        202: { description: 'Run started', data: z.object({ execution_id: z.number().int() }) },
-        200: { description: 'Run finished (respond: last_node)', data: z.object({ execution_id: z.number().int(), status: z.string(), output: z.unknown() }) },
+        202: { description: 'Run started', data: z.object({ execution_id: z.number().int() }), headers: replayedHeader },
+        200: {
+          description: 'Run finished (respond: last_node)',
+          data: z.object({ execution_id: z.number().int(), status: z.string(), output: z.unknown() }),
+          headers: replayedHeader,
+        },
       },
       handler: async ({ params, query, body, headers, ctx }) => {
         const workflow = await workflows.getBySlug(params.slug);
