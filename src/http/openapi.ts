@@ -26,8 +26,12 @@ export function documentAs<S extends z.ZodType>(schema: S, documented: z.ZodType
  */
 export function named<S extends z.ZodType>(schema: S, id: string, meta: { description?: string; examples?: unknown[] } = {}): S {
   z.globalRegistry.add(schema, { ...z.globalRegistry.get(schema), id, ...meta });
+  if (meta.examples) examples.set(id, meta.examples);
   return schema;
 }
+
+/** Examples by schema name: zod leaves them out of the request form of a schema that transforms its input. */
+const examples = new Map<string, unknown[]>();
 
 /**
  * Any JSON value. zod's `z.json()` is documented by a recursive union that generated types cannot
@@ -165,7 +169,8 @@ class SchemaSet {
     return `${SCHEMAS}${name}`;
   }
 
-  private add(name: string, io: Io, schema: Json) {
+  private add(name: string, io: Io, given: Json) {
+    const schema = examples.has(name) && !given.examples ? { ...given, examples: examples.get(name) } : given;
     const forms = this.forms.get(name) ?? {};
     const known = forms[io];
     if (known && canonical(known) !== canonical(schema)) throw new Error(`Two different schemas are named ${name}`);
