@@ -253,6 +253,14 @@ export function onEvent(event: Stream, turn: Turn): string {
   }
 }
 
+/** A client that takes JSON answers only: a turn's answer is then the outcome, never the stream. */
+const json = createClient<paths, 'application/json'>({ baseUrl: 'http://localhost:8080' });
+export async function say(id: string): Promise<string> {
+  const { data } = await json.POST('/api/agent/v1/sessions/{id}/messages', { params: { path: { id } }, body: { content: 'hello' } });
+  const outcome: AgentTurnOutcome | undefined = data?.data;
+  return outcome?.outcome === 'gate_pending' ? outcome.pending_action.summary : (outcome?.assistant_message ?? '');
+}
+
 type RunAnswer = paths['/api/workflow/v1/workflows/{id}/run']['post']['responses'];
 export const replayed: RunAnswer[202]['headers']['Idempotent-Replayed'] = 'true';
 export const requestId: RunAnswer[202]['headers']['X-Request-Id'] = 'request-0001';
