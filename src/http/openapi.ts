@@ -7,16 +7,17 @@ type Io = 'input' | 'output';
 // ---------------------------------------------------------------------------------------------
 // Hooks for the schemas of features
 
-const documentation = new WeakMap<z.ZodType, z.ZodType>();
+const documentation = new WeakMap<z.ZodType, { documented: z.ZodType; as?: Io }>();
 
 /**
  * Validates with `schema` but documents `documented`. For a schema whose last checks run later
  * and report their problems their own way (a node's type and config are checked with the whole
  * graph, every problem listed): the document then shows what the service accepts in the end, so
- * that a client's types catch a mistake before the request is sent.
+ * that a client's types catch a mistake before the request is sent. `as: 'input'` documents the
+ * request form in answers too, for a value stored as it was sent (a node's config).
  */
-export function documentAs<S extends z.ZodType>(schema: S, documented: z.ZodType): S {
-  documentation.set(schema, documented);
+export function documentAs<S extends z.ZodType>(schema: S, documented: z.ZodType, as?: Io): S {
+  documentation.set(schema, { documented, ...(as ? { as } : {}) });
   return schema;
 }
 
@@ -128,7 +129,7 @@ class SchemaSet {
       override: (ctx) => {
         const documented = documentation.get(ctx.zodSchema as unknown as z.ZodType);
         if (!documented) return;
-        const replacement = this.convert(documented, io);
+        const replacement = this.convert(documented.documented, documented.as ?? io);
         for (const key of Object.keys(ctx.jsonSchema)) delete (ctx.jsonSchema as Json)[key];
         Object.assign(ctx.jsonSchema, replacement);
       },

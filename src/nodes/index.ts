@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { named } from '../http/openapi.js';
+import { documentAs, named } from '../http/openapi.js';
 import { conditionNode } from './condition.node.js';
 import { delayNode } from './delay.node.js';
 import { failNode } from './fail.node.js';
@@ -46,7 +46,8 @@ const pascal = (type: string) => type.replace(/(^|_)([a-z])/g, (_, _sep: string,
 export function documentedNode(node: z.ZodObject): z.ZodType {
   const branches = [...nodeTypes.values()].map((t) => {
     const name = pascal(t.type);
-    const config = t.configSchema.meta({ id: `${name}NodeConfig`, description: t.description });
+    // The config is stored as it was sent (its `{{ }}` evaluated at run time): answers show the request form.
+    const config = documentAs(z.record(z.string(), z.unknown()), t.configSchema.meta({ id: `${name}NodeConfig`, description: t.description }), 'input');
     return node
       .extend({
         type: z.literal(t.type),
