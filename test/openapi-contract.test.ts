@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import * as addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/http/app.js';
 import type { AnyRoute } from '../src/http/route.js';
@@ -18,6 +19,8 @@ import { OpenApiChecker } from './helpers/openapi-check.js';
  */
 
 const run = promisify(execFile);
+// ajv-formats is CommonJS; under ESM its function arrives as the namespace's default.
+const addFormats = (addFormatsModule as unknown as { default: (ajv: Ajv2020) => void }).default;
 const root = resolve(import.meta.dirname, '..');
 
 type Json = Record<string, any>;
@@ -133,6 +136,7 @@ describe('the OpenAPI document as a contract', () => {
 
   it('has examples that match their schemas, and request examples the service accepts', () => {
     const ajv = new Ajv2020({ strict: false, allErrors: true });
+    addFormats(ajv);
     ajv.addSchema(doc, 'doc');
     let examples = 0;
     for (const [name, schema] of Object.entries<Json>(doc.components.schemas)) {
