@@ -80,6 +80,7 @@ named(detail, 'Execution', {
         run_id: '0194a6c2-5b1e-7c3d-9e8f-0a1b2c3d4e5f',
         ui_url: 'http://localhost:8233/namespaces/default/workflows/svc-execution-42/0194a6c2-5b1e-7c3d-9e8f-0a1b2c3d4e5f/history',
       },
+      trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
       llm_usage: null,
       timeline: [
         {
