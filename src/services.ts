@@ -18,7 +18,7 @@ import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { EgressPolicy } from './platform/egress.js';
 import { Metrics, type PoolProbe } from './platform/metrics.js';
-import { installTracing, traceQueries, type Tracing } from './platform/tracing.js';
+import { installTracing, type Tracing } from './platform/tracing.js';
 import { ExpressionSandbox } from './nodes/expression-sandbox.js';
 import { RateLimiter } from './platform/rate-limit.js';
 import { recordRowTypes } from './records/row-types.js';
@@ -92,7 +92,6 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     },
   });
   const tracing = installTracing({ endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: config.OTEL_SERVICE_NAME, role: config.SVC_ROLE });
-  if (tracing.enabled) traceQueries(em.getKnex());
   const temporal = connectTemporal(config, endpoints.temporalAddress, keys, { traced: tracing.enabled });
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
   const auth = new AuthService(em, sql, keys, limiter, config);

@@ -7,7 +7,7 @@ import { AppError, unauthenticated } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import { temporalFailure } from '../temporal/connection.js';
 import type { Metrics } from '../platform/metrics.js';
-import { SpanKind, SpanStatusCode, context, contextFromHeaders, trace } from '../platform/tracing.js';
+import { SpanKind, SpanStatusCode, context, contextFromHeaders, trace, type Span } from '../platform/tracing.js';
 
 const requestIdPattern = /^[A-Za-z0-9._-]{8,100}$/;
 
@@ -17,36 +17,42 @@ const requestIdPattern = /^[A-Za-z0-9._-]{8,100}$/;
  * whole request runs.
  */
 export function requestContext(logger: Logger, metrics: Pick<Metrics, 'httpRequests' | 'httpDuration'>) {
-  return (ctx: Context, next: Next) =>
-    context.with(contextFromHeaders(ctx.headers), () =>
-      trace
-        .getTracer('workflow-svc')
-        .startActiveSpan(ctx.method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': ctx.method } }, async (span) => {
-          const incoming = ctx.get('x-request-id');
-          const id = requestIdPattern.test(incoming) ? incoming : randomUUID();
-          const started = process.hrtime.bigint();
-          ctx.state.requestId = id;
-          ctx.state.logger = logger.child({ request_id: id });
-          ctx.set('X-Request-Id', id);
-          try {
-            await next();
-          } finally {
-            const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-            // The matched route template is logged and counted, not the URL: paths carry ids and licence keys.
-            const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)';
-            const labels = { route, method: ctx.method, status: String(ctx.status) };
-            metrics.httpRequests.inc(labels);
-            metrics.httpDuration.observe(labels, seconds);
-            span.updateName(`${ctx.method} ${route}`);
-            span.setAttributes({ 'http.route': route, 'http.response.status_code': ctx.status, 'svc.request_id': id });
-            if (ctx.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-            span.end();
-            const line = { method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 10_000) / 10, user: ctx.state.principal?.login };
-            if (ctx.status >= 500) ctx.state.logger.error(line, 'request failed');
-            else ctx.state.logger.info(line, 'request');
-          }
-        }),
+  // Scrapes and probes of the health routes would only fill the traces with noise.
+  const untraced = new Set(['/metrics', '/healthz', '/readyz']);
+  const handle = async (ctx: Context, next: Next, span?: Span) => {
+    const incoming = ctx.get('x-request-id');
+    const id = requestIdPattern.test(incoming) ? incoming : randomUUID();
+    const started = process.hrtime.bigint();
+    ctx.state.requestId = id;
+    ctx.state.logger = logger.child({ request_id: id });
+    ctx.set('X-Request-Id', id);
+    try {
+      await next();
+    } finally {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      // The matched route template is logged and counted, not the URL: paths carry ids and licence keys.
+      const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)';
+      const labels = { route, method: ctx.method, status: String(ctx.status) };
+      metrics.httpRequests.inc(labels);
+      metrics.httpDuration.observe(labels, seconds);
+      if (span) {
+        span.updateName(`${ctx.method} ${route}`);
+        span.setAttributes({ 'http.route': route, 'http.response.status_code': ctx.status, 'svc.request_id': id });
+        if (ctx.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+        span.end();
+      }
+      const line = { method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 10_000) / 10, user: ctx.state.principal?.login };
+      if (ctx.status >= 500) ctx.state.logger.error(line, 'request failed');
+      else ctx.state.logger.info(line, 'request');
+    }
+  };
+  return (ctx: Context, next: Next) => {
+    if (untraced.has(ctx.path)) return handle(ctx, next);
+    const attributes = { 'http.request.method': ctx.method };
+    return context.with(contextFromHeaders(ctx.headers), () =>
+      trace.getTracer('workflow-svc').startActiveSpan(ctx.method, { kind: SpanKind.SERVER, attributes }, (span) => handle(ctx, next, span)),
     );
+  };
 }
 
 /** Maps any thrown value to the failure envelope; internals stay in the log. */

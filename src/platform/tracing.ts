@@ -49,6 +49,11 @@ export function installTracing(options: { endpoint?: string | undefined; service
   return installed;
 }
 
+/** Tracing is on and the calling code runs inside a span: a child span would be recorded. */
+export function tracingActive(): boolean {
+  return installed?.enabled === true && trace.getActiveSpan() !== undefined;
+}
+
 /** The trace the calling code runs in, when tracing is on and a span is active. */
 export function currentTraceId(): string | undefined {
   const span = trace.getActiveSpan();
@@ -89,37 +94,4 @@ export function contextFromHeaders(headers: Record<string, string | string[] | u
 }
 
 export { SpanKind, SpanStatusCode, context, trace };
-
-interface KnexQueryEvents {
-  on(event: 'query', listener: (data: { __knexQueryUid?: string; sql?: string }) => void): unknown;
-  on(event: 'query-response', listener: (response: unknown, data: { __knexQueryUid?: string }) => void): unknown;
-  on(event: 'query-error', listener: (error: Error, data: { __knexQueryUid?: string }) => void): unknown;
-}
-
-/**
- * A span for every SQL statement of a knex instance (the ORM's and the plain SQL helper's share
- * one), in the context that issued it. The statement text holds placeholders only: values are
- * always bound, never in the text.
- */
-export function traceQueries(knex: KnexQueryEvents): void {
-  const open = new Map<string, Span>();
-  const tracer = trace.getTracer(TRACER);
-  knex.on('query', (data) => {
-    if (!data.__knexQueryUid) return;
-    const statement = data.sql ?? '';
-    const span = tracer.startSpan(`SQL ${/^\s*(\w+)/.exec(statement)?.[1]?.toUpperCase() ?? 'query'}`, {
-      kind: SpanKind.CLIENT,
-      attributes: { 'db.system': 'postgresql', 'db.statement': statement.length > 2000 ? `${statement.slice(0, 2000)}…` : statement },
-    });
-    open.set(data.__knexQueryUid, span);
-  });
-  const end = (uid: string | undefined, error?: Error) => {
-    const span = uid ? open.get(uid) : undefined;
-    if (!span) return;
-    open.delete(uid!);
-    if (error) span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
-    span.end();
-  };
-  knex.on('query-response', (_response, data) => end(data.__knexQueryUid));
-  knex.on('query-error', (error, data) => end(data.__knexQueryUid, error));
-}
+export type { Span };
