@@ -70,6 +70,28 @@ describe('reset points read from recorded histories', () => {
     expect(nodesFinishedBefore(events, 12, 'b')).toEqual(['hold']);
   });
 
+  it('a lean run: a regular activity is marked by its own events, other nodes by memos', async () => {
+    const events = await readNodeEvents(recorded('2026-11-23-lean', 'graph-every-node-regular.01.runGraph.json'), 'w', 'r');
+    // No memo names `lead`: its ActivityTaskScheduled event (12) belongs to the task completed at 11.
+    expect(events.started.get('lead')).toBe(11);
+    expect(events.finished.get('lead')).toEqual({ event: 14 });
+    // The delay still has its memos: a timer's events do not name the node.
+    expect(events.started.get('pause')).toBe(35);
+    expect(events.finished.get('pause')).toEqual({ task: 42, local: false });
+    expect(events.exact).toBe(true);
+    // Resetting to the task that started `save` keeps everything before it, the delay included.
+    expect(nodesFinishedBefore(events, 42, 'save')).toEqual(['fetch', 'lead', 'shape', 'big', 'route', 'pause']);
+    // The node that failed has its end too: a reset after it keeps it as it ended.
+    expect(events.finished.get('oops')).toEqual({ event: 89 });
+  });
+
+  it('a lean run: a node started but not finished at the point is run again', async () => {
+    const events = await readNodeEvents(recorded('2026-11-23-lean', 'graph-every-node-regular.01.runGraph.json'), 'w', 'r');
+    // At the task that started `mark` (50), `save` had ended (47); at `save`'s own task it had not.
+    expect(nodesFinishedBefore(events, 50, 'mark')).toContain('save');
+    expect(nodesFinishedBefore(events, 42)).not.toContain('save');
+  });
+
   it('while the last task is still open, the history holds no start of the nodes started in it', async () => {
     const events = await readNodeEvents(recorded('2026-11-23-last-task', 'graph-last-task-open.01.runGraph.json'), 'w', 'r');
     expect([...events.started.keys()]).toEqual(['hold']);

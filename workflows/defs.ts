@@ -70,7 +70,23 @@ export interface BeganExecution {
   /** Earlier workflow code reads these instead: pure types run locally when this is set. */
   localPureNodes?: boolean;
   pureTypes?: string[];
+  /**
+   * How the run marks its nodes in its history (LEAN_HISTORY: only where Temporal's own events do
+   * not say it). Absent in answers recorded before it existed: those runs keep writing a memo for
+   * every node's start and finish, behind the `node-finished-memo` patch.
+   */
+  history?: typeof LEAN_HISTORY;
 }
+
+/**
+ * A run begun with this answer writes no memo for a node that runs as a regular activity (its
+ * ActivityTaskScheduled event, with activity id `node:<id>`, marks the task that started it, and
+ * its completion, failure, time-out or cancel marks its end) and no `patched()` marker: its
+ * history is read as exact. Timers, local activities and child runs still get their memos.
+ * The workflow asks for it and its first step's answer grants it; the answer is in the history,
+ * so a run begun on earlier code (which asked for nothing) replays as it was written.
+ */
+export const LEAN_HISTORY = 2;
 
 /** A run mode for a node type, also for runs begun before runModes existed (their recorded answer). */
 export function runModeOf(began: BeganExecution, type: string): NodeRunMode {
@@ -143,6 +159,8 @@ export const NODE_REFUSALS: readonly string[] = Object.entries(NODE_ERRORS)
 
 /** Memo key the workflow upserts when a node starts (the reset point of a replay from that node). */
 export const NODE_STARTED_MEMO = 'node';
+/** Memo key upserted with a node's start in a lean run (LEAN_HISTORY): its history is exact. */
+export const NODE_HISTORY_MEMO = 'history';
 /** Memo key upserted when a node finishes, so a reset knows what finished before it. */
 export const NODE_FINISHED_MEMO = 'finished';
 export interface NodeFinishedMemo {
