@@ -124,7 +124,7 @@ export class ExecutionService {
       reuse !== undefined,
     );
     if (prepared.replayed && !prepared.unconfirmed) return prepared;
-    await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch);
+    await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch, prepared.unconfirmed);
     return prepared;
   }
 
@@ -188,7 +188,13 @@ export class ExecutionService {
    * Both are safe to send again: a second start of the same workflow id is refused by Temporal
    * (REJECT_DUPLICATE), a second reset with the same request id is answered with the first run.
    */
-  private async launch(executionId: number, temporalWorkflowId: string, launch: Launch): Promise<void> {
+  private async launch(
+    executionId: number,
+    temporalWorkflowId: string,
+    launch: Launch,
+    /** The record was marked unconfirmed by an earlier attempt: once Temporal has the run, it is running again. */
+    resent: boolean,
+  ): Promise<void> {
     try {
       if (launch.kind === 'start') {
         try {
@@ -224,7 +230,9 @@ export class ExecutionService {
       await this.mirror.markUnconfirmed(executionId, code, message);
       throw err;
     }
-    await this.mirror.markConfirmed(executionId);
+    // Only an attempt that failed marks a record unconfirmed, and it does so before it answers:
+    // a record written by this call needs no write more.
+    if (resent) await this.mirror.markConfirmed(executionId);
   }
 
   /** Waits up to `timeoutMs` for a run's result; undefined when it is still running. */
@@ -453,7 +461,7 @@ export class ExecutionService {
       },
     );
     if (prepared.replayed && !prepared.unconfirmed) return prepared;
-    await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch);
+    await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch, prepared.unconfirmed);
     return prepared;
   }
 }
