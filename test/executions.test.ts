@@ -199,7 +199,7 @@ describe('runs', () => {
 });
 
 describe('the history a run leaves in Temporal', () => {
-  it('a one-node HTTP run: the bare activity workflow\'s 11 events, its first step\'s and its finish\'s markers, nothing per node', async () => {
+  it("a one-node HTTP run: the bare activity workflow's 11 events, its first step's and its finish's markers, nothing per node", async () => {
     const id = await create({ nodes: [{ id: 'fetch', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } }] });
     const done = await runAndWait(id);
     expect(done.status).toBe('success');
