@@ -16,13 +16,12 @@
 #   temporal-setup.sh             both: schema, SCHEMA_READY_FILE, namespace
 set -eu
 
-: "${POSTGRES_SEEDS:?set POSTGRES_SEEDS to the PostgreSQL host}"
-: "${POSTGRES_USER:?set POSTGRES_USER}"
-: "${POSTGRES_PWD:?set POSTGRES_PWD}"
-# The sql tool reads its connection from these (the password stays off the command line).
-export SQL_PLUGIN=postgres12 SQL_HOST="$POSTGRES_SEEDS" SQL_PORT="${DB_PORT:-5432}" SQL_USER="$POSTGRES_USER" SQL_PASSWORD="$POSTGRES_PWD"
-
 schema() {
+  : "${POSTGRES_SEEDS:?set POSTGRES_SEEDS to the PostgreSQL host}"
+  : "${POSTGRES_USER:?set POSTGRES_USER}"
+  : "${POSTGRES_PWD:?set POSTGRES_PWD}"
+  # The sql tool reads its connection from these (the password stays off the command line).
+  export SQL_PLUGIN=postgres12 SQL_HOST="$POSTGRES_SEEDS" SQL_PORT="${DB_PORT:-5432}" SQL_USER="$POSTGRES_USER" SQL_PASSWORD="$POSTGRES_PWD"
   for pair in temporal:temporal temporal_visibility:visibility; do
     db=${pair%%:*}
     name=${pair##*:}

@@ -14,6 +14,7 @@ import { createLogger, type Logger } from './platform/logger.js';
 import { loadKeyRing, startStack } from './stack.js';
 import { provisionTemporalCli } from './platform/temporal-server.js';
 import { bundleWorkflows } from './temporal/worker.js';
+import { runClusterCommand } from './cluster/command.js';
 
 const usage = `Usage: svc <command> [options]   (npm run svc -- <command>)
 
@@ -22,6 +23,8 @@ Commands:
                                  when DATABASE_URL / TEMPORAL_ADDRESS are unset
   api                            the HTTP API only (needs DATABASE_URL and TEMPORAL_ADDRESS)
   worker                         the Temporal worker only (needs DATABASE_URL and TEMPORAL_ADDRESS)
+  cluster                        the production topology on this machine (npm run cluster): PostgreSQL,
+                                 the Temporal server and Web UI, 2 APIs and 2 workers (docs/operators.md)
   migrate                        apply pending database migrations
   user create --login L --role R [--password P] [--email E]
   app-password create --login L --name N
@@ -156,7 +159,7 @@ async function main(argv: string[]): Promise<void> {
   }
   loadDotEnv();
   const config = loadConfig();
-  const serverCommand = command === 'start' || command === 'api' || command === 'worker';
+  const serverCommand = command === 'start' || command === 'api' || command === 'worker' || command === 'cluster';
   // Server logs go to stdout; one-shot commands keep stdout for their result.
   const logger = createLogger(
     serverCommand ? config.LOG_LEVEL : flags.json ? 'warn' : config.LOG_LEVEL,
@@ -172,6 +175,8 @@ async function main(argv: string[]): Promise<void> {
       return runServer(config, logger, { api: true, worker: false }, false, flags);
     case 'worker':
       return runServer(config, logger, { api: false, worker: true }, false, flags);
+    case 'cluster':
+      return runClusterCommand(config, logger, Boolean(flags.json));
     case 'migrate': {
       const applied = await withDatabase(config, logger, async (orm) => migrate(orm));
       return output(flags, { applied }, applied.length ? `Applied: ${applied.join(', ')}` : 'Database is up to date.');

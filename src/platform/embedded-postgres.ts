@@ -19,6 +19,11 @@ export interface EmbeddedPostgresOptions {
   logger: Logger;
   /** Trade durability for speed (tests): no fsync, no synchronous commit. */
   ephemeral?: boolean;
+  /**
+   * Run in a process group of its own, so a Ctrl-C in the terminal reaches only the command that
+   * started it, which stops it last (`npm run cluster`).
+   */
+  detached?: boolean;
 }
 
 /**
@@ -62,7 +67,7 @@ export class EmbeddedPostgres {
     const flags = ['-D', this.dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'];
     if (this.options.ephemeral) flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
     const output = tail();
-    const child = spawn(bins.postgres, flags, { ...(owner ?? {}), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(bins.postgres, flags, { ...(owner ?? {}), stdio: ['ignore', 'pipe', 'pipe'], detached: Boolean(this.options.detached) });
     this.child = child;
     child.stdout!.on('data', (c) => output.push(c));
     child.stderr!.on('data', (c) => output.push(c));
