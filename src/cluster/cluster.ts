@@ -107,6 +107,23 @@ export interface Cluster {
   killAll(): Promise<void>;
 }
 
+/**
+ * The settings of deploy/postgresql.conf (`name = value` lines), for the embedded PostgreSQL:
+ * the same file docker-compose.yml mounts as the server's config_file. listen_addresses is left
+ * out: the embedded server listens on 127.0.0.1 only.
+ */
+export async function postgresSettings(file = join(deployDir, 'postgresql.conf')): Promise<Record<string, string>> {
+  const settings: Record<string, string> = {};
+  for (const raw of (await readFile(file, 'utf8')).split('\n')) {
+    const line = raw.replace(/#.*$/, '').trim();
+    const match = /^([a-z_.]+)\s*=?\s*(.+)$/i.exec(line);
+    if (!match) continue;
+    const [, name, value] = match;
+    if (name !== 'listen_addresses') settings[name!] = value!.replace(/^'(.*)'$/, '$1');
+  }
+  return settings;
+}
+
 const mask = (url: string) => url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
 
 /** Runs deploy/temporal-setup.sh (the same script as docker-compose.yml's temporal-setup job). */
@@ -182,6 +199,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
         port: ports.postgres,
         logger,
         detached: true,
+        settings: await postgresSettings(),
         ...(options.ephemeralPostgres ? { ephemeral: true } : {}),
       });
       logger.info('starting PostgreSQL');

@@ -24,6 +24,8 @@ export interface EmbeddedPostgresOptions {
    * started it, which stops it last (`npm run cluster`).
    */
   detached?: boolean;
+  /** More server settings (`-c name=value`), after the defaults above so they win. */
+  settings?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -65,6 +67,7 @@ export class EmbeddedPostgres {
     }
     const password = (await readFile(passwordFile, 'utf8')).trim();
     const flags = ['-D', this.dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'];
+    for (const [name, value] of Object.entries(this.options.settings ?? {})) flags.push('-c', `${name}=${value}`);
     if (this.options.ephemeral) flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
     const output = tail();
     const child = spawn(bins.postgres, flags, { ...(owner ?? {}), stdio: ['ignore', 'pipe', 'pipe'], detached: Boolean(this.options.detached) });
