@@ -22,8 +22,8 @@ export const deployDir = join(projectRoot, 'deploy');
 
 /** Every port of the one-machine cluster. */
 export interface ClusterPorts {
-  /** API i listens on `api + i - 1`. */
-  api: number;
+  /** One port per API process. */
+  api: number[];
   /** The embedded PostgreSQL (unused with DATABASE_URL). */
   postgres: number;
   /** Temporal's frontend (gRPC): what TEMPORAL_ADDRESS names. */
@@ -31,7 +31,7 @@ export interface ClusterPorts {
   temporalHistory: number;
   temporalMatching: number;
   temporalWorker: number;
-  /** Ringpop membership of each Temporal service. */
+  /** Ringpop membership of each Temporal service: below 32768 (Temporal stores them as smallint). */
   membership: { frontend: number; history: number; matching: number; worker: number };
   /** Temporal's Prometheus metrics. */
   temporalMetrics: number;
@@ -45,10 +45,10 @@ export interface ClusterPorts {
  * TEMPORAL_UI_PORT (8233), PostgreSQL on SVC_EMBEDDED_PG_PORT (5488): those of `npm start`, so one
  * of the two runs at a time unless the ports are set.
  */
-export function clusterPorts(config: Config): ClusterPorts {
+export function clusterPorts(config: Config, apis = 2): ClusterPorts {
   const t = config.TEMPORAL_PORT;
   return {
-    api: config.PORT,
+    api: Array.from({ length: apis }, (_, i) => config.PORT + i),
     postgres: config.SVC_EMBEDDED_PG_PORT,
     temporal: t,
     temporalHistory: t + 1,
@@ -65,8 +65,8 @@ export interface ClusterOptions {
   logger: Logger;
   /** State: the embedded PostgreSQL, the generated key, logs, the workflow bundle. */
   dataDir: string;
+  /** One API process per port of `ports.api`. */
   ports: ClusterPorts;
-  apis: number;
   workers: number;
   /**
    * Where the API and worker processes' JSON log lines go: this command's stdout (each line
@@ -126,8 +126,11 @@ export async function postgresSettings(file = join(deployDir, 'postgresql.conf')
 
 const mask = (url: string) => url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
 
-/** Runs deploy/temporal-setup.sh (the same script as docker-compose.yml's temporal-setup job). */
-async function runSetupScript(step: 'schema' | 'namespace', env: NodeJS.ProcessEnv, logFile: string): Promise<void> {
+/**
+ * Runs deploy/temporal-setup.sh (the same script as docker-compose.yml's temporal-setup job).
+ * `abort` is polled while it runs: a reason stops it (the server it waits for has exited).
+ */
+async function runSetupScript(step: 'schema' | 'namespace', env: NodeJS.ProcessEnv, logFile: string, abort?: () => string | undefined): Promise<void> {
   const log = createWriteStream(logFile, { flags: 'a' });
   const output = tail(4000);
   try {
@@ -138,8 +141,19 @@ async function runSetupScript(step: 'schema' | 'namespace', env: NodeJS.ProcessE
           output.push(c);
           log.write(c);
         });
+      const watch = setInterval(() => {
+        const reason = abort?.();
+        if (!reason) return;
+        clearInterval(watch);
+        child.kill('SIGKILL');
+        fail(new Error(`deploy/temporal-setup.sh ${step} stopped: ${reason}`));
+      }, 500);
       child.once('error', fail);
-      child.once('exit', (code) => (code === 0 ? ok() : fail(new Error(`deploy/temporal-setup.sh ${step} failed (${code}): ${output.text}`))));
+      child.once('exit', (code) => {
+        clearInterval(watch);
+        if (code === 0) ok();
+        else fail(new Error(`deploy/temporal-setup.sh ${step} failed (${code}): ${output.text}`));
+      });
     });
   } finally {
     await new Promise<void>((ok) => log.end(ok));
@@ -253,7 +267,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     for (const [what, port] of [
       ['Temporal (TEMPORAL_PORT)', ports.temporal],
       ['Temporal Web UI (TEMPORAL_UI_PORT)', ports.ui],
-      ...Array.from({ length: options.apis }, (_, i) => [`API ${i + 1} (PORT${i ? ` + ${i}` : ''})`, ports.api + i] as const),
+      ...ports.api.map((port, i) => [`API ${i + 1} (PORT${i ? ` + ${i}` : ''})`, port] as const),
     ] as const)
       if (await isPortOpen(port)) throw new Error(`${what}: port ${port} is already in use (is \`npm start\` or another cluster running?)`);
 
@@ -311,13 +325,14 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       'namespace',
       { ...baseChildEnv, TEMPORAL_ADDRESS: temporalAddress, TEMPORAL_NAMESPACE: config.TEMPORAL_NAMESPACE },
       join(logDir, 'temporal-setup.log'),
+      () => (temporal.running ? undefined : `the Temporal server exited: ${temporal.recentOutput.slice(-1500)}`),
     );
 
     const admin = await prepared;
     const workflowBundle = await bundled;
     const uiUrl = config.TEMPORAL_UI_URL ?? `http://localhost:${ports.ui}`;
     const host = config.HOST === '0.0.0.0' ? 'localhost' : config.HOST;
-    const apiUrls = Array.from({ length: options.apis }, (_, i) => `http://${host}:${ports.api + i}`);
+    const apiUrls = ports.api.map((port) => `http://${host}:${port}`);
 
     // API and worker processes: the user's environment, the cluster's endpoints and key.
     const serviceEnv = (extra: Record<string, string>) => {
@@ -328,6 +343,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
         DATABASE_URL: databaseUrl,
         TEMPORAL_ADDRESS: temporalAddress,
         TEMPORAL_UI_URL: uiUrl,
+        HOST: config.HOST,
         SVC_ENCRYPTION_KEY: encryptionKey,
         SVC_WORKFLOW_BUNDLE: workflowBundle,
         ...extra,
@@ -354,10 +370,10 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
           command: process.execPath,
           args: ['--import', 'tsx', 'src/main.ts', role],
           cwd: projectRoot,
-          env: serviceEnv(role === 'api' ? { PORT: String(ports.api + index - 1) } : {}),
+          env: serviceEnv(role === 'api' ? { PORT: String(ports.api[index - 1]) } : {}),
           ready:
             role === 'api'
-              ? httpReady(`http://127.0.0.1:${ports.api + index - 1}/readyz`)
+              ? httpReady(`http://127.0.0.1:${ports.api[index - 1]}/readyz`)
               : async (p) => p.stderrSeen.includes('Workflow automation service is up.'),
           readyTimeoutMs: 180_000,
           ...(onStdoutLine ? { onStdoutLine } : {}),
@@ -367,8 +383,8 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       );
     };
     const workers = Array.from({ length: options.workers }, (_, i) => service('worker', i + 1));
-    const apis = Array.from({ length: options.apis }, (_, i) => service('api', i + 1));
-    logger.info(`starting ${options.workers} workers and ${options.apis} APIs`);
+    const apis = ports.api.map((_, i) => service('api', i + 1));
+    logger.info(`starting ${workers.length} workers and ${apis.length} APIs`);
     const started = await Promise.allSettled([...workers, ...apis].map((p) => p.start(logger)));
     cleanups.push(() => Promise.all(workers.map((w) => w.stop().then(() => w.close()))).then(() => undefined));
     cleanups.push(() => Promise.all(apis.map((a) => a.stop().then(() => a.close()))).then(() => undefined));
@@ -389,7 +405,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
           TEMPORAL_UI_URL: uiUrl,
           TEMPORAL_DEFAULT_NAMESPACE: config.TEMPORAL_NAMESPACE,
           // The operator's browser calls API 1 (there is no load balancer on one machine).
-          TEMPORAL_CODEC_ENDPOINT: `http://localhost:${ports.api}/api/temporal-codec`,
+          TEMPORAL_CODEC_ENDPOINT: `http://localhost:${ports.api[0]}/api/temporal-codec`,
         },
         ready: () => isPortOpen(ports.ui),
         readyTimeoutMs: 60_000,
