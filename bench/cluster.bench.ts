@@ -3,7 +3,7 @@
  * PostgreSQL configured from deploy/, two APIs and two workers in their own processes) beside
  * the embedded default (`npm start`: API and worker in one process, the Temporal CLI's dev server
  * on SQLite), both running on this machine at the same time and measured in alternation, each
- * round on both:
+ * round on both, each measurement once both servers are quiet again:
  *  - a sequential http_request node: a 10-node chain of them against a local target, started
  *    through the API, ms per node (median of the round's runs);
  *  - one-node runs through POST /workflows/{id}/run at concurrency 50, start to all finished
@@ -159,7 +159,7 @@ async function embeddedDefault(): Promise<Topology> {
 }
 
 /** `npm run cluster`'s topology (the same startCluster), on free ports in a scratch directory. */
-async function cluster(): Promise<Topology> {
+async function cluster(name: string, deployDir?: string): Promise<Topology> {
   const dir = scratchDir('svc-bench-cluster-');
   const low = async () => {
     // Temporal keeps membership ports in a smallint column.
@@ -192,11 +192,12 @@ async function cluster(): Promise<Topology> {
     serviceLogs: 'files',
     supervise: false,
     baseEnv: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'warn' },
+    ...(deployDir ? { deployDir } : {}),
   });
   const connection = await Connection.connect({ address: handle.temporalAddress });
   const temporal = new Client({ connection, dataConverter: { payloadCodecs: [new EncryptionCodec(new KeyRing(parseMasterKey(handle.encryptionKey)))] } });
   return {
-    name: 'cluster',
+    name,
     apis: handle.urls.apis.map((u) => u.replace('localhost', '127.0.0.1')),
     temporal,
     databaseUrl: handle.databaseUrl,
@@ -234,7 +235,10 @@ async function main() {
   await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
   const targetUrl = `http://127.0.0.1:${(target.address() as { port: number }).port}`;
   process.stderr.write('cluster bench: starting the embedded default and the cluster\n');
-  const topologies = await Promise.all([embeddedDefault(), cluster()]);
+  // BENCH_CLUSTER_VARIANTS=before=/tmp/deploy-before,after=deploy runs one cluster per variant of
+  // the deploy/ files beside the embedded default (how the settings in deploy/ were compared).
+  const variants = (process.env.BENCH_CLUSTER_VARIANTS ?? 'cluster=').split(',').map((v) => v.split('=') as [string, string]);
+  const topologies = await Promise.all([embeddedDefault(), ...variants.map(([name, dir]) => cluster(name, dir || undefined))]);
   const prepared = await Promise.all(
     topologies.map(async (t) => {
       const call = apiCaller(t.apis[0]!, basicAuth('admin', APP_PASSWORD));
@@ -274,13 +278,16 @@ async function main() {
     return t.temporal.workflow.getHandle(`svc-execution-${data.execution_id}`);
   };
 
-  const measure = async ({ t, chain, one }: (typeof prepared)[number]): Promise<Round> => {
+  const chainLatency = async ({ t, chain }: (typeof prepared)[number]): Promise<number> => {
     const perNode: number[] = [];
     for (let i = 0; i < CHAIN_RUNS; i++) {
       const started = performance.now();
       await (await startRun(t, chain, {})).result();
       perNode.push((performance.now() - started) / CHAIN);
     }
+    return median(perNode);
+  };
+  const throughput = async ({ t, one }: (typeof prepared)[number]): Promise<Omit<Round, 'perNode'>> => {
     const cpuBefore = cpuOf(t.groups());
     const commitsBefore = await commits(t.databaseUrl);
     const started = performance.now();
@@ -292,44 +299,72 @@ async function main() {
     const commitsAfter = await commits(t.databaseUrl);
     const perRun = (k: keyof Groups) => (cpuAfter[k] - cpuBefore[k]) / THROUGHPUT_RUNS;
     return {
-      perNode: median(perNode),
       runsPerSecond: THROUGHPUT_RUNS / seconds,
       cpu: { service: perRun('service'), temporal: perRun('temporal'), postgresql: perRun('postgresql') },
       commits: (commitsAfter - commitsBefore - 2) / THROUGHPUT_RUNS,
     };
   };
 
-  const rounds: Round[][] = [[], []];
+  // Work a burst leaves behind (timers coming due, visibility, task clean-up) would slow whatever
+  // is measured next: each measurement waits until both topologies' servers are quiet.
+  const settle = async () => {
+    const busy = () =>
+      topologies.reduce((a, t) => {
+        const c = cpuOf(t.groups());
+        return a + c.temporal + c.postgresql;
+      }, 0);
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+      const before = busy();
+      await new Promise((r) => setTimeout(r, 1000));
+      if (busy() - before < 100) return; // under a tenth of a core over the last second
+    }
+  };
+  const rounds: Round[][] = topologies.map(() => []);
   for (let r = 0; r <= ROUNDS; r++) {
-    // Alternate which goes first, so neither always meets the other's leftovers.
-    const order = r % 2 ? [1, 0] : [0, 1];
+    // Alternate which goes first, so none always meets the others' leftovers.
+    const order = topologies.map((_, i) => i);
+    if (r % 2) order.reverse();
+    const figures: Partial<Round>[] = topologies.map(() => ({}));
     for (const i of order) {
-      const figures = await measure(prepared[i]!);
+      await settle();
+      figures[i] = { ...figures[i], perNode: await chainLatency(prepared[i]!) };
+    }
+    for (const i of order) {
+      await settle();
+      figures[i] = { ...figures[i], ...(await throughput(prepared[i]!)) };
+    }
+    for (const i of order) {
+      const f = figures[i] as Round;
       process.stderr.write(
-        `${r === 0 ? 'warm-up' : `round ${r}`} ${topologies[i]!.name}: ${round(figures.perNode)} ms/node, ${round(figures.runsPerSecond)} runs/s, CPU ms/run ${JSON.stringify(Object.fromEntries(Object.entries(figures.cpu).map(([k, v]) => [k, round(v)])))}, ${round(figures.commits)} commits/run\n`,
+        `${r === 0 ? 'warm-up' : `round ${r}`} ${topologies[i]!.name}: ${round(f.perNode)} ms/node, ${round(f.runsPerSecond)} runs/s, CPU ms/run ${JSON.stringify(Object.fromEntries(Object.entries(f.cpu).map(([k, v]) => [k, round(v)])))}, ${round(f.commits)} commits/run\n`,
       );
-      if (r > 0) rounds[i]!.push(figures);
+      if (r > 0) rounds[i]!.push(f);
     }
   }
 
-  const [embedded, clustered] = rounds as [Round[], Round[]];
+  const embedded = rounds[0]!;
   const pick = (rs: Round[], f: (r: Round) => number) => rs.map(f);
   const span = (xs: number[]) => `${round(Math.min(...xs))}–${round(Math.max(...xs))}`;
-  const figure = (name: string, unit: string, f: (r: Round) => number, target: { max?: number; min?: number }): BenchRow => {
-    const b = pick(embedded, f);
-    const o = pick(clustered, f);
-    return row('cluster beside the embedded default', `${name} (rounds: embedded ${span(b)}, cluster ${span(o)})`, unit, median(b), median(o), target);
-  };
   const total = (r: Round) => r.cpu.service + r.cpu.temporal + r.cpu.postgresql;
-  const rows = [
-    figure(`sequential http_request node, ms per node, ${CHAIN}-node chain`, 'ms', (r) => r.perNode, { max: 1.2 }),
-    figure(`one-node runs/s, concurrency ${CONCURRENCY}, ${THROUGHPUT_RUNS} runs, start to all finished`, 'runs/s', (r) => r.runsPerSecond, { min: 1 }),
-    figure('CPU per run: API and worker processes', 'ms', (r) => r.cpu.service, {}),
-    figure('CPU per run: Temporal server', 'ms', (r) => r.cpu.temporal, {}),
-    figure('CPU per run: PostgreSQL', 'ms', (r) => r.cpu.postgresql, {}),
-    figure('CPU per run: all of it', 'ms', total, {}),
-    figure('PostgreSQL commits per run', 'commits', (r) => r.commits, {}),
-  ];
+  const rows: BenchRow[] = [];
+  topologies.slice(1).forEach((t, v) => {
+    const clustered = rounds[v + 1]!;
+    const figure = (name: string, unit: string, f: (r: Round) => number, target: { max?: number; min?: number }): BenchRow => {
+      const b = pick(embedded, f);
+      const o = pick(clustered, f);
+      return row(`${t.name} beside the embedded default`, `${name} (rounds: embedded ${span(b)}, cluster ${span(o)})`, unit, median(b), median(o), target);
+    };
+    rows.push(
+      figure(`sequential http_request node, ms per node, ${CHAIN}-node chain`, 'ms', (r) => r.perNode, { max: 1.2 }),
+      figure(`one-node runs/s, concurrency ${CONCURRENCY}, ${THROUGHPUT_RUNS} runs, start to all finished`, 'runs/s', (r) => r.runsPerSecond, { min: 1 }),
+      figure('CPU per run: API and worker processes', 'ms', (r) => r.cpu.service, {}),
+      figure('CPU per run: Temporal server', 'ms', (r) => r.cpu.temporal, {}),
+      figure('CPU per run: PostgreSQL', 'ms', (r) => r.cpu.postgresql, {}),
+      figure('CPU per run: all of it', 'ms', total, {}),
+      figure('PostgreSQL commits per run', 'commits', (r) => r.commits, {}),
+    );
+  });
   report(rows);
   for (const t of topologies) await t.stop();
   target.close();

@@ -80,6 +80,12 @@ export interface ClusterOptions {
   baseEnv?: NodeJS.ProcessEnv;
   /** PostgreSQL without fsync: tests and benchmarks of the code only, never for data you keep. */
   ephemeralPostgres?: boolean;
+  /**
+   * The directory of the cluster's files (postgresql.conf, temporal-setup.sh, temporal-server.yaml,
+   * temporal-dynamicconfig.yaml, temporal-ui.yaml): the repository's deploy/, or a variant of it
+   * (benchmarks compare settings side by side).
+   */
+  deployDir?: string;
 }
 
 export interface Cluster {
@@ -130,12 +136,18 @@ const mask = (url: string) => url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
  * Runs deploy/temporal-setup.sh (the same script as docker-compose.yml's temporal-setup job).
  * `abort` is polled while it runs: a reason stops it (the server it waits for has exited).
  */
-async function runSetupScript(step: 'schema' | 'namespace', env: NodeJS.ProcessEnv, logFile: string, abort?: () => string | undefined): Promise<void> {
+async function runSetupScript(
+  dir: string,
+  step: 'schema' | 'namespace',
+  env: NodeJS.ProcessEnv,
+  logFile: string,
+  abort?: () => string | undefined,
+): Promise<void> {
   const log = createWriteStream(logFile, { flags: 'a' });
   const output = tail(4000);
   try {
     await new Promise<void>((ok, fail) => {
-      const child = spawn('sh', [join(deployDir, 'temporal-setup.sh'), step], { cwd: projectRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn('sh', [join(dir, 'temporal-setup.sh'), step], { cwd: projectRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
       for (const stream of [child.stdout!, child.stderr!])
         stream.on('data', (c: Buffer) => {
           output.push(c);
@@ -171,6 +183,7 @@ const httpReady = (url: string) => async () => (await fetch(url, { signal: Abort
  */
 export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   const { config, logger, ports } = options;
+  const files = resolve(options.deployDir ?? deployDir);
   const dataDir = resolve(options.dataDir);
   const logDir = join(dataDir, 'logs');
   await mkdir(logDir, { recursive: true });
@@ -213,7 +226,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
         port: ports.postgres,
         logger,
         detached: true,
-        settings: await postgresSettings(),
+        settings: await postgresSettings(join(files, 'postgresql.conf')),
         ...(options.ephemeralPostgres ? { ephemeral: true } : {}),
       });
       logger.info('starting PostgreSQL');
@@ -262,7 +275,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     const temporalAddress = `127.0.0.1:${ports.temporal}`;
 
     logger.info('creating or upgrading the Temporal schema (deploy/temporal-setup.sh schema)');
-    await runSetupScript('schema', { ...baseChildEnv, ...pgEnv }, join(logDir, 'temporal-setup.log'));
+    await runSetupScript(files, 'schema', { ...baseChildEnv, ...pgEnv }, join(logDir, 'temporal-setup.log'));
 
     for (const [what, port] of [
       ['Temporal (TEMPORAL_PORT)', ports.temporal],
@@ -293,7 +306,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       new ManagedProcess({
         name: 'temporal-server',
         command: server['temporal-server']!,
-        args: ['--root', projectRoot, '--config', 'deploy', '--env', 'temporal-server', '--allow-no-auth', 'start'],
+        args: ['--root', '/', '--config', files, '--env', 'temporal-server', '--allow-no-auth', 'start'],
         cwd: projectRoot,
         env: {
           ...baseChildEnv,
@@ -308,7 +321,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
           MATCHING_MEMBERSHIP_PORT: String(ports.membership.matching),
           WORKER_MEMBERSHIP_PORT: String(ports.membership.worker),
           PROMETHEUS_ENDPOINT: `127.0.0.1:${ports.temporalMetrics}`,
-          DYNAMIC_CONFIG_FILE_PATH: join(deployDir, 'temporal-dynamicconfig.yaml'),
+          DYNAMIC_CONFIG_FILE_PATH: join(files, 'temporal-dynamicconfig.yaml'),
           LOG_LEVEL: 'info',
         },
         ready: () => isPortOpen(ports.temporal),
@@ -322,6 +335,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     cleanups.push(() => temporal.stop().then(() => temporal.close()));
     logger.info('registering the namespace (deploy/temporal-setup.sh namespace)');
     await runSetupScript(
+      files,
       'namespace',
       { ...baseChildEnv, TEMPORAL_ADDRESS: temporalAddress, TEMPORAL_NAMESPACE: config.TEMPORAL_NAMESPACE },
       join(logDir, 'temporal-setup.log'),
@@ -395,7 +409,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       new ManagedProcess({
         name: 'temporal-ui',
         command: ui['ui-server']!,
-        args: ['--root', projectRoot, '--config', 'deploy', '--env', 'temporal-ui', 'start'],
+        args: ['--root', '/', '--config', files, '--env', 'temporal-ui', 'start'],
         cwd: projectRoot,
         env: {
           ...baseChildEnv,
