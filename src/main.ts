@@ -15,6 +15,7 @@ import { loadKeyRing, startStack } from './stack.js';
 import { provisionTemporalCli } from './platform/temporal-server.js';
 import { bundleWorkflows } from './temporal/worker.js';
 import { runClusterCommand } from './cluster/command.js';
+import { TEMPORAL_SERVER, TEMPORAL_UI, provisionGoModule } from './cluster/binaries.js';
 
 const usage = `Usage: svc <command> [options]   (npm run svc -- <command>)
 
@@ -37,6 +38,7 @@ Commands:
   license rotate-key             retire the signing key and make a new one, endorsed by the old
   bundle-workflows --out FILE    prebuild the workflow bundle (SVC_WORKFLOW_BUNDLE)
   temporal-cli                   find or build the Temporal CLI and print its path
+  cluster-binaries               find or build the Temporal server, sql tool and Web UI of npm run cluster
 
 Every command accepts --json and then prints exactly one JSON object on stdout.`;
 
@@ -250,6 +252,11 @@ async function main(argv: string[]): Promise<void> {
     case 'temporal-cli': {
       const path = await provisionTemporalCli(logger, config.TEMPORAL_CLI);
       return output(flags, { path }, path);
+    }
+    case 'cluster-binaries': {
+      const [server, ui] = await Promise.all([provisionGoModule(TEMPORAL_SERVER, logger), provisionGoModule(TEMPORAL_UI, logger)]);
+      const paths = { ...server, ...ui };
+      return output(flags, paths, Object.values(paths).join('\n'));
     }
     case 'bundle-workflows': {
       const out = required(flags, 'out');
