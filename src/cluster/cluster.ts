@@ -198,6 +198,12 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   };
 
   try {
+    const membership = Object.values(ports.membership);
+    if (membership.some((p) => p < 1 || p > 32_767))
+      throw new ConfigError(
+        'TEMPORAL_PORT',
+        `Temporal's membership ports (${membership.join(', ')}) must lie between 1 and 32767: Temporal stores them as smallint`,
+      );
     // The key every process shares: SVC_ENCRYPTION_KEY, or one generated into the data dir.
     if (config.DATABASE_URL && !config.SVC_ENCRYPTION_KEY)
       throw new ConfigError('SVC_ENCRYPTION_KEY', 'required when DATABASE_URL is set (every process must share the key)');
