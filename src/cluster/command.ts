@@ -32,7 +32,7 @@ export async function runClusterCommand(config: Config, logger: Logger, json: bo
       `${pad('Temporal Web UI:')}${cluster.urls.ui}  (decodes through API 1's /api/temporal-codec: sign in with an application password)`,
       `${pad('Temporal:')}${cluster.urls.temporal}  (metrics: ${cluster.urls.temporalMetrics})`,
       `${pad('PostgreSQL:')}${cluster.urls.database}  (Temporal's: temporal, temporal_visibility)`,
-      `${pad('Workers:')}${cluster.workers.map((w) => `${w.name} (pid ${w.pid})`).join(', ')}`,
+      `${pad('Processes:')}${[...cluster.apis, ...cluster.workers, cluster.temporal, cluster.ui].map((p) => `${p.name} ${p.pid}`).join(', ')}${cluster.postgres ? `, postgres ${cluster.postgres.pid()}` : ''}`,
       `${pad('Logs:')}${relative(process.cwd(), cluster.urls.logs) || '.'}/  (Temporal, Web UI, schema; API and worker lines here)`,
       cluster.adminPassword && `  Created user "admin" with password: ${cluster.adminPassword}  (shown once)`,
       `  One-shot commands on this cluster: SVC_DATA_DIR=${dataDir} npm run svc -- <command>`,
