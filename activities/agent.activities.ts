@@ -1,5 +1,7 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { costOf } from '../src/providers/pricing.js';
+import { countModelUse, type Metrics } from '../src/platform/metrics.js';
+import { inSpan } from '../src/platform/tracing.js';
 import { loadHistory, loadSession, ownerOf, type ActionRow, type DecisionRecord } from '../src/agent/agent.store.js';
 import { publish } from '../src/agent/agent.stream.js';
 import { runTool, summarizeCall, summarizeResult, toolSpecs } from '../src/agent/agent.tools.js';
@@ -48,6 +50,7 @@ export interface AgentActivityPorts extends AgentToolPorts {
   connections: Pick<ConnectionService, 'resolve'>;
   users: Pick<UsersService, 'byId'>;
   auth: Pick<AuthService, 'principal'>;
+  metrics: Pick<Metrics, 'modelTokens' | 'modelCost' | 'agentActions'>;
 }
 
 export function agentActivities(services: AgentActivityPorts) {
@@ -127,20 +130,25 @@ export function agentActivities(services: AgentActivityPorts) {
       const beat = setInterval(() => context.heartbeat(), 1000);
       try {
         // The credential is decrypted here and nowhere else: never an activity argument or result.
-        const connection = await services.connections.resolve(session.provider_id).catch((err: unknown) => {
+        const connection = await services.connections.resolve(session.provider_id, [session.owner_id]).catch((err: unknown) => {
+          if (err instanceof AppError && err.status === 403) {
+            throw new ProviderError('forbidden', `The provider connection ${session.provider_id} is no longer shared with the session's owner`);
+          }
           if (err instanceof AppError) throw new ProviderError('provider_error', `The provider connection ${session.provider_id} no longer exists`);
           throw err;
         });
         const channel = input.streamChannel;
-        reply = await providerFor(connection).complete({
-          model: session.model,
-          system: session.system_prompt ?? DEFAULT_SYSTEM_PROMPT,
-          messages,
-          tools: toolSpecs(),
-          timeoutMs: services.config.SVC_AGENT_PROVIDER_TIMEOUT_MS,
-          signal: context.cancellationSignal,
-          ...(channel ? { onDelta: (delta: string) => publish(sql, channel, { event: 'token', data: { delta } }) } : {}),
-        });
+        reply = await inSpan('model call', { 'svc.provider': connection.type, 'svc.model': session.model, 'svc.streamed': Boolean(channel) }, () =>
+          providerFor(connection).complete({
+            model: session.model,
+            system: session.system_prompt ?? DEFAULT_SYSTEM_PROMPT,
+            messages,
+            tools: toolSpecs(),
+            timeoutMs: services.config.SVC_AGENT_PROVIDER_TIMEOUT_MS,
+            signal: context.cancellationSignal,
+            ...(channel ? { onDelta: (delta: string) => publish(sql, channel, { event: 'token', data: { delta } }) } : {}),
+          }),
+        );
       } catch (err) {
         if (err instanceof ProviderError) throw ApplicationFailure.create({ type: err.code, message: err.message, nonRetryable: !err.retryable });
         throw err;
@@ -149,6 +157,7 @@ export function agentActivities(services: AgentActivityPorts) {
       }
       const costUsd = costOf(services.config.SVC_AGENT_PRICES, session.model, reply.usage.tokensIn, reply.usage.tokensOut);
       const telemetry = { tokens_in: reply.usage.tokensIn, tokens_out: reply.usage.tokensOut, cost_usd: costUsd };
+      countModelUse(services.metrics, session.provider_type, 'agent', telemetry);
       await insertMessage({
         sessionId: input.sessionId,
         stepKey,
@@ -200,7 +209,10 @@ export function agentActivities(services: AgentActivityPorts) {
         `update agent_actions set status = 'expired', decided_at = now() where action_id = ? and session_id = ? and status = 'pending' returning status`,
         [input.actionId, input.sessionId],
       );
-      if (expired) return expired;
+      if (expired) {
+        services.metrics.agentActions.inc({ status: 'expired' });
+        return expired;
+      }
       const [row] = await sql.query<{ status: AgentActionStatus }>('select status from agent_actions where action_id = ? and session_id = ?', [
         input.actionId,
         input.sessionId,

@@ -1,6 +1,7 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import {
   NODE_REFUSALS,
+  childWorkflowId,
   type BeganExecution,
   type Graph,
   type GraphNode,
@@ -10,14 +11,16 @@ import {
   type RunNodeInput,
   type RunNodeOutput,
 } from '../workflows/defs.js';
-import { ExpressionError, resolveTemplate, type ExpressionContext } from '../src/nodes/expressions.js';
+import { ExpressionError, type ExpressionContext } from '../src/nodes/expressions.js';
+import { ExpressionLimitError, type ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
 import { nodeTypes, nodeRunModes } from '../src/nodes/index.js';
 import { AppError } from '../src/platform/errors.js';
 import { waitOutDatabase } from '../src/db/availability.js';
 import type { ExecutionRef, NodeEntry } from '../src/executions/execution.mirror.js';
 import { nodesFinishedBefore, readNodeEvents } from '../src/executions/reset-point.js';
-import type { AuthService } from '../src/auth/auth.service.js';
-import type { UsersService } from '../src/auth/users.service.js';
+import type { ActingUsers } from '../src/auth/acting.js';
+import type { Principal } from '../src/auth/auth.service.js';
+import { countModelUse, type Metrics } from '../src/platform/metrics.js';
 import type { Config } from '../src/config.js';
 import type { ConnectionService } from '../src/connections/connection.service.js';
 import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
@@ -39,6 +42,7 @@ export function toFailure(err: unknown): Error {
       : err;
   }
   if (err instanceof ExpressionError) return ApplicationFailure.nonRetryable(err.message, 'expression_error');
+  if (err instanceof ExpressionLimitError) return ApplicationFailure.nonRetryable(err.message, 'expression_limit');
   if (err instanceof AppError) {
     const retryable = err.status >= 500;
     return retryable ? ApplicationFailure.retryable(err.message, err.code) : ApplicationFailure.nonRetryable(err.message, err.code);
@@ -60,15 +64,21 @@ const errorOf = (failure: Error): NodeError => ({
  * Executions are found by the Temporal run id, which also covers runs created by a reset.
  */
 export interface GraphActivityPorts {
-  config: Pick<Config, 'SVC_NODE_OUTPUT_LIMIT' | 'SVC_LOCAL_PURE_NODES' | 'SVC_AGENT_PRICES'>;
+  config: Pick<
+    Config,
+    'SVC_NODE_OUTPUT_LIMIT' | 'SVC_LOCAL_PURE_NODES' | 'SVC_AGENT_PRICES' | 'SVC_RUN_WORKFLOW_MAX_DEPTH' | 'SVC_RUN_WORKFLOW_MAX_CHILD_RUNS'
+  >;
   executionMirror: ExecutionMirror;
-  workflows: Pick<WorkflowService, 'loadVersion'>;
+  workflows: Pick<WorkflowService, 'loadVersion' | 'visibleToAll'>;
   connections: Pick<ConnectionService, 'resolve'>;
-  users: Pick<UsersService, 'byId'>;
-  auth: Pick<AuthService, 'principal'>;
+  /** The rights of the people a run acts for. */
+  acting: Pick<ActingUsers, 'principal'>;
   records: NodeRunContext<unknown>['records'];
   /** For a run an operator reset: its history says where it came from. */
   temporal: TemporalHandle;
+  /** Where `{{ }}` expressions are evaluated, bounded in time and memory, off the event loop. */
+  expressions: Pick<ExpressionSandbox, 'resolve'>;
+  metrics: Pick<Metrics, 'runsStarted' | 'runsFinished' | 'runDuration' | 'nodeDuration' | 'nodeAttempts' | 'modelTokens' | 'modelCost'>;
 }
 
 export function graphActivities(services: GraphActivityPorts) {
@@ -94,6 +104,7 @@ export function graphActivities(services: GraphActivityPorts) {
     if (cached) return cached;
     const ref = await patiently(() => mirror.claim(temporalWorkflowId, runId));
     if (!ref) return undefined;
+    if (ref.firstClaim) services.metrics.runsStarted.inc({ trigger: ref.trigger });
     // Only runs in flight need their record; a small cache keeps the worker's heap flat.
     if (cache.size > 1_000) cache.clear();
     cache.set(runId, ref);
@@ -143,6 +154,19 @@ export function graphActivities(services: GraphActivityPorts) {
     return ref;
   }
 
+  /** The joint principal of a run's people; refused when one of them no longer exists. */
+  async function actorOf(ref: ExecutionRef): Promise<Principal> {
+    const principal = await patiently(() => services.acting.principal(ref.actingUserIds, ref.ownerId));
+    if (!principal) throw ApplicationFailure.nonRetryable('A person this run acts for no longer exists', 'forbidden');
+    return principal;
+  }
+
+  /** One attempt of a node, in the metrics. */
+  const countAttempt = (type: string, outcome: string, code: string | undefined, ms: number) => {
+    services.metrics.nodeDuration.observe({ type, outcome }, ms / 1000);
+    services.metrics.nodeAttempts.inc({ type, outcome, code: outcome === 'success' ? '' : (code ?? 'node_failed') });
+  };
+
   const writeNode = (executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry) =>
     patiently(() => mirror.writeNode(executionId, node, entry));
 
@@ -164,6 +188,7 @@ export function graphActivities(services: GraphActivityPorts) {
             payload: input.payload,
             temporalWorkflowId,
             runId,
+            ...(input.parentExecutionId !== undefined ? { parentExecutionId: input.parentExecutionId } : {}),
           }),
         );
         ref = await findExecution(temporalWorkflowId, runId);
@@ -193,7 +218,11 @@ export function graphActivities(services: GraphActivityPorts) {
       },
     ): Promise<{ executionId: number }> {
       const ref = await currentExecution(runId);
-      await patiently(() => mirror.finish(ref.id, result));
+      const ended = await patiently(() => mirror.finish(ref.id, result));
+      if (ended) {
+        services.metrics.runsFinished.inc({ status: result.status });
+        services.metrics.runDuration.observe({ status: result.status }, ended.seconds);
+      }
       await patiently(() => mirror.markCancelled(ref.id, result.cancelled ?? []));
       await patiently(() => mirror.markSkipped(ref.id, result.skipped));
       return { executionId: ref.id };
@@ -207,6 +236,7 @@ export function graphActivities(services: GraphActivityPorts) {
     async recordNodeEnd(node: GraphNode, runId: string, end: { status: 'success' | 'failed'; output?: unknown; error?: NodeError; startedAt: number }) {
       const ref = await currentExecution(runId);
       const finished = new Date();
+      countAttempt(node.type, end.status, end.error?.code, finished.getTime() - end.startedAt);
       await writeNode(ref.id, node, {
         status: end.status,
         started_at: new Date(end.startedAt),
@@ -219,22 +249,49 @@ export function graphActivities(services: GraphActivityPorts) {
       });
     },
 
-    /** Resolves a run_workflow node's payload and checks the target can run. */
+    /**
+     * Resolves a run_workflow node's payload and checks the child may run: the target must be
+     * visible to every person this run acts for (the child then acts for them too), the child
+     * must not nest deeper than SVC_RUN_WORKFLOW_MAX_DEPTH, and the tree of runs this one belongs
+     * to must not have started SVC_RUN_WORKFLOW_MAX_CHILD_RUNS children already.
+     */
     async prepareChildRun(node: GraphNode, context: RunNodeInput['context'], runId: string) {
       const ref = await currentExecution(runId);
       await writeNode(ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
       try {
-        const config = (await resolveTemplate(node.config, { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
+        const config = (await services.expressions.resolve(node.config, { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
           workflow_id: number;
           payload?: unknown;
         };
-        const target = await patiently(() => services.workflows.loadVersion(Number(config.workflow_id))).catch((err: unknown) => {
-          if (err instanceof AppError && err.status === 404) return undefined;
-          throw err;
-        });
-        if (!target || target.status === 'archived')
-          throw ApplicationFailure.nonRetryable(`Workflow ${config.workflow_id} does not exist or is archived`, 'not_found');
-        return { workflowId: Number(config.workflow_id), payload: config.payload ?? null };
+        const targetId = Number(config.workflow_id);
+        const { config: limits } = services;
+        if (ref.depth + 1 > limits.SVC_RUN_WORKFLOW_MAX_DEPTH) {
+          throw ApplicationFailure.nonRetryable(
+            `The child run would nest deeper than ${limits.SVC_RUN_WORKFLOW_MAX_DEPTH} levels (SVC_RUN_WORKFLOW_MAX_DEPTH)`,
+            'child_run_limit',
+          );
+        }
+        const visible = await patiently(() => services.workflows.visibleToAll(targetId, ref.actingUserIds));
+        const target = visible
+          ? await patiently(() => services.workflows.loadVersion(targetId)).catch((err: unknown) => {
+              if (err instanceof AppError && err.status === 404) return undefined;
+              throw err;
+            })
+          : undefined;
+        if (!target || target.status === 'archived') {
+          throw ApplicationFailure.nonRetryable(
+            `Workflow ${config.workflow_id} does not exist, is archived, or is not visible to this run's people`,
+            'not_found',
+          );
+        }
+        const childId = childWorkflowId(runOf().workflowId, node.id);
+        if (!(await patiently(() => services.executionMirror.claimChildRun(ref.rootId, childId, limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS)))) {
+          throw ApplicationFailure.nonRetryable(
+            `The runs of this tree have started ${limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS} child runs already (SVC_RUN_WORKFLOW_MAX_CHILD_RUNS)`,
+            'child_run_limit',
+          );
+        }
+        return { workflowId: targetId, payload: config.payload ?? null, parentExecutionId: ref.id };
       } catch (err) {
         const failure = toFailure(err);
         await writeNode(ref.id, node, { status: 'failed', finished_at: new Date(), error: errorOf(failure) });
@@ -252,6 +309,8 @@ export function graphActivities(services: GraphActivityPorts) {
       const attempts = activity.info.attempt;
       let input: unknown;
       let ref: ExecutionRef;
+      /** The type of the node's connection, once resolved (the provider of an llm_prompt's usage). */
+      let connectionType: string | undefined;
       try {
         ref = await currentExecution(runOf().runId);
       } catch (err) {
@@ -276,7 +335,7 @@ export function graphActivities(services: GraphActivityPorts) {
         const type = nodeTypes.get(node.type);
         if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, 'validation_failed');
         const expressionContext: ExpressionContext = { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } };
-        input = await resolveTemplate(node.config, expressionContext);
+        input = await services.expressions.resolve(node.config, expressionContext);
         const parsed = (type.resolvedSchema ?? type.configSchema).safeParse(input);
         if (!parsed.success) {
           const detail = parsed.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ');
@@ -292,20 +351,22 @@ export function graphActivities(services: GraphActivityPorts) {
           connection: () => {
             if (node.connection_id === undefined) throw ApplicationFailure.nonRetryable('The node has no connection_id', 'validation_failed');
             const id = node.connection_id;
-            return patiently(() => services.connections.resolve(id));
+            return patiently(() => services.connections.resolve(id, ref.actingUserIds)).then((resolved) => {
+              connectionType = resolved.type;
+              return resolved;
+            });
           },
           heartbeat: (details) => activity.heartbeat(details),
-          owner: async () => {
-            const user = await patiently(() => services.users.byId(ref.ownerId));
-            if (!user) throw ApplicationFailure.nonRetryable('The workflow owner no longer exists', 'forbidden');
-            return services.auth.principal(user, 'app_password');
-          },
+          actor: () => actorOf(ref),
         });
         const size = Buffer.byteLength(JSON.stringify(result.output ?? null));
         if (size > outputLimit) {
           throw ApplicationFailure.nonRetryable(`Node output is ${size} bytes, over the limit of ${outputLimit} (SVC_NODE_OUTPUT_LIMIT)`, 'output_too_large');
         }
         const finished = Date.now();
+        countAttempt(node.type, 'success', undefined, finished - started);
+        const usage = (result.output as { usage?: { tokens_in?: number; tokens_out?: number; cost_usd?: number } } | null)?.usage;
+        if (node.type === 'llm_prompt' && usage) countModelUse(services.metrics, connectionType ?? 'unknown', 'node', usage);
         await settle();
         await writeNode(ref.id, node, {
           status: 'success',
@@ -321,6 +382,7 @@ export function graphActivities(services: GraphActivityPorts) {
         const failure = toFailure(err);
         const finished = Date.now();
         const status = failure instanceof CancelledFailure ? 'cancelled' : 'failed';
+        countAttempt(node.type, status, errorOf(failure).code, finished - started);
         await settle();
         await writeNode(ref.id, node, {
           status,

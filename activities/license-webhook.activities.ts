@@ -3,6 +3,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Config } from '../src/config.js';
 import type { Queryable } from '../src/db/sql.js';
 import type { KeyRing } from '../src/platform/crypto.js';
+import { EgressDeniedError, type EgressPolicy } from '../src/platform/egress.js';
 
 /** Stripe's scheme: HMAC-SHA256 of `<unix time>.<body>` under the webhook's secret. */
 export function webhookSignature(secret: string, timestamp: number, body: string): string {
@@ -15,8 +16,13 @@ const MAX_ERROR_LENGTH = 500;
  * Activities of licence webhook delivery. The webhook's secret is decrypted here and nowhere
  * else: it is never an activity argument or result, so Temporal's history never holds it.
  */
-export function licenseWebhookActivities(services: { sql: Queryable; keys: KeyRing; config: Pick<Config, 'SVC_LICENSE_WEBHOOK_TIMEOUT_MS'> }) {
-  const { sql, keys, config } = services;
+export function licenseWebhookActivities(services: {
+  sql: Queryable;
+  keys: KeyRing;
+  egress: Pick<EgressPolicy, 'fetch'>;
+  config: Pick<Config, 'SVC_LICENSE_WEBHOOK_TIMEOUT_MS'>;
+}) {
+  const { sql, keys, config, egress } = services;
 
   async function recordAttempt(deliveryId: string, attempt: number, started: number, status: number | null, error: string | null) {
     const message = error === null ? null : error.slice(0, MAX_ERROR_LENGTH);
@@ -62,23 +68,32 @@ export function licenseWebhookActivities(services: { sql: Queryable; keys: KeyRi
       const timestamp = Math.floor(started / 1000);
       let status: number;
       try {
-        const response = await fetch(row.url, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            'user-agent': 'workflow-svc-webhooks/1',
-            'svc-event': row.event,
-            'svc-event-id': row.event_id,
-            'svc-delivery': input.deliveryId,
-            'svc-signature': webhookSignature(keys.decrypt(row.secret_sealed), timestamp, body),
+        // Within the egress policy; a redirect is answered as it is (an attempt that failed), never followed.
+        const response = await egress.fetch(
+          new URL(row.url),
+          {
+            method: 'POST',
+            headers: {
+              'content-type': 'application/json',
+              'user-agent': 'workflow-svc-webhooks/1',
+              'svc-event': row.event,
+              'svc-event-id': row.event_id,
+              'svc-delivery': input.deliveryId,
+              'svc-signature': webhookSignature(keys.decrypt(row.secret_sealed), timestamp, body),
+            },
+            body,
+            signal: AbortSignal.timeout(config.SVC_LICENSE_WEBHOOK_TIMEOUT_MS),
           },
-          body,
-          redirect: 'manual',
-          signal: AbortSignal.timeout(config.SVC_LICENSE_WEBHOOK_TIMEOUT_MS),
-        });
+          { maxRedirects: 0 },
+        );
         status = response.status;
         await response.body?.cancel().catch(() => undefined);
       } catch (err) {
+        if (err instanceof EgressDeniedError) {
+          await recordAttempt(input.deliveryId, attempt, started, null, err.message);
+          // The same address is refused on every attempt: the delivery fails now.
+          throw ApplicationFailure.nonRetryable(err.message, 'egress_denied');
+        }
         const message = err instanceof Error ? (err.cause instanceof Error ? `${err.message}: ${err.cause.message}` : err.message) : String(err);
         await recordAttempt(input.deliveryId, attempt, started, null, message);
         throw ApplicationFailure.retryable(`The webhook could not be reached: ${message}`, 'webhook_unreachable');

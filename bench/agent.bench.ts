@@ -9,6 +9,7 @@
  * Run: node --import tsx bench/agent.bench.ts   (BENCH_SAMPLES, default 30)
  */
 import { loadConfig } from '../src/config.js';
+import { TARGET_HOST } from '../test/helpers/http-target.js';
 import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
 import { startStack } from '../src/stack.js';
@@ -57,6 +58,8 @@ async function main() {
       SVC_ENCRYPTION_KEY: generateMasterKey(),
       SVC_ADMIN_PASSWORD: 'bench-admin-password',
       SVC_ADMIN_APP_PASSWORD: APP_PASSWORD,
+      // The fake provider's loopback address.
+      SVC_EGRESS_ALLOW: TARGET_HOST,
       PORT: '0',
       HOST: '127.0.0.1',
       LOG_LEVEL: 'warn',

@@ -29,7 +29,7 @@ import { createLogger } from '../src/platform/logger.js';
 import { TemporalDevServer, provisionTemporalCli } from '../src/platform/temporal-server.js';
 import { ensureDatabase } from '../src/stack.js';
 import { bundleWorkflows } from '../src/temporal/worker.js';
-import { startHttpTarget, type HttpTarget } from '../test/helpers/http-target.js';
+import { TARGET_HOST, startHttpTarget, type HttpTarget } from '../test/helpers/http-target.js';
 import { freePort } from '../test/helpers/ports.js';
 import { stopChild, tail, waitFor } from '../src/platform/child-process.js';
 import { apiCaller, basicAuth, percentile, runMain, scratchDir } from './lib.js';
@@ -160,6 +160,10 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
       SVC_ADMIN_APP_PASSWORD: appPassword,
       PORT: String(port),
       HOST: '127.0.0.1',
+      // The scenario's HTTP target listens there (test/helpers/http-target.ts).
+      SVC_EGRESS_ALLOW: TARGET_HOST,
+      // Workers come and go on one machine: none serves a metrics port.
+      SVC_METRICS_PORT: 'off',
       LOG_LEVEL: process.env.FAULTS_LOG_LEVEL ?? 'error',
     };
     let stopping = false;

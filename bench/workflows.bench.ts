@@ -72,6 +72,8 @@ async function main() {
         SVC_ADMIN_PASSWORD: 'bench-admin-password',
         SVC_ADMIN_APP_PASSWORD: APP_PASSWORD,
         SVC_LOCAL_PURE_NODES: String(local),
+        // The benchmark's own target, named as an operator names a service on an internal address.
+        SVC_EGRESS_ALLOW: targetUrl.replace('http://', ''),
         PORT: '0',
         HOST: '127.0.0.1',
         LOG_LEVEL: 'warn',

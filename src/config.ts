@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseEgressAllow } from './platform/egress.js';
 
 /** Raised when an environment variable holds a value the service cannot use. */
 export class ConfigError extends Error {
@@ -113,6 +114,13 @@ const schema = z.object({
   SVC_AGENT_GATE_TTL: durationSeconds.default(24 * 3600),
   /** Messages and decisions a session workflow handles before it continues as new (bounds its history). */
   SVC_AGENT_UPDATES_PER_RUN: z.coerce.number().int().min(1).max(10_000).default(200),
+  /**
+   * Agent sessions one user may open per hour (each is a Temporal workflow that stays open);
+   * more are refused with 429 and Retry-After.
+   */
+  SVC_AGENT_MAX_SESSIONS_PER_HOUR: z.coerce.number().int().min(1).max(100_000).default(100),
+  /** Streamed turns (`stream: true`) one user may hold open at once on one API process; more get 429. */
+  SVC_AGENT_MAX_STREAMS_PER_USER: z.coerce.number().int().min(1).max(1000).default(5),
   /** Largest agent message content (bytes of UTF-8); a larger one is refused with 413. */
   SVC_AGENT_MAX_MESSAGE_BYTES: byteSize.default(32 * 1024),
   /** How long one model call may take (non-streaming answer, or the whole stream). */
@@ -151,6 +159,11 @@ const schema = z.object({
   SVC_COOKIE_SECURE: bool.default(false),
   /** Failed logins allowed per login name and client address in a 15-minute window. */
   SVC_LOGIN_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
+  /**
+   * Failed logins allowed per client address in a 15-minute window, whatever login names they
+   * try: guesses spread over many (or unknown) names cannot buy unlimited password hashing.
+   */
+  SVC_LOGIN_MAX_FAILURES_PER_ADDRESS: z.coerce.number().int().min(1).default(100),
   /** Requests per minute per client address over the licence endpoints (activate, verify, deactivate). */
   SVC_LICENSE_RATE_LIMIT: z.coerce.number().int().min(1).default(60),
   /**
@@ -180,10 +193,64 @@ const schema = z.object({
     .min(24)
     .max(24 * 30)
     .default(24),
+  /**
+   * How long one node's expressions may take. They are evaluated on worker threads: past this,
+   * the thread is terminated and the node fails with `expression_limit`.
+   */
+  SVC_EXPRESSION_TIMEOUT_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+  /** Heap of one expression thread, in MiB; an expression that needs more fails with `expression_limit`. */
+  SVC_EXPRESSION_MEMORY_MB: z.coerce.number().int().min(16).max(4096).default(128),
+  /** Worker threads evaluating expressions at once (per worker process). */
+  SVC_EXPRESSION_THREADS: z.coerce.number().int().min(1).max(64).default(2),
+  /**
+   * How deep run_workflow children may nest under a run: a node that would start a child one
+   * level deeper fails with `child_run_limit`. (Child runs' Temporal workflow ids grow with each
+   * level, hence the cap of 12.)
+   */
+  SVC_RUN_WORKFLOW_MAX_DEPTH: z.coerce.number().int().min(1).max(12).default(10),
+  /** Child runs one run may start in all, its children's children included; more fail with `child_run_limit`. */
+  SVC_RUN_WORKFLOW_MAX_CHILD_RUNS: z.coerce.number().int().min(1).max(100_000).default(100),
   /** Run pure nodes (transform, condition, switch, fail) as Temporal local activities. */
   SVC_LOCAL_PURE_NODES: bool.default(true),
+  /**
+   * What outbound calls made for users (nodes, connection probes, model providers, licence vendor
+   * webhooks) may reach although it is loopback, link-local, private, unique-local, multicast or
+   * otherwise reserved: comma-separated host names, `*.` wildcards, IP addresses and CIDR ranges,
+   * each optionally with `:port` (IPv6 in brackets then), e.g.
+   * `api.internal,*.corp.example,10.1.0.0/16:443,127.0.0.1:11435,[fd00::/8]:443`. Everything else of
+   * that kind is refused (`egress_denied`); public addresses need no entry.
+   */
+  SVC_EGRESS_ALLOW: z
+    .string()
+    .optional()
+    .superRefine((text, ctx) => {
+      try {
+        parseEgressAllow(text);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      }
+    }),
+  /** Redirects an outbound call made for a user follows before it fails (each hop is checked again). */
+  SVC_EGRESS_MAX_REDIRECTS: z.coerce.number().int().min(0).max(20).default(5),
   /** How long a connection test waits for the target. */
   SVC_PROBE_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
+  /**
+   * Who may read the Prometheus metrics (`GET /metrics` on the API, the worker's metrics port):
+   * unset, only clients connecting from a loopback address; set, also anyone sending
+   * `Authorization: Bearer <this token>` (a scraper on another machine).
+   */
+  SVC_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Port of a worker-only process's metrics listener (`/metrics`); `off` serves none. */
+  SVC_METRICS_PORT: z.union([z.literal('off'), port], { error: 'expected a port number or off' }).default(9464),
+  /** Interface the worker's metrics listener binds. */
+  SVC_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  /**
+   * Base address of an OpenTelemetry collector (OTLP over HTTP, e.g. `http://collector:4318`);
+   * traces go to its `/v1/traces`. Unset, nothing is traced.
+   */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ protocol: /^https?$/, error: 'an http(s) URL' }).optional(),
+  /** `service.name` of the exported spans. */
+  OTEL_SERVICE_NAME: z.string().min(1).max(100).default('workflow-svc'),
   /** pino log level. */
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

@@ -12,7 +12,7 @@ import { Sql } from './db/sql.js';
 import { AppError, validationFailed } from './platform/errors.js';
 import { createLogger, type Logger } from './platform/logger.js';
 import { loadKeyRing, startStack } from './stack.js';
-import { provisionTemporalCli } from './platform/temporal-server.js';
+import { findTemporalCli } from './platform/temporal-cli.js';
 import { bundleWorkflows } from './temporal/worker.js';
 import { runClusterCommand } from './cluster/command.js';
 import { TEMPORAL_SERVER, TEMPORAL_UI, provisionGoModule } from './cluster/binaries.js';
@@ -37,7 +37,7 @@ Commands:
   license keys                   the public keys that sign licence answers (to pin in a plugin)
   license rotate-key             retire the signing key and make a new one, endorsed by the old
   bundle-workflows --out FILE    prebuild the workflow bundle (SVC_WORKFLOW_BUNDLE)
-  temporal-cli                   find or build the Temporal CLI and print its path
+  temporal-cli                   find, download or build the Temporal CLI and print its path
   cluster-binaries               find or build the Temporal server, sql tool and Web UI of npm run cluster
 
 Every command accepts --json and then prints exactly one JSON object on stdout.`;
@@ -101,6 +101,7 @@ async function runServer(config: Config, logger: Logger, roles: { api: boolean; 
       stack.urls.api && `  API:              ${stack.urls.api}  (OpenAPI: ${stack.urls.api}/api/openapi.json)`,
       stack.urls.temporalUi && `  Temporal Web UI:  ${stack.urls.temporalUi}`,
       stack.urls.codec && `  Codec (UI):       ${stack.urls.codec}  (127.0.0.1 only, no credentials)`,
+      stack.urls.metrics && `  Metrics:          ${stack.urls.metrics}  (Prometheus; loopback clients or SVC_METRICS_TOKEN)`,
       `  Temporal:         ${stack.urls.temporal}`,
       `  PostgreSQL:       ${stack.urls.database}`,
       stack.adminPassword && `  Created user "admin" with password: ${stack.adminPassword}  (shown once)`,
@@ -250,8 +251,8 @@ async function main(argv: string[]): Promise<void> {
       });
     }
     case 'temporal-cli': {
-      const path = await provisionTemporalCli(logger, config.TEMPORAL_CLI);
-      return output(flags, { path }, path);
+      const cli = await findTemporalCli(logger, { explicit: config.TEMPORAL_CLI });
+      return output(flags, { ...cli }, cli.path);
     }
     case 'cluster-binaries': {
       const [server, ui] = await Promise.all([provisionGoModule(TEMPORAL_SERVER, logger), provisionGoModule(TEMPORAL_UI, logger)]);

@@ -2,6 +2,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { AgentGateService } from './agent/agent.gate.js';
 import { AgentService } from './agent/agent.service.js';
 import { TurnStreamHub } from './agent/agent.stream.js';
+import { ActingUsers } from './auth/acting.js';
 import { AuthService } from './auth/auth.service.js';
 import { UsersService } from './auth/users.service.js';
 import type { Config } from './config.js';
@@ -15,6 +16,10 @@ import { LicenseWebhookService } from './licenses/license-webhooks.service.js';
 import { LicenseService } from './licenses/license.service.js';
 import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
+import { EgressPolicy } from './platform/egress.js';
+import { Metrics, type PoolProbe } from './platform/metrics.js';
+import { installTracing, type Tracing } from './platform/tracing.js';
+import { ExpressionSandbox } from './nodes/expression-sandbox.js';
 import { RateLimiter } from './platform/rate-limit.js';
 import { recordRowTypes } from './records/row-types.js';
 import { EntityCache } from './records/entity-cache.js';
@@ -35,7 +40,17 @@ export interface Services {
   sql: Sql;
   keys: KeyRing;
   limiter: RateLimiter;
+  /** Every outbound call made for a user goes through it (SVC_EGRESS_ALLOW). */
+  egress: EgressPolicy;
+  /** This process's Prometheus metrics. */
+  metrics: Metrics;
+  /** OpenTelemetry tracing (on when OTEL_EXPORTER_OTLP_ENDPOINT is set). */
+  tracing: Tracing;
+  /** Evaluates workflow expressions on worker threads, bounded in time and memory. */
+  expressions: ExpressionSandbox;
   auth: AuthService;
+  /** The people a run acts for, and the rights they hold together. */
+  acting: ActingUsers;
   users: UsersService;
   licenses: LicenseService;
   /** The Ed25519 keys that sign activate and verify answers. */
@@ -69,15 +84,28 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const em = orm.em;
   const sql = new Sql(em.getKnex());
   const limiter = new RateLimiter(sql);
-  const temporal = connectTemporal(config, endpoints.temporalAddress, keys);
+  const metrics = new Metrics({
+    pool: () => (em.getKnex().client as { pool?: PoolProbe }).pool,
+    pendingActions: async () => {
+      const [row] = await sql.query<{ n: number }>(`select count(*)::int as n from agent_actions where status = 'pending'`);
+      return row!.n;
+    },
+  });
+  const tracing = installTracing({ endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: config.OTEL_SERVICE_NAME, role: config.SVC_ROLE });
+  const temporal = connectTemporal(config, endpoints.temporalAddress, keys, { traced: tracing.enabled });
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
-  const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror);
+  const auth = new AuthService(em, sql, keys, limiter, config);
+  const acting = new ActingUsers(sql, auth);
   const recordsDb = sql.withRowTypes(recordRowTypes);
   const entityCache = new EntityCache<StoredEntity>(endpoints.databaseUrl, logger);
   const entities = new EntityService(recordsDb, entityCache);
   const recordEvents = new RecordEventBus(logger);
-  const connections = new ConnectionService(em, sql, keys);
+  const egress = EgressPolicy.fromConfig(config);
+  const connections = new ConnectionService(sql, keys, egress);
+  const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror, { connections, entities, acting });
   const licenseWebhooks = new LicenseWebhookService(sql, keys, temporal, config, logger);
+  const records = new RecordService(recordsDb, entities, new RecordValidator(), recordEvents);
+  const executions = new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS, metrics);
   return {
     config,
     logger,
@@ -85,22 +113,33 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     sql,
     keys,
     limiter,
-    auth: new AuthService(em, sql, keys, limiter, config),
+    metrics,
+    tracing,
+    egress,
+    expressions: new ExpressionSandbox({
+      threads: config.SVC_EXPRESSION_THREADS,
+      timeoutMs: config.SVC_EXPRESSION_TIMEOUT_MS,
+      memoryMb: config.SVC_EXPRESSION_MEMORY_MB,
+      // Room for a configuration whose evaluated output is then refused as output_too_large.
+      resultBytes: 4 * config.SVC_NODE_OUTPUT_LIMIT,
+    }),
+    auth,
+    acting,
     users: new UsersService(em),
     temporal,
     connections,
     workflows,
     executionMirror,
-    executions: new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS),
+    executions,
     licenses: new LicenseService(em, sql, licenseWebhooks),
     licenseKeys: new LicenseKeyService(sql, keys, Math.round(config.SVC_LICENSE_SIGNATURE_TTL_DAYS * 86_400)),
     licenseWebhooks,
     entities,
-    records: new RecordService(recordsDb, entities, new RecordValidator(), recordEvents),
+    records,
     recordEvents,
-    agent: new AgentService(sql, connections, temporal, config),
-    agentGate: new AgentGateService(sql, temporal),
-    agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger),
+    agent: new AgentService(sql, connections, temporal, config, limiter, metrics),
+    agentGate: new AgentGateService(sql, temporal, { records, entities, workflows, executions }, metrics),
+    agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER),
   };
 }
 
@@ -109,4 +148,7 @@ export async function closeServices(services: Services): Promise<void> {
   await services.agentStreams.close();
   await services.temporal.connection.close().catch(() => undefined);
   await services.orm.close(true);
+  await services.egress.close().catch(() => undefined);
+  await services.expressions.close();
+  await services.tracing.flush().catch(() => undefined);
 }

@@ -16,6 +16,10 @@ import { EncryptionCodec } from './temporal/codec.js';
 import { startLoopbackCodec } from './temporal/codec.listener.js';
 import { startWorker, type RunningWorker } from './temporal/worker.js';
 import { Client } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
+import { createServer, type Server as HttpServer } from 'node:http';
+import { mayReadMetrics } from './platform/metrics.js';
+import { temporalSdkMetrics } from './temporal/worker.js';
 import { wireRecordTrigger } from './workflow-definitions/record-trigger.js';
 
 export interface StackOptions {
@@ -31,7 +35,7 @@ export interface Stack {
   server?: Server;
   worker?: RunningWorker;
   /** `codec`: the loopback codec listener the embedded Temporal Web UI decodes through. */
-  urls: { api?: string; temporalUi?: string; codec?: string; temporal: string; database: string };
+  urls: { api?: string; temporalUi?: string; codec?: string; metrics?: string; temporal: string; database: string };
   adminPassword?: string;
   /** Child processes started by the stack (embedded PostgreSQL, Temporal dev server). */
   childPids: number[];
@@ -153,6 +157,7 @@ export async function startStack(config: Config, logger: Logger, options: StackO
     const admin = await services.users.bootstrapAdmin(config.SVC_ADMIN_PASSWORD, config.SVC_ADMIN_APP_PASSWORD);
 
     let worker: RunningWorker | undefined;
+    let metricsUrl: string | undefined;
     if (options.roles.worker) {
       worker = await startWorker(services, temporalAddress, options.workflowBundle ? { bundlePath: options.workflowBundle } : {});
       cleanups.push(() => worker!.shutdown());
@@ -162,6 +167,7 @@ export async function startStack(config: Config, logger: Logger, options: StackO
           connection: worker.connection,
           namespace: config.TEMPORAL_NAMESPACE,
           dataConverter: { payloadCodecs: [services.temporal.codec] },
+          ...(services.temporal.traced ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
         });
         cleanups.push(async () => void (services.temporal.eagerClient = undefined));
       }
@@ -174,6 +180,12 @@ export async function startStack(config: Config, logger: Logger, options: StackO
       }, 15_000);
       sweeper.unref();
       cleanups.push(async () => clearInterval(sweeper));
+      // A worker on its own serves its metrics on a port of its own (the API serves them at /metrics).
+      if (!options.roles.api && config.SVC_METRICS_PORT !== 'off') {
+        const listener = await serveMetrics(services, config.SVC_METRICS_HOST, config.SVC_METRICS_PORT);
+        cleanups.push(() => new Promise<void>((ok) => listener.close(() => ok())));
+        metricsUrl = `http://${config.SVC_METRICS_HOST}:${(listener.address() as { port: number }).port}/metrics`;
+      }
     }
     let server: Server | undefined;
     let apiUrl: string | undefined;
@@ -207,6 +219,7 @@ export async function startStack(config: Config, logger: Logger, options: StackO
         ...(apiUrl ? { api: apiUrl } : {}),
         ...(temporalUi ? { temporalUi } : {}),
         ...(codecUrl ? { codec: codecUrl } : {}),
+        ...(metricsUrl ? { metrics: metricsUrl } : apiUrl ? { metrics: `${apiUrl}/metrics` } : {}),
         temporal: temporalAddress,
         database: mask(databaseUrl),
       },
@@ -218,4 +231,30 @@ export async function startStack(config: Config, logger: Logger, options: StackO
     await stopAll();
     throw err;
   }
+}
+
+/** The worker's metrics listener: GET /metrics, for the clients mayReadMetrics lets in. */
+async function serveMetrics(services: Services, host: string, port: number): Promise<HttpServer> {
+  const server = createServer((req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') return void res.writeHead(404).end();
+    if (!mayReadMetrics({ remoteAddress: req.socket.remoteAddress, authorization: req.headers.authorization }, services.config.SVC_METRICS_TOKEN)) {
+      return void res
+        .writeHead(403, { 'content-type': 'text/plain' })
+        .end('Metrics are served to loopback clients, or with the metrics token (SVC_METRICS_TOKEN)\n');
+    }
+    services.metrics.text(temporalSdkMetrics).then(
+      (text) => res.writeHead(200, { 'content-type': services.metrics.contentType }).end(text),
+      (err: unknown) => {
+        services.logger.warn({ err }, 'metrics could not be collected');
+        res.writeHead(500).end();
+      },
+    );
+  });
+  await new Promise<void>((ok, fail) => {
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      fail(err.code === 'EADDRINUSE' ? new ConfigError('SVC_METRICS_PORT', `port ${port} on ${host} is taken (give each worker process its own)`) : err),
+    );
+    server.listen(port, host, () => ok());
+  });
+  return server;
 }

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, killProcess } from './helpers/worker-process.js';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 import { eventually } from './helpers/http-target.js';
-import { parseSse, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
+import { parseSse, shareConnections, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 
 // The API runs in this process without a worker; workers run in their own processes, as
 // `svc worker` does in production, so streamed tokens cross processes through LISTEN/NOTIFY.
@@ -30,6 +30,7 @@ beforeAll(async () => {
   providerId = (await app.admin.post('/api/workflow/v1/connections', { type: 'openai', label: 'fake', cred: 'sk-x-1234', extra: { base_url: openai.url } }))
     .body.data.id;
   editor = await app.createUser('editor');
+  await shareConnections(app.admin, [providerId], [editor]);
   expect((await app.admin.post('/api/management/v1/entities', { slug: 'note', name: 'Note', schema: { fields: { title: { type: 'string' } } } })).status).toBe(
     201,
   );

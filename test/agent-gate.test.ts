@@ -6,7 +6,7 @@ import { AGENT_ACTION_NOT_APPROVED, AGENT_GATED_TOOLS, agentSessionWorkflowId } 
 import { agentDecisionUpdate } from '../workflows/agent.updates.js';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 import { eventually } from './helpers/http-target.js';
-import { parseSse, providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
+import { parseSse, providerConnection, shareConnections, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 
 // The side-effect gate beyond approve/reject: edited arguments, expiry, who may decide, the inbox,
 // the audit trail, the budget, and the tool activity's own refusal of unapproved calls.
@@ -37,6 +37,7 @@ beforeAll(async () => {
   owner = await app.createUser('editor');
   colleague = await app.createUser('editor');
   agentOnly = await app.createUser('subscriber');
+  await shareConnections(app.admin, [openaiId, anthropicId], [owner, colleague, agentOnly]);
   const entity = await app.admin.post(`${M}/entities`, { slug: 'note', name: 'Note', schema: { fields: { title: { type: 'string', required: true } } } });
   expect(entity.status, entity.text).toBe(201);
 });
@@ -69,7 +70,7 @@ async function gate(title: string, body: Record<string, unknown> = {}): Promise<
 }
 
 describe('approve with edited arguments', () => {
-  it("edited by someone other than the owner, the call runs with the approver's rights, not the owner's", async () => {
+  it("edited by someone other than the owner, the call is checked and runs with the approver's rights, not the owner's", async () => {
     const vault = await app.admin.post(`${M}/entities`, {
       slug: 'vault',
       name: 'Vault',
@@ -91,14 +92,16 @@ describe('approve with edited arguments', () => {
     const asProposed = await colleague.client.post(`${A}/actions/${proposed}/approve`);
     expect(asProposed.body.data.outcome, asProposed.text).toBe('answered');
     expect(await inVault('proposed')).toBe(1);
-    // The same editor writing the arguments: they run as the editor, who may not create in the vault.
+    // The same editor writing the arguments: they would run as the editor, who may not create in
+    // the vault, so the approval is refused before anything is decided.
     const second = await adminGate('proposed-2');
-    openai.script({ text: 'That was refused.' });
     const edited = await colleague.client.post(`${A}/actions/${second}/approve`, {
       args: { entity: 'vault', fields: { title: 'written-by-the-approver' } },
     });
-    expect(edited.body.data.outcome, edited.text).toBe('answered');
-    expect(edited.body.data.tools_called[0].result_summary).toMatch(/forbidden/);
+    expect(edited.status, edited.text).toBe(403);
+    expect(edited.body.data).toMatchObject({ capability: 'svc_manage_entities' });
+    expect((await app.admin.get(`${A}/actions/${second}`)).body.data).toMatchObject({ status: 'pending', decided_by: null });
+    expect((await colleague.client.post(`${A}/actions/${second}/reject`)).status).toBe(200);
     expect(await inVault('written-by-the-approver')).toBe(0);
   });
 
@@ -118,6 +121,26 @@ describe('approve with edited arguments', () => {
     expect(rejectWithArgs.status).toBe(400);
     expect((await owner.client.get(`${A}/actions/${actionId}`)).body.data).toMatchObject({ status: 'pending', edited_args: null, decided_by: null });
     expect((await owner.client.post(`${A}/actions/${actionId}/reject`)).status).toBe(200);
+  });
+
+  it('validates the edit as the tool itself would (the entity, its fields, their types); the action stays pending', async () => {
+    const { actionId } = await gate('to-edit-as-the-tool-would');
+    for (const [args, field] of [
+      [{ entity: 'note', fields: { title: 42 } }, 'args.fields.title'],
+      [{ entity: 'note', fields: {} }, 'args.fields.title'],
+      [{ entity: 'note', fields: { title: 'x', colour: 'red' } }, 'args.fields.colour'],
+      [{ entity: 'no_such_entity', fields: { title: 'x' } }, 'args.entity'],
+    ] as const) {
+      const res = await owner.client.post(`${A}/actions/${actionId}/approve`, { args });
+      expect(res.status, `${JSON.stringify(args)}: ${res.text}`).toBe(400);
+      expect(res.body.error).toBe('validation_failed');
+      expect(res.body.data.errors.map((e: any) => e.field)).toContain(field);
+    }
+    expect((await owner.client.get(`${A}/actions/${actionId}`)).body.data).toMatchObject({ status: 'pending', edited_args: null, decided_by: null });
+    openai.script({ text: 'Created it.' });
+    const ok = await owner.client.post(`${A}/actions/${actionId}/approve`, { args: { entity: 'note', fields: { title: 'edited-validly' } } });
+    expect(ok.body.data.outcome, ok.text).toBe('answered');
+    expect(await titles('edited-validly')).toBe(1);
   });
 
   it('runs the tool with the edited arguments, tells the model, and keeps both versions', async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
-import { eventually } from './helpers/http-target.js';
-import { parseSse, providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
+import { TARGET_HOST, eventually } from './helpers/http-target.js';
+import { parseSse, providerConnection, shareConnections, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 
 const A = '/api/agent/v1';
 const EVENTS = ['token', 'tool_call', 'tool_result', 'gate_pending', 'done'];
@@ -44,6 +44,7 @@ beforeAll(async () => {
   openaiId = await connection('openai', openai.url);
   anthropicId = await connection('anthropic', anthropic.url);
   editor = await app.createUser('editor');
+  await shareConnections(app.admin, [openaiId, anthropicId], [editor]);
   const entity = await app.admin.post('/api/management/v1/entities', { slug: 'note', name: 'Note', schema: { fields: { title: { type: 'string' } } } });
   expect(entity.status, entity.text).toBe(201);
 });
@@ -206,7 +207,8 @@ describe('provider faults', () => {
   });
 
   it('reports an unreachable provider and a timeout as provider_error', async () => {
-    const dead = await connection('openai', 'http://127.0.0.1:9');
+    const dead = await connection('openai', `http://${TARGET_HOST}:9`);
+    await shareConnections(app.admin, [dead], [editor]);
     const res = await say(await session(dead), 'hi');
     expect(res.status).toBe(502);
     expect(res.body.error).toBe('provider_error');
@@ -218,5 +220,52 @@ describe('provider faults', () => {
     expect(slow.body.error).toBe('provider_error');
     openai.script({ text: 'quick' });
     expect((await say(id, 'hi')).body.data.assistant_message).toBe('quick');
+  });
+});
+
+describe('what one user may hold open', () => {
+  let capped: TestApp;
+  let provider: FakeProvider;
+  let providerId: number;
+  beforeAll(async () => {
+    capped = await startTestApp({ worker: true, env: { SVC_AGENT_MAX_SESSIONS_PER_HOUR: '2', SVC_AGENT_MAX_STREAMS_PER_USER: '1' } });
+    provider = await startFakeOpenAi();
+    providerId = await providerConnection(capped.admin, 'openai', provider.url);
+  });
+  afterAll(async () => {
+    await capped?.close();
+    await provider?.close();
+  });
+
+  it('sessions opened per hour are limited per user (429 with Retry-After); other users are not affected', async () => {
+    const user = await capped.createUser('editor');
+    const other = await capped.createUser('editor');
+    await shareConnections(capped.admin, [providerId], [user, other]);
+    const open = () => user.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm' });
+    expect((await open()).status).toBe(201);
+    expect((await open()).status).toBe(201);
+    const refused = await open();
+    expect(refused.status).toBe(429);
+    expect(refused.body.error).toBe('rate_limited');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(3000);
+    expect((await other.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm' })).status).toBe(201);
+  });
+
+  it('open event streams are limited per user: a second one waits for the first to end', async () => {
+    const user = await capped.createUser('editor');
+    await shareConnections(capped.admin, [providerId], [user]);
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) ids.push((await user.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm' })).body.data.session_id);
+    provider.script({ text: 'slow answer', delayMs: 1500 });
+    const first = user.client.post(`${A}/sessions/${ids[0]}/messages`, { content: 'hi', stream: true });
+    await eventually(async () => provider.requests.length > 0 || undefined);
+    const second = await user.client.post(`${A}/sessions/${ids[1]}/messages`, { content: 'hi too', stream: true });
+    expect(second.status).toBe(429);
+    expect(second.body.error).toBe('rate_limited');
+    // Once the first stream ends, the next one is taken.
+    expect((await first).status).toBe(200);
+    const again = await user.client.post(`${A}/sessions/${ids[1]}/messages`, { content: 'now', stream: true });
+    expect(again.status).toBe(200);
+    expect(parseSse(again.text).at(-1)!.event).toBe('done');
   });
 });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
-import { providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
+import { providerConnection, shareConnections, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 
 const A = '/api/agent/v1';
 const M = '/api/management/v1';
@@ -28,6 +28,8 @@ beforeAll(async () => {
   openaiId = await connection('openai', `${openai.url}`);
   anthropicId = await connection('anthropic', anthropic.url);
   editor = await app.createUser('editor');
+  // The administrator's model connections are shared with the editor, who opens the sessions.
+  await shareConnections(app.admin, [openaiId, anthropicId], [editor]);
   const entity = await app.admin.post(`${M}/entities`, { slug: 'note', name: 'Note', schema: { fields: { title: { type: 'string', required: true } } } });
   expect(entity.status, entity.text).toBe(201);
 });
@@ -231,6 +233,7 @@ describe('turns', () => {
 
   it('lets a tool refusal reach the model as a result, not a failure', async () => {
     const subscriberSession = await app.createUser('editor');
+    await shareConnections(app.admin, [openaiId], [subscriberSession]);
     const id = await session(openaiId, subscriberSession.client);
     openai.script(
       { toolCalls: [{ name: 'records_get', args: { entity: 'nope', uuid: '00000000-0000-4000-8000-000000000009' } }] },

@@ -120,6 +120,46 @@ describe('browser sessions (cookie + X-Svc-Nonce)', () => {
   });
 });
 
+describe('the failure limit under concurrent guesses', () => {
+  it('lets exactly the limit of parallel wrong passwords be checked, by form login and by Basic', async () => {
+    const user = await app.createUser('subscriber');
+    const viaForm = await Promise.all(Array.from({ length: 40 }, () => login(user.login, 'not-the-password').then((r) => r.res.status)));
+    expect(viaForm.filter((s) => s === 401)).toHaveLength(3);
+    expect(viaForm.filter((s) => s === 429)).toHaveLength(37);
+    const other = await app.createUser('subscriber');
+    const guesser = app.client({ login: other.login, password: 'wrong wrong wrong wrong' });
+    const viaBasic = await Promise.all(Array.from({ length: 40 }, () => guesser.get('/api/auth/v1/me').then((r) => r.status)));
+    expect(viaBasic.filter((s) => s === 401)).toHaveLength(3);
+    expect(viaBasic.filter((s) => s === 429)).toHaveLength(37);
+  });
+
+  it('a right password is taken back from the count: logging in often is not guessing', async () => {
+    const user = await app.createUser('subscriber');
+    for (let i = 0; i < 6; i++) expect((await login(user.login, user.password)).res.status).toBe(200);
+    expect((await login(user.login, 'not-the-password')).res.status).toBe(401);
+    expect((await login(user.login, user.password)).res.status).toBe(200);
+  });
+});
+
+describe('guesses spread over many login names', () => {
+  let limited: TestApp;
+  beforeAll(async () => {
+    limited = await startTestApp({ env: { SVC_LOGIN_MAX_FAILURES_PER_ADDRESS: '5', TRUST_PROXY: 'true' } });
+  });
+  afterAll(async () => limited?.close());
+
+  it('are limited per client address, so unknown logins cannot buy unlimited password hashing', async () => {
+    const from = (address: string, loginName: string) =>
+      limited.client({ login: loginName, password: 'some guess' }).get('/api/auth/v1/me', { headers: { 'x-forwarded-for': address } });
+    const statuses = await Promise.all(Array.from({ length: 30 }, (_, i) => from('198.51.100.7', `nobody-${i}`).then((r) => r.status)));
+    expect(statuses.filter((s) => s === 401)).toHaveLength(5);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(25);
+    // Another address still gets its answers, and so does the right password from it.
+    expect((await from('198.51.100.8', 'nobody-x')).status).toBe(401);
+    expect((await limited.admin.get('/api/auth/v1/me', { headers: { 'x-forwarded-for': '198.51.100.9' } })).status).toBe(200);
+  });
+});
+
 describe('capabilities', () => {
   it('answers 403 naming the missing capability, and 200 for a role that has it', async () => {
     const subscriber = await app.createUser('subscriber');

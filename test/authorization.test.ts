@@ -11,6 +11,8 @@ const matrix: Record<string, 'P' | 'A' | 'E' | 'D'> = {
   'GET /healthz': 'P',
   'GET /readyz': 'P',
   'GET /api/openapi.json': 'P',
+  // Its own rule: loopback clients (as every test client is) or the metrics token.
+  'GET /metrics': 'P',
   'POST /api/auth/v1/login': 'P',
   'GET /api/auth/v1/me': 'A',
   'GET /api/auth/v1/app-passwords': 'A',
@@ -28,7 +30,8 @@ const matrix: Record<string, 'P' | 'A' | 'E' | 'D'> = {
   'POST /api/workflow/v1/workflows/{id}/restore': 'E',
   'POST /api/workflow/v1/workflows/{id}/run': 'E',
   'POST /api/workflow/v1/hooks/{slug}': 'P',
-  'GET /api/workflow/v1/connections': 'D',
+  // Editors list the connections they may use; managing connections is for administrators.
+  'GET /api/workflow/v1/connections': 'E',
   'POST /api/workflow/v1/connections': 'D',
   'PATCH /api/workflow/v1/connections/{id}': 'D',
   'POST /api/workflow/v1/connections/{id}/test': 'D',

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateMasterKey } from '../src/platform/crypto.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { startHttpTarget, type HttpTarget } from './helpers/http-target.js';
+import { TARGET_HOST, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
 import { freePort } from './helpers/ports.js';
 
 let app: TestApp;
@@ -62,10 +62,21 @@ describe('storage', () => {
     expect((await app.admin.post(C, { type: 'http_bearer', label: 'x', cred: 'y', extra: { base_url: 'file:///etc/passwd' } })).status).toBe(400);
   });
 
-  it('is for administrators only', async () => {
+  it('is managed by administrators; an editor lists only the connections shared with them', async () => {
     const editor = await app.createUser('editor');
-    expect((await editor.client.get(C)).status).toBe(403);
+    const { id } = (await create({})).body.data;
+    expect((await editor.client.get(C)).body.data.items).toEqual([]);
+    expect((await app.admin.patch(`${C}/${id}`, { shared_with: [editor.id] })).status).toBe(200);
+    const listed = (await editor.client.get(C)).body.data.items;
+    expect(listed.map((c: { id: number }) => c.id)).toEqual([id]);
+    expect(listed[0]).toMatchObject({ shared_with: [editor.id], owner: { login: 'admin' } });
+    expect(JSON.stringify(listed)).not.toContain('cred_encrypted');
     expect((await editor.client.post(C, { type: 'http_bearer', label: 'x', cred: 'y', extra: { base_url: target.url } })).status).toBe(403);
+    expect((await editor.client.post(`${C}/${id}/test`)).status).toBe(403);
+    expect((await editor.client.delete(`${C}/${id}`)).status).toBe(403);
+    const unknown = await app.admin.patch(`${C}/${id}`, { shared_with: [999999] });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.data.errors).toEqual([expect.objectContaining({ field: 'shared_with.0' })]);
   });
 });
 
@@ -113,7 +124,7 @@ describe('probe', () => {
   it('fails with 422 probe_failed and data.error for refusal, 401, timeout and DNS failure', async () => {
     const cases: [Record<string, unknown>, RegExp][] = [
       [{ cred: 'wrong' }, /401/],
-      [{ extra: { base_url: `http://127.0.0.1:${await freePort()}` } }, /refused/],
+      [{ extra: { base_url: `http://${TARGET_HOST}:${await freePort()}` } }, /refused/],
       [{ extra: { base_url: `${target.url}/slow` } }, /within 500 ms/],
       [{ extra: { base_url: 'http://no-such-host.invalid' } }, /could not be resolved/],
     ];

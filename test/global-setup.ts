@@ -6,7 +6,8 @@ import pg from 'pg';
 import { migrate, openOrm } from '../src/db/orm.js';
 import { EmbeddedPostgres } from '../src/platform/embedded-postgres.js';
 import { createLogger } from '../src/platform/logger.js';
-import { TemporalDevServer, provisionTemporalCli } from '../src/platform/temporal-server.js';
+import { describeTemporalCli, findTemporalCli } from '../src/platform/temporal-cli.js';
+import { TemporalDevServer } from '../src/platform/temporal-server.js';
 import { bundleWorkflows } from '../src/temporal/worker.js';
 import { freePort } from './helpers/ports.js';
 
@@ -47,7 +48,10 @@ export default async function setup(project: TestProject) {
       })(),
       (async () => {
         if (process.env.TEMPORAL_ADDRESS) return process.env.TEMPORAL_ADDRESS;
-        const cli = await provisionTemporalCli(logger, process.env.TEMPORAL_CLI);
+        // The same search as `npm start`; the line below says which source served this run.
+        const found = await findTemporalCli(logger, { explicit: process.env.TEMPORAL_CLI });
+        process.stderr.write(`${describeTemporalCli(found)}\n`);
+        const cli = found.path;
         const server = new TemporalDevServer({ cli, port: await freePort(), uiPort: 0, headless: true, logger });
         const address = await server.start();
         stops.push(() => server.stop());

@@ -165,6 +165,31 @@ describe('activation state machine (SPEC section 3)', () => {
     expect((await verify(license.token, { site_fingerprint: '' })).body.site_match).toBe(false);
   });
 
+  it('a fingerprint is bound to the domain it was activated for: a free local activation vouches for no other site', async () => {
+    const license = await issueLicense(app, { domain_limit: 1 });
+    // Another site's fingerprint, activated from a local development host: no slot is taken.
+    const shop = site('https://shop.example.com');
+    expect((await activate(license.token, { ...shop, site_url: 'http://localhost' })).status).toBe(200);
+    expect((await licenseState(license.id)).active_domains).toBe(0);
+    // The real site asking about its own fingerprint is not active: not without naming itself,
+    // nor when it names its domain, which is not the domain the fingerprint was activated for.
+    expect((await verify(license.token, { site_fingerprint: shop.site_fingerprint })).body.site_match).toBe(false);
+    expect((await verify(license.token, { site_fingerprint: shop.site_fingerprint, site_url: shop.site_url })).body.site_match).toBe(false);
+    // The local site naming itself is active.
+    expect((await verify(license.token, { site_fingerprint: shop.site_fingerprint, site_url: 'http://localhost/' })).body.site_match).toBe(true);
+  });
+
+  it('with site_url, verify matches only the domain the fingerprint holds its slot for', async () => {
+    const license = await issueLicense(app);
+    const s = site('https://bound.example');
+    await activate(license.token, s);
+    expect((await verify(license.token, { site_fingerprint: s.site_fingerprint })).body.site_match).toBe(true);
+    expect((await verify(license.token, { site_fingerprint: s.site_fingerprint, site_url: 'https://WWW.bound.example/shop' })).body.site_match).toBe(true);
+    expect((await verify(license.token, { site_fingerprint: s.site_fingerprint, site_url: 'https://other.example' })).body.site_match).toBe(false);
+    const bad = await verify(license.token, { site_fingerprint: s.site_fingerprint, site_url: 'mailto:x@example.com' });
+    expect(bad.status).toBe(400);
+  });
+
   it('active -> deactivated frees the slot; a second deactivate is 409 already_deactivated', async () => {
     const license = await issueLicense(app, { domain_limit: 1 });
     const a = site('https://first.example');

@@ -13,7 +13,8 @@ let app: TestApp;
 const W = '/api/workflow/v1/workflows';
 
 beforeAll(async () => {
-  app = await startTestApp({ worker: true });
+  // A small heap for expression threads, so that the memory test below reaches it well within the deadline.
+  app = await startTestApp({ worker: true, env: { SVC_EXPRESSION_MEMORY_MB: '24', SVC_EXPRESSION_TIMEOUT_MS: '2000' } });
   const entity = await app.admin.post('/api/management/v1/entities', {
     slug: 'lead',
     name: 'Lead',
@@ -102,5 +103,43 @@ describe('node error classification', () => {
     });
     expect(execution).toMatchObject({ status: 'failed', error: { code: 'validation_failed' } });
     expect(execution.timeline[0]).toMatchObject({ attempts: 1 });
+  });
+});
+
+describe('expressions a hostile editor writes', () => {
+  /** How many answers /healthz gave while `work` ran, asking every 20 ms. */
+  async function healthAnswersDuring(work: Promise<unknown>): Promise<number> {
+    let answers = 0;
+    let done = false;
+    void work.finally(() => (done = true));
+    while (!done) {
+      const asked = app.anonymous.get('/healthz').then((r) => r.status === 200 && answers++);
+      await Promise.race([asked, new Promise((r) => setTimeout(r, 20))]);
+      await asked;
+    }
+    return answers;
+  }
+
+  it('a regular expression that backtracks without end fails its node with expression_limit, and the API keeps answering', async () => {
+    const run = runOnce({ type: 'transform', config: { value: `{{ $contains('${'a'.repeat(40)}!', /^(a+)+$/) }}` } });
+    const answers = await healthAnswersDuring(run);
+    const execution = await run;
+    expect(execution.status).toBe('failed');
+    expect(execution.timeline[0]).toMatchObject({ status: 'failed', attempts: 1, error: { code: 'expression_limit' } });
+    expect(execution.timeline[0].error.message).toMatch(/longer than 2000 ms/);
+    // The evaluation took two seconds; a stalled event loop would have answered once or never.
+    expect(answers).toBeGreaterThan(10);
+  });
+
+  it('an expression that outgrows its memory fails its node, not the process; the same worker runs the next node', async () => {
+    const execution = await runOnce({
+      type: 'transform',
+      // A hundred thousand arrays of 52 strings: far more than 24 MiB.
+      config: { value: '{{ $count($map([1..99999], function($v) { $split("abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz", "") })) }}' },
+    });
+    expect(execution.timeline[0]).toMatchObject({ status: 'failed', attempts: 1, error: { code: 'expression_limit' } });
+    expect(execution.timeline[0].error.message).toMatch(/MiB of memory/);
+    const next = await runOnce({ type: 'transform', config: { value: '{{ $sort([3, 1, 2]) }}' } });
+    expect(next).toMatchObject({ status: 'success', output: [1, 2, 3] });
   });
 });

@@ -1,7 +1,9 @@
+import type { ServerResponse } from 'node:http';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readNodeEvents } from '../src/executions/reset-point.js';
+import { findResetPoint, RunStillOpen, untilClosed } from '../src/executions/reset-point.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
+import { eventually, fixedServers, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
 import { temporalCli } from './helpers/temporal-cli.js';
 
 /**
@@ -12,6 +14,7 @@ import { temporalCli } from './helpers/temporal-cli.js';
 let app: TestApp;
 let target: HttpTarget;
 let connectionId: number;
+const servers = fixedServers();
 const W = '/api/workflow/v1/workflows';
 const E = '/api/workflow/v1/executions';
 
@@ -33,6 +36,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await app?.close();
   await target?.close();
+  await servers.closeAll();
 });
 
 async function create(def: Record<string, unknown>) {
@@ -151,6 +155,13 @@ describe('reset from the Temporal CLI', () => {
       ],
     });
 
+  /** What an operator sees as ended: the record is final a moment before Temporal closes the run. */
+  async function closed(run: { executionId: number; temporalWorkflowId: string }) {
+    const original = await settled(run.executionId);
+    expect(await untilClosed(app.stack.services.temporal, run.temporalWorkflowId, original.temporal.run_id, 60_000)).toBe(true);
+    return original;
+  }
+
   async function resetBy(args: string[], run: { executionId: number; temporalWorkflowId: string }, reason: string) {
     const before = await app.sql<{ id: string }>('select id from executions where replay_of = $1', [run.executionId]);
     expect(before).toEqual([]);
@@ -164,7 +175,7 @@ describe('reset from the Temporal CLI', () => {
 
   it('to the first workflow task: a new execution linked to the old, with the reason, running as itself', async () => {
     const run = await start(await idChain());
-    const original = await settled(run.executionId);
+    const original = await closed(run);
     expect(nodeOf(original, 'b').output).toBe(run.executionId);
     const reset = await resetBy(['--type', 'FirstWorkflowTask'], run, 'rerun after fixing the target');
     expect(reset).toMatchObject({ status: 'success', trigger: 'replay', replay_of: run.executionId });
@@ -182,8 +193,10 @@ describe('reset from the Temporal CLI', () => {
   it('to the task that started a node: earlier nodes are carried over, later ones run as the new execution', async () => {
     const run = await start(await idChain());
     const original = await settled(run.executionId);
-    const events = await readNodeEvents(app.stack.services.temporal, run.temporalWorkflowId, original.temporal.run_id);
-    const reset = await resetBy(['--event-id', String(events.started.get('b'))], run, 'b had a bug');
+    // b started in the run's last workflow task: the product's reader waits for Temporal to close it.
+    const point = await findResetPoint(app.stack.services.temporal, run.temporalWorkflowId, original.temporal.run_id, 'b');
+    expect(point).toMatchObject({ completedNodes: ['a', 'pause'] });
+    const reset = await resetBy(['--event-id', String(point!.eventId)], run, 'b had a bug');
     expect(reset).toMatchObject({ status: 'success', replay_of: run.executionId, output: reset.id });
     expect(nodeOf(reset, 'a')).toMatchObject({ reused: true, output: run.executionId });
     expect(nodeOf(reset, 'pause')).toMatchObject({ reused: true, status: 'success' });
@@ -338,5 +351,62 @@ describe('replays through the API', () => {
     // The timer was pending at the reset point: the replay run finished it itself.
     expect(nodeOf(done, 'slowlane')).toMatchObject({ status: 'success', reused: false });
     expect(nodeOf(done, 'target')).toMatchObject({ reused: false });
+  });
+
+  it('from a node that started in the last workflow task, while Temporal is still completing it: waits for the run to close, then resets to it', async () => {
+    // `hold` waits for this server's answer; when it comes, one workflow task starts and runs
+    // `b` and `check` (local activities), skips `never` and ends with finishExecution, which
+    // writes the record and then marks `never` skipped. A row this test holds in a transaction
+    // stalls that last write, as a busy database would: the record says `success`, and Temporal
+    // has not written the task (nor b's start in it) until finishExecution returns.
+    let answer!: (res: ServerResponse) => void;
+    const asked = new Promise<ServerResponse>((resolve) => (answer = resolve));
+    const url = await servers.start((_req, res) => answer(res));
+    const conn = await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'held', cred: 'tok-held', extra: { base_url: url } });
+    const id = await create({
+      nodes: [
+        { id: 'hold', type: 'http_request', connection_id: conn.body.data.id, config: { method: 'GET', path: '/hold' } },
+        { id: 'b', type: 'transform', config: { value: '{{ execution.id }}' } },
+        { id: 'check', type: 'condition', config: { expression: false } },
+        { id: 'never', type: 'transform', config: { value: 'never' } },
+      ],
+      edges: [
+        { from: 'hold', to: 'b' },
+        { from: 'b', to: 'check' },
+        { from: 'check', to: 'never', branch: 'true' },
+      ],
+    });
+    const run = await start(id);
+    const held = await asked;
+    const db = new pg.Client({ connectionString: app.databaseUrl });
+    await db.connect();
+    try {
+      await db.query('begin');
+      await db.query(`insert into execution_nodes (execution_id, node_id, node_type, status) values ($1, 'never', 'transform', 'skipped')`, [run.executionId]);
+      held.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      const original = await settled(run.executionId);
+      expect(original.status).toBe('success');
+      const temporal = app.stack.services.temporal;
+      const handle = temporal.client.workflow.getHandle(run.temporalWorkflowId, original.temporal.run_id);
+      expect((await handle.describe()).status.name).toBe('RUNNING');
+
+      // The API's replay waits for the run to close rather than answer that b never ran.
+      const replay = app.admin.post(`${E}/${run.executionId}/replay`, { from_node_id: 'b' });
+      // The reader itself: not closed within its wait, so it cannot say where b started.
+      await expect(findResetPoint(temporal, run.temporalWorkflowId, original.temporal.run_id, 'b', { closeWaitMs: 500 })).rejects.toBeInstanceOf(RunStillOpen);
+      await db.query('rollback');
+
+      const accepted = await replay;
+      expect(accepted.status, accepted.text).toBe(202);
+      const done = await settled(accepted.body.data.execution_id);
+      expect(done).toMatchObject({ status: 'success', replay_of: run.executionId });
+      expect(nodeOf(done, 'hold')).toMatchObject({ status: 'success', reused: true });
+      expect(nodeOf(done, 'b')).toMatchObject({ reused: false, output: done.id });
+      expect(nodeOf(done, 'never')).toMatchObject({ status: 'skipped' });
+      // The original run closed as it ended, not terminated by the reset.
+      expect((await handle.describe()).status.name).toBe('COMPLETED');
+    } finally {
+      await db.end();
+    }
   });
 });

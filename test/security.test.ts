@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentSessionWorkflowId } from '../workflows/defs.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { providerConnection, startFakeAnthropic, type FakeProvider } from './helpers/fake-providers.js';
-import { eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
+import { TARGET_HOST, eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
 import type { HttpClient, HttpResponse } from './helpers/http.js';
 import { issueLicense, portal, site } from './helpers/licenses.js';
 import { freePort } from './helpers/ports.js';
@@ -69,11 +69,12 @@ describe('secrets', () => {
           type: 'http_bearer',
           label: 'Down',
           cred: CONNECTION_SECRET,
-          extra: { base_url: `http://127.0.0.1:${await freePort()}` },
+          extra: { base_url: `http://${TARGET_HOST}:${await freePort()}` },
         }),
       )
     ).body.data.id;
     const llm = await providerConnection(admin, 'anthropic', provider.url, PROVIDER_KEY);
+    await seen(admin.patch(`${W}/connections/${llm}`, { shared_with: [editor.id] }));
     expect((await seen(admin.post(`${W}/connections/${conn}/test`))).status).toBe(200);
     expect((await seen(admin.post(`${W}/connections/${refused}/test`))).status).toBe(422);
     await seen(admin.patch(`${W}/connections/${conn}`, { label: 'API (rotated)', cred: CONNECTION_SECRET }));

@@ -29,8 +29,15 @@ describe('webhook trigger', () => {
     const secret = workflow.webhook.secret as string;
     expect((await app.anonymous.post(url, { name: 'x' }, { headers: { 'x-webhook-secret': secret } })).status).toBe(404); // inactive
     await app.admin.post(`${W}/${workflow.id}/activate`);
-    expect((await app.anonymous.post(url, { name: 'x' })).status).toBe(401);
-    expect((await app.anonymous.post(url, { name: 'x' }, { headers: { 'x-webhook-secret': 'wrong' } })).status).toBe(401);
+    // A wrong or missing secret gets the same answer as a slug that is not an active hook, so a
+    // caller cannot learn which slugs are active.
+    const missing = await app.anonymous.post(url, { name: 'x' });
+    const wrong = await app.anonymous.post(url, { name: 'x' }, { headers: { 'x-webhook-secret': 'wrong' } });
+    const unknown = await app.anonymous.post('/api/workflow/v1/hooks/no-such-hook', { name: 'x' }, { headers: { 'x-webhook-secret': 'wrong' } });
+    for (const res of [missing, wrong]) {
+      expect(res.status).toBe(404);
+      expect(res.body).toEqual(unknown.body);
+    }
     const viaHeader = await app.anonymous.post(url, { name: 'header' }, { headers: { 'x-webhook-secret': secret } });
     expect(viaHeader.status).toBe(202);
     const viaQuery = await app.anonymous.post(`${url}?secret=${encodeURIComponent(secret)}`, { name: 'query' });

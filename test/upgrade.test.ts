@@ -75,6 +75,9 @@ it('a run started on the old code finishes on the new, with the new behaviour fr
   ]);
 
   const handle = app.stack.services.temporal.client.workflow.getHandle(app.stack.services.temporal.executionWorkflowId(executionId));
+  // The record is final before Temporal has written the run's last workflow task (where `pause`
+  // and `after` are marked finished): read the history once the run has closed.
+  await handle.result();
   const history = await handle.fetchHistory();
   const finishedMemos: string[] = [];
   let patchMarkers = 0;

@@ -47,7 +47,12 @@ export interface RunGraphInput {
   startAt?: string;
   /** Execution being replayed, for the replay_of link. */
   replayOf?: number;
+  /** A run_workflow child: the execution of the run that started it (its place in the tree, its people). */
+  parentExecutionId?: number;
 }
+
+/** The Temporal workflow id of the child run a run_workflow node starts (reset points find children by it). */
+export const childWorkflowId = (parentWorkflowId: string, nodeId: string) => `${parentWorkflowId}-${nodeId}`;
 
 /**
  * How the interpreter runs a node of a type, as the node registry says: an activity, a local
@@ -115,11 +120,14 @@ export interface RunNodeOutput {
 export const NODE_ERRORS = {
   validation_failed: 'refusal',
   expression_error: 'refusal',
+  expression_limit: 'refusal',
   connection_missing: 'refusal',
   output_too_large: 'refusal',
   not_found: 'refusal',
   forbidden: 'refusal',
   provider_auth_failed: 'refusal',
+  egress_denied: 'refusal',
+  child_run_limit: 'refusal',
   http_error: 'per_failure',
   provider_error: 'per_failure',
   timeout: 'retried',

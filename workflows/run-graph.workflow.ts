@@ -20,6 +20,7 @@ import {
   NODE_REFUSALS,
   NODE_STARTED_MEMO,
   RUN_GRAPH_WORKFLOW,
+  childWorkflowId,
   nodeActivityId,
   runModeOf,
   type NodeFinishedMemo,
@@ -108,8 +109,16 @@ export async function runGraph(input: RunGraphInput): Promise<RunGraphResult> {
       const child = await control.prepareChildRun(node, { trigger: input.payload, nodes: contextFor(node, outputs) }, workflowInfo().runId);
       try {
         const result = await executeChild(RUN_GRAPH_WORKFLOW, {
-          workflowId: `${workflowInfo().workflowId}-${node.id}`,
-          args: [{ workflowId: child.workflowId, payload: child.payload, trigger: 'child' } satisfies RunGraphInput],
+          workflowId: childWorkflowId(workflowInfo().workflowId, node.id),
+          // Answers recorded before children knew their parent carry no parentExecutionId.
+          args: [
+            {
+              workflowId: child.workflowId,
+              payload: child.payload,
+              trigger: 'child',
+              ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
+            } satisfies RunGraphInput,
+          ],
         });
         const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
         if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, 'node_failed');

@@ -572,7 +572,8 @@ final class LicenseClient
     {
         $siteUrl = $this->storage->get('site_url');
         $fingerprint = $siteUrl === null ? '' : $this->siteFingerprint($siteUrl);
-        $answer = $this->post('verify', $fingerprint === '' ? [] : ['site_fingerprint' => $fingerprint]);
+        // With its home URL the service matches the fingerprint only for the domain it was activated for.
+        $answer = $this->post('verify', $fingerprint === '' ? [] : ['site_fingerprint' => $fingerprint, 'site_url' => $siteUrl]);
         if ($answer === null) {
             return ['kind' => 'no_news', 'reason' => 'the service could not be reached'];
         }

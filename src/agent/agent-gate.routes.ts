@@ -3,7 +3,7 @@ import { defineRoute, type AnyRoute } from '../http/route.js';
 import { pageOf, pagination } from '../http/pagination.js';
 import { AGENT_ACTION_STATUSES } from '../../workflows/defs.js';
 import { agentAccess as access, agentRoot as root, turnErrors } from './agent.routes.js';
-import { actionView, streamEvents, turnResponse } from './agent.schemas.js';
+import { actionView, turnEvents, turnResponse } from './agent.schemas.js';
 import { streamTurn, type TurnStreamPorts } from './agent.sse.js';
 import type { AgentGateService } from './agent.gate.js';
 import { outcomeData } from './agent.turns.js';
@@ -30,7 +30,7 @@ export function agentGateRoutes(services: { agentGate: AgentGateService } & Turn
           : 'Rejects the pending action: the turn goes on with the rejection (and note) as the tool result',
       description:
         (verb === 'approve'
-          ? "`args` replaces the model's arguments; it is validated against the tool's schema (400 `validation_failed` naming each field), both versions are kept, and the model is told the arguments were edited. "
+          ? "`args` replaces the model's arguments; it is validated against the tool's schema and as the tool would check it, with the approver's rights (400 `validation_failed` naming each field, 403 `forbidden` naming a missing capability; the action stays pending), both versions are kept, and the model is told the arguments were edited. "
           : '') +
         "Same response shape as a message (an event stream with `stream: true`). An action is decided once (409 `action_already_decided` after) and not after it expired (409 `action_expired`). Who may decide follows the session's approval policy.",
       tag: 'agent',
@@ -42,7 +42,7 @@ export function agentGateRoutes(services: { agentGate: AgentGateService } & Turn
           : z.strictObject({ note, stream: z.boolean().optional() }),
       bodyOptional: true,
       errors: decisionErrors,
-      responses: { 200: { description: 'The turn outcome', data: turnResponse, alsoContentType: 'text/event-stream', events: streamEvents } },
+      responses: { 200: { description: 'The turn outcome, or with `stream: true` the turn as an event stream', data: turnResponse, eventStream: turnEvents } },
       handler: async ({ params, body, principal, ctx }) => {
         const decision = {
           approved: verb === 'approve',

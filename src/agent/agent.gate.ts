@@ -9,8 +9,9 @@ import type { TemporalHandle } from '../temporal/connection.js';
 import { agentDecisionUpdate } from '../../workflows/agent.updates.js';
 import { agentSessionWorkflowId, type AgentActionStatus, type AgentApprovalPolicy } from '../../workflows/defs.js';
 import { loadSession, type ActionRow } from './agent.store.js';
-import { agentTools } from './agent.tools.js';
-import { acceptedTurn, type AcceptedTurn } from './agent.turns.js';
+import { agentTools, type AgentToolPorts } from './agent.tools.js';
+import { acceptedTurn, countOutcome, type AcceptedTurn } from './agent.turns.js';
+import type { Metrics } from '../platform/metrics.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -78,11 +79,36 @@ function validateEditedArgs(tool: string, args: Record<string, unknown>): Record
   throw validationFailed(problems);
 }
 
+/**
+ * Refuses an approver's edit that the tool itself would refuse (checked with the rights it would
+ * run with), naming the argument, so that the decision is not taken and the action stays pending.
+ */
+async function checkAsTheToolWould(tool: string, ports: AgentToolPorts, runner: Principal, args: Record<string, unknown>): Promise<void> {
+  const spec = agentTools.get(tool);
+  try {
+    await spec?.check?.(ports, runner, args);
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err;
+    const errors = (err.data?.errors as FieldProblem[] | undefined) ?? [];
+    if (err.code === 'validation_failed' && errors.length) {
+      throw validationFailed(errors.map((e) => ({ field: `args.fields.${e.field}`, message: e.message })));
+    }
+    if (err.status === 404) {
+      const field = 'entity' in args ? 'args.entity' : 'workflow_id' in args ? 'args.workflow_id' : 'args';
+      throw validationFailed([{ field, message: err.message }]);
+    }
+    throw err;
+  }
+}
+
 /** The side-effect gate's API side: decisions, the inbox and the audit trail of actions. */
 export class AgentGateService {
   constructor(
     private readonly sql: Sql,
     private readonly temporal: TemporalHandle,
+    /** What the tools act on: an approver's edit is checked against them before it is stored. */
+    private readonly tools: AgentToolPorts,
+    private readonly metrics?: Pick<Metrics, 'agentTurns' | 'agentActions' | 'agentDecisionSeconds'>,
   ) {}
 
   /** An action the caller may see (they may decide it, own or administer its session, or decided it); else 404. */
@@ -161,8 +187,13 @@ export class AgentGateService {
       throw conflict('action_expired', `Action ${actionId} expired before it was decided`, { expires_at: toIso(action.expires_at) });
     if (action.status !== 'pending') throw conflict('action_already_decided', `Action ${actionId} was already ${action.status}`, { status: action.status });
     const edited = decision.args ? validateEditedArgs(action.tool, decision.args) : undefined;
+    // Edited arguments run with the approver's rights (see agentRunTool): checked with them.
+    if (edited) await checkAsTheToolWould(action.tool, this.tools, principal, edited);
     try {
-      return await this.claimAndSend(action.session_id, actionId, decision, edited, principal, streamChannel);
+      const turn = await this.claimAndSend(action.session_id, actionId, decision, edited, principal, streamChannel);
+      this.metrics?.agentActions.inc({ status: decision.approved ? 'approved' : 'rejected' });
+      this.metrics?.agentDecisionSeconds.observe({ decision: decision.approved ? 'approved' : 'rejected' }, action.age_seconds);
+      return countOutcome(turn, this.metrics);
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
       // The session's workflow is gone (terminated in the Temporal Web UI, say): the turn that

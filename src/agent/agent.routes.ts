@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { MAX_GATE_TTL_SECONDS } from '../config.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { AGENT_APPROVAL_POLICIES } from '../../workflows/defs.js';
-import { sessionView, streamEvents, turnResponse } from './agent.schemas.js';
+import { sessionView, turnEvents, turnResponse } from './agent.schemas.js';
 import { streamTurn, type TurnStreamPorts } from './agent.sse.js';
 import type { AgentService } from './agent.service.js';
 import type { AgentGateService } from './agent.gate.js';
@@ -40,7 +40,10 @@ export function agentRoutes(services: { agent: AgentService; agentGate: AgentGat
         budget_usd: z.number().min(0).max(1_000_000).optional(),
       }),
       invalidCode: 'invalid_request',
-      errors: { 400: 'Invalid body, or provider_id is not a connection of type openai/anthropic (`invalid_request`)' },
+      errors: {
+        400: 'Invalid body, or provider_id is not a connection of type openai/anthropic (`invalid_request`)',
+        429: 'The caller opened SVC_AGENT_MAX_SESSIONS_PER_HOUR sessions within the last hour (`rate_limited`, see Retry-After)',
+      },
       responses: { 201: { description: 'Created', data: z.object({ session_id: z.string() }) } },
       handler: async ({ body, principal }) => ({ status: 201, data: await agent.createSession(principal, body) }),
     }),
@@ -71,8 +74,9 @@ export function agentRoutes(services: { agent: AgentService; agentGate: AgentGat
         ...turnErrors,
         409: `${turnErrors[409]}, or the session reached its budget_usd (\`budget_exceeded\`)`,
         413: 'The content is larger than SVC_AGENT_MAX_MESSAGE_BYTES, or the body than SVC_BODY_LIMIT (`payload_too_large`)',
+        429: 'With `stream: true`: the caller holds SVC_AGENT_MAX_STREAMS_PER_USER streams open on this server already (`rate_limited`)',
       },
-      responses: { 200: { description: 'The turn outcome', data: turnResponse, alsoContentType: 'text/event-stream', events: streamEvents } },
+      responses: { 200: { description: 'The turn outcome, or with `stream: true` the turn as an event stream', data: turnResponse, eventStream: turnEvents } },
       handler: async ({ params, body, principal, ctx }) => {
         if (body.stream) {
           await streamTurn(

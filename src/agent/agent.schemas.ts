@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { named } from '../http/openapi.js';
+import type { EventStreamSpec } from '../http/route.js';
 import { AGENT_ACTION_STATUSES, AGENT_APPROVAL_POLICIES } from '../../workflows/defs.js';
 
 // Response and event schemas of the agent surface, shared by its route modules; they feed the
@@ -13,18 +15,79 @@ export const pendingAction = z.object({
   summary: z.string(),
   expires_at: z.string().nullable().optional().describe('When the action expires unless decided (null: it does not expire)'),
 });
-export const turnResponse = z.union([
-  z.object({
-    outcome: z.literal('answered'),
-    assistant_message: z.string(),
-    tools_called: z.array(z.object({ name: z.string(), args, result_summary: z.string() })),
-    telemetry,
+named(telemetry, 'AgentTelemetry', { description: 'Tokens, wall time and cost of a turn' });
+named(pendingAction, 'AgentPendingAction', {
+  description: 'A side effect the model asked for, waiting for a decision (approve or reject)',
+  examples: [
+    {
+      action_id: 'f3a1c2d4-5b6e-4f70-8a9b-0c1d2e3f4a5b',
+      tool: 'records_create',
+      args: { entity: 'note', fields: { title: 'Call Ada' } },
+      summary: 'Create a note record: title "Call Ada"',
+      expires_at: '2025-01-01T12:15:00.000Z',
+    },
+  ],
+});
+const toolCalled = named(z.object({ name: z.string(), args, result_summary: z.string() }), 'AgentToolCalled', {
+  description: 'A tool the model called in the turn',
+});
+export const turnResponse = z.discriminatedUnion('outcome', [
+  named(z.object({ outcome: z.literal('answered'), assistant_message: z.string(), tools_called: z.array(toolCalled), telemetry }), 'AgentTurnAnswered', {
+    description: 'The model answered',
   }),
-  z.object({ outcome: z.literal('gate_pending'), pending_action: pendingAction }),
+  named(z.object({ outcome: z.literal('gate_pending'), pending_action: pendingAction }), 'AgentTurnGatePending', {
+    description: 'The model asked for a side effect; the turn waits for a decision on it',
+  }),
 ]);
+named(turnResponse, 'AgentTurnOutcome', { description: 'How a turn ended, answered as JSON (a failed turn is an error answer)' });
 
-/** The events of a streamed turn, in the order they can come; `done` is always last. */
-export const streamEvents = ['token', 'tool_call', 'tool_result', 'gate_pending', 'done'];
+const truncated = named(
+  z.object({ truncated: z.literal(true), preview: z.string().describe('The start of the JSON text of the data') }),
+  'AgentTruncatedEventData',
+  { description: 'Data too large to stream (over 7000 bytes), cut to its start' },
+);
+const expiredAction = named(z.object({ action_id: z.string(), tool: z.string(), summary: z.string(), expired_at: z.string() }), 'AgentExpiredAction', {
+  description: 'A pending action that expired undecided',
+});
+const doneFields = {
+  telemetry,
+  tools_called: z.array(toolCalled),
+  expired_actions: z
+    .array(expiredAction)
+    .optional()
+    .describe('Message turns: the actions that expired since the previous message (the model was told and went on)'),
+};
+const done = z.discriminatedUnion('outcome', [
+  named(z.object({ outcome: z.literal('answered'), assistant_message: z.string(), ...doneFields }), 'AgentDoneAnswered', { description: 'The model answered' }),
+  named(z.object({ outcome: z.literal('gate_pending'), pending_action: pendingAction, ...doneFields }), 'AgentDoneGatePending', {
+    description: 'The turn waits for a decision on the pending action',
+  }),
+  named(z.object({ outcome: z.literal('failed'), error: z.object({ code: z.string(), message: z.string() }), ...doneFields }), 'AgentDoneFailed', {
+    description: 'The turn failed; `error.code` is the code the JSON answer would have had (`provider_error`, say)',
+  }),
+]);
+named(done, 'AgentDoneData', { description: 'How the turn ended, with its telemetry; always the last event' });
+
+/**
+ * The events of a streamed turn (`stream: true`), in the order they can come: `token`, `tool_call`
+ * and `tool_result` while the turn runs, `gate_pending` when it waits for a decision, `done`
+ * always last. `agent.sse.ts` writes them; their data is JSON text.
+ */
+export const turnEvents: EventStreamSpec = {
+  name: 'AgentStreamEvent',
+  description:
+    'One event of a streamed turn (`stream: true`): `token`, `tool_call` and `tool_result` while the turn runs, `gate_pending` when it waits for a decision, `done` always last. On the wire each is `event: <name>` and a `data:` line of JSON.',
+  events: {
+    token: z.union([named(z.object({ delta: z.string() }), 'AgentTokenData', { description: 'A piece of the answer text' }), truncated]),
+    tool_call: z.union([named(z.object({ tool: z.string(), args }), 'AgentToolCallData', { description: 'The model calls a tool' }), truncated]),
+    tool_result: z.union([
+      named(z.object({ tool: z.string(), result: z.unknown() }), 'AgentToolResultData', { description: 'What a tool answered' }),
+      truncated,
+    ]),
+    gate_pending: pendingAction,
+    done,
+  },
+};
 
 const user = z.object({ id: z.number().int(), login: z.string() });
 
@@ -51,6 +114,7 @@ export const actionView = z.object({
     .nullable()
     .describe("The tool's outcome (for a rejection or an expiry: what the model was told); null until then"),
 });
+named(actionView, 'AgentAction', { description: 'A gated action: the inbox item, the audit entry and the action itself' });
 
 export const decisionRecord = z.object({
   action_id: z.string(),
@@ -60,6 +124,7 @@ export const decisionRecord = z.object({
   decided_by: z.number().int().nullable(),
   edited_args: args.optional(),
 });
+named(decisionRecord, 'AgentDecision', { description: 'A decision on a gated action, as the history records it' });
 
 export const sessionView = z.object({
   session_id: z.string(),
@@ -92,4 +157,8 @@ export const sessionView = z.object({
       created_at: z.string(),
     }),
   ),
+});
+named(sessionView, 'AgentSession', { description: 'A chat session: its settings, totals, pending action and whole history' });
+named(sessionView.shape.messages.element, 'AgentMessage', {
+  description: 'One entry of the history: a user or assistant message, a tool result or a decision',
 });

@@ -5,13 +5,15 @@ import type { Config } from '../config.js';
 import type { ConnectionService } from '../connections/connection.service.js';
 import type { Sql } from '../db/sql.js';
 import { toIso } from '../db/sql.js';
-import { AppError, conflict, invalidRequest, notFound } from '../platform/errors.js';
+import { AppError, conflict, invalidRequest, notFound, rateLimited } from '../platform/errors.js';
+import type { RateLimiter } from '../platform/rate-limit.js';
 import type { TemporalHandle } from '../temporal/connection.js';
 import { agentMessageUpdate } from '../../workflows/agent.updates.js';
 import { AGENT_SESSION_WORKFLOW, agentSessionWorkflowId, type AgentApprovalPolicy, type AgentSessionInput } from '../../workflows/defs.js';
 import { hasPrice } from '../providers/pricing.js';
 import { loadMessages, loadSession, sessionUsage, type ActionRow, type SessionRow } from './agent.store.js';
-import { acceptedTurn, type AcceptedTurn } from './agent.turns.js';
+import { acceptedTurn, countOutcome, type AcceptedTurn } from './agent.turns.js';
+import type { Metrics } from '../platform/metrics.js';
 import { MODEL_CONNECTION_TYPES } from '../providers/index.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -32,13 +34,22 @@ export class AgentService {
     private readonly connections: ConnectionService,
     private readonly temporal: TemporalHandle,
     private readonly config: Config,
+    private readonly limiter: Pick<RateLimiter, 'hit'>,
+    private readonly metrics?: Pick<Metrics, 'agentTurns'>,
   ) {}
 
   async createSession(principal: Principal, input: NewSession): Promise<{ session_id: string }> {
+    // Every session is a workflow that stays open: how fast one user may open them is bounded.
+    const quota = await this.limiter.hit(`agent-sessions:${principal.id}`, this.config.SVC_AGENT_MAX_SESSIONS_PER_HOUR, 3600);
+    if (!quota.allowed) throw rateLimited(quota.retryAfterSeconds);
     const connection = await this.connections.get(input.provider_id).catch((err: unknown) => {
       if (err instanceof AppError && err.status === 404) throw invalidRequest(`provider_id ${input.provider_id} is not a connection`, { field: 'provider_id' });
       throw err;
     });
+    // A session uses its provider for its owner: the connection must be theirs to use.
+    if (!(await this.connections.usableBy([connection.id], [principal.id])).has(connection.id)) {
+      throw invalidRequest(`provider_id ${input.provider_id} is not a connection you may use (its owner has not shared it with you)`, { field: 'provider_id' });
+    }
     if (!(MODEL_CONNECTION_TYPES as readonly string[]).includes(connection.type)) {
       throw invalidRequest(`provider_id ${input.provider_id} is a connection of type ${connection.type}; a model provider is of type openai or anthropic`, {
         field: 'provider_id',
@@ -157,7 +168,7 @@ export class AgentService {
         }),
       );
     try {
-      return await send();
+      return countOutcome(await send(), this.metrics);
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
       // The session's workflow is gone (terminated from the Temporal UI, say). The conversation is
@@ -167,7 +178,7 @@ export class AgentService {
         [id],
       );
       await this.startWorkflow(id);
-      return send();
+      return countOutcome(await send(), this.metrics);
     }
   }
 }

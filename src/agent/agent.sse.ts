@@ -35,6 +35,20 @@ export async function streamTurn(
   /** More for `done` once the turn ended (a message turn: the actions that expired before it). */
   moreDone?: (turnId: string) => Promise<Record<string, unknown>>,
 ): Promise<void> {
+  const release = services.agentStreams.claimStream((ctx.state.principal as { id: number }).id);
+  try {
+    await streamOpenTurn(services, ctx, start, moreDone);
+  } finally {
+    release();
+  }
+}
+
+async function streamOpenTurn(
+  services: TurnStreamPorts,
+  ctx: Context,
+  start: (channel: string, turnId: string) => Promise<AcceptedTurn>,
+  moreDone?: (turnId: string) => Promise<Record<string, unknown>>,
+): Promise<void> {
   const turnId = randomUUID();
   const channel = turnChannel(turnId);
   const res = ctx.res;

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Queryable } from '../db/sql.js';
+import { AppError } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 
 /**
@@ -36,11 +37,41 @@ export class TurnStreamHub {
   private client?: pg.Client;
   private connecting?: Promise<pg.Client>;
   private readonly subscriptions = new Map<string, Set<Subscription>>();
+  /** Event streams each user holds open on this process. */
+  private readonly openStreams = new Map<number, number>();
 
   constructor(
     private readonly databaseUrl: string,
     private readonly logger: Logger,
+    /** SVC_AGENT_MAX_STREAMS_PER_USER */
+    private readonly maxStreamsPerUser = 5,
   ) {}
+
+  /**
+   * Holds one of the user's event streams on this process; throws 429 when they hold the most
+   * already. The answer releases it (once).
+   */
+  claimStream(userId: number): () => void {
+    const held = this.openStreams.get(userId) ?? 0;
+    if (held >= this.maxStreamsPerUser) {
+      throw new AppError(
+        429,
+        'rate_limited',
+        `You have ${held} event streams open on this server, the most allowed (SVC_AGENT_MAX_STREAMS_PER_USER); wait for one to end`,
+        { retry_after: 1 },
+        { 'Retry-After': '1' },
+      );
+    }
+    this.openStreams.set(userId, held + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.openStreams.get(userId) ?? 1) - 1;
+      if (left > 0) this.openStreams.set(userId, left);
+      else this.openStreams.delete(userId);
+    };
+  }
 
   private connect(): Promise<pg.Client> {
     if (this.client) return Promise.resolve(this.client);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Principal } from '../auth/auth.service.js';
-import { AppError, forbidden } from '../platform/errors.js';
+import { AppError, conflict, forbidden } from '../platform/errors.js';
 import type { ExecutionService } from '../executions/execution.service.js';
 import type { EntityService } from '../records/entity.service.js';
 import type { RecordService } from '../records/record.service.js';
@@ -24,6 +24,11 @@ interface ToolDefinition<A = any> {
   /** One line a person reads before approving the call. */
   summarize(args: A): string;
   run(ports: AgentToolPorts, owner: Principal, args: A): Promise<unknown>;
+  /**
+   * Gated tools: what `run` would refuse, checked without side effects, so that arguments an
+   * approver edits are refused before the decision is taken rather than when the tool runs.
+   */
+  check?(ports: AgentToolPorts, runner: Principal, args: A): Promise<void>;
 }
 
 /** A tool as the registry holds it: whether it is gated comes from AGENT_GATED_TOOLS alone. */
@@ -81,6 +86,7 @@ const definitions: ToolDefinition[] = [
     args: z.object({ entity, fields }),
     summarize: (a) => `create a ${a.entity} record with ${JSON.stringify(a.fields).slice(0, 300)}`,
     run: (s, owner, a) => s.records.create(owner, a.entity, a.fields),
+    check: (s, runner, a) => s.records.checkWrite(runner, a.entity, a.fields, false),
   },
   {
     name: 'records_update',
@@ -88,6 +94,7 @@ const definitions: ToolDefinition[] = [
     args: z.object({ entity, uuid: z.string().min(1), fields }),
     summarize: (a) => `update ${a.entity} ${a.uuid}: ${JSON.stringify(a.fields).slice(0, 300)}`,
     run: (s, owner, a) => s.records.update(owner, a.entity, a.uuid, a.fields),
+    check: (s, runner, a) => s.records.checkWrite(runner, a.entity, a.fields, true),
   },
   {
     name: 'records_delete',
@@ -95,6 +102,7 @@ const definitions: ToolDefinition[] = [
     args: z.object({ entity, uuid: z.string().min(1) }),
     summarize: (a) => `delete ${a.entity} ${a.uuid}`,
     run: (s, owner, a) => s.records.remove(owner, a.entity, a.uuid),
+    check: async (s, runner, a) => void (await s.entities.requireFor(runner, a.entity, 'delete')),
   },
   {
     name: 'workflow_run',
@@ -107,6 +115,11 @@ const definitions: ToolDefinition[] = [
       const workflow = await s.workflows.get(owner, a.workflow_id);
       const started = await s.executions.start(workflow, { payload: a.payload ?? {}, trigger: 'manual' }, owner.id);
       return { execution_id: started.executionId };
+    },
+    check: async (s, runner, a) => {
+      if (!runner.can('svc_manage_workflows')) throw forbidden('svc_manage_workflows');
+      const workflow = await s.workflows.get(runner, a.workflow_id);
+      if (workflow.status === 'archived') throw conflict('workflow_archived', 'The workflow is archived; restore it to run it');
     },
   },
 ];

@@ -1,6 +1,7 @@
 import { WorkflowUpdateFailedError, type WorkflowUpdateHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { AppError, conflict } from '../platform/errors.js';
+import type { Metrics } from '../platform/metrics.js';
 import { AGENT_ACTION_NOT_APPROVED, AGENT_REJECTION, AGENT_REJECTIONS, type AgentTurnOutcome } from '../../workflows/defs.js';
 
 /** A turn the workflow accepted; `outcome` settles when the turn reaches its next outcome. */
@@ -54,6 +55,16 @@ export function outcomeData(outcome: AgentTurnOutcome) {
     return { outcome: 'answered' as const, assistant_message: outcome.assistant_message, tools_called: outcome.tools_called, telemetry: outcome.telemetry };
   }
   if (outcome.outcome === 'gate_pending') return { outcome: 'gate_pending' as const, pending_action: outcome.pending_action };
-  const status = outcome.error.code === 'not_found' ? 404 : outcome.error.code === AGENT_ACTION_NOT_APPROVED ? 409 : 502;
+  const status =
+    outcome.error.code === 'not_found' ? 404 : outcome.error.code === 'forbidden' ? 403 : outcome.error.code === AGENT_ACTION_NOT_APPROVED ? 409 : 502;
   throw new AppError(status, outcome.error.code, outcome.error.message, { tools_called: outcome.tools_called, telemetry: outcome.telemetry });
+}
+
+/** Counts the outcome of a turn segment when it arrives (svc_agent_turns_total). */
+export function countOutcome(turn: AcceptedTurn, metrics: Pick<Metrics, 'agentTurns'> | undefined): AcceptedTurn {
+  turn.outcome.then(
+    (outcome) => metrics?.agentTurns.inc({ outcome: outcome.outcome }),
+    () => metrics?.agentTurns.inc({ outcome: 'failed' }),
+  );
+  return turn;
 }

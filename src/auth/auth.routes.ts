@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Context } from 'koa';
 import { idParam } from '../http/pagination.js';
+import { named } from '../http/openapi.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { unauthenticated } from '../platform/errors.js';
 import { SESSION_COOKIE, type Principal } from './auth.service.js';
@@ -14,6 +15,10 @@ const userView = z.object({
   role: z.enum(['administrator', 'editor', 'subscriber']),
   capabilities: z.array(z.string()),
 });
+named(userView, 'CurrentUser', {
+  description: 'The signed-in user and the capabilities of their role',
+  examples: [{ id: 1, login: 'admin', role: 'administrator', capabilities: ['read', 'svc_manage_workflows', 'list_users'] }],
+});
 
 const userSummary = z.object({
   id: z.number().int(),
@@ -22,6 +27,7 @@ const userSummary = z.object({
   role: z.string(),
   created_at: z.string(),
 });
+named(userSummary, 'User', { description: 'A user as administrators list them' });
 
 const appPasswordView = z.object({
   id: z.number().int(),
@@ -30,6 +36,7 @@ const appPasswordView = z.object({
   last_used_at: z.string().nullable(),
   revoked_at: z.string().nullable(),
 });
+named(appPasswordView, 'AppPassword', { description: 'An application password (never its value)' });
 
 export function authRoutes({ auth, users, config }: { auth: AuthService; users: UsersService; config: Config }): AnyRoute[] {
   /**
@@ -49,12 +56,18 @@ export function authRoutes({ auth, users, config }: { auth: AuthService; users: 
       path: `${root}/login`,
       operationId: 'login',
       summary: 'Browser login: sets the session cookie and returns a nonce for X-Svc-Nonce',
+      description:
+        'Checks the login and password and opens a browser session: the answer sets the `svc_session` cookie (HttpOnly, SameSite=Lax) and carries a nonce. Requests with the cookie count as signed in only with a valid nonce in `X-Svc-Nonce`; GET /api/auth/v1/nonce gives more. Repeated failures for a login and address are refused with 429 for a while.',
       tag: 'auth',
       access: 'public',
       body: z.strictObject({ login: z.string().min(1).max(60), password: z.string().min(1).max(1024) }),
       errors: { 429: 'Too many failed logins for this login and address (`rate_limited`)' },
       responses: {
-        200: { description: 'Logged in', data: z.object({ nonce: z.string(), expires_at: z.string(), user: userView }) },
+        200: {
+          description: 'Logged in',
+          data: z.object({ nonce: z.string(), expires_at: z.string(), user: userView }),
+          headers: { 'Set-Cookie': { description: 'The session cookie `svc_session`', required: true } },
+        },
       },
       handler: async ({ body, ctx }) => {
         const session = await auth.login(body.login, body.password, ctx.ip);
@@ -67,8 +80,10 @@ export function authRoutes({ auth, users, config }: { auth: AuthService; users: 
       path: `${root}/nonce`,
       operationId: 'getNonce',
       summary: 'A fresh nonce for the session cookie (the cookie alone suffices here)',
+      description: 'For a browser that holds the session cookie but lost its nonce (a new tab, a reload). Needs the cookie only; without a valid one, 401.',
       tag: 'auth',
       access: 'public',
+      checksCredentials: { accepts: ['cookie'] },
       responses: { 200: { description: 'A nonce', data: z.object({ nonce: z.string() }) } },
       handler: async ({ ctx }) => {
         const session = ctx.state.cookieSession as Principal | undefined;
@@ -81,9 +96,17 @@ export function authRoutes({ auth, users, config }: { auth: AuthService; users: 
       path: `${root}/logout`,
       operationId: 'logout',
       summary: 'Ends the browser session',
+      description:
+        'Ends the session of the cookie and clears the cookie. `logged_out` is false when the caller used an application password (there is no session to end).',
       tag: 'auth',
       access: 'authenticated',
-      responses: { 200: { description: 'Logged out', data: z.object({ logged_out: z.boolean() }) } },
+      responses: {
+        200: {
+          description: 'Logged out',
+          data: z.object({ logged_out: z.boolean() }),
+          headers: { 'Set-Cookie': { description: 'Clears the session cookie (expired)', required: true } },
+        },
+      },
       handler: async ({ principal, ctx }) => {
         if (principal.sessionId) await auth.logout(principal.sessionId);
         setSessionCookie(ctx, '', new Date(0));
@@ -95,6 +118,7 @@ export function authRoutes({ auth, users, config }: { auth: AuthService; users: 
       path: `${root}/me`,
       operationId: 'me',
       summary: 'The current user and their capabilities',
+      description: 'Who the credentials belong to, their role, and the capabilities that role grants (what the other operations check).',
       tag: 'auth',
       access: 'authenticated',
       responses: { 200: { description: 'Current user', data: userView } },
@@ -105,6 +129,7 @@ export function authRoutes({ auth, users, config }: { auth: AuthService; users: 
       path: `${root}/app-passwords`,
       operationId: 'listAppPasswords',
       summary: "The current user's application passwords (never their values)",
+      description: 'Live and revoked application passwords of the caller, with when each was last used.',
       tag: 'auth',
       access: 'authenticated',
       responses: { 200: { description: 'Application passwords', data: z.object({ items: z.array(appPasswordView) }) } },
@@ -115,6 +140,8 @@ export function authRoutes({ auth, users, config }: { auth: AuthService; users: 
       path: `${root}/app-passwords`,
       operationId: 'createAppPassword',
       summary: 'Creates an application password for the current user; the value is shown once',
+      description:
+        'Application passwords are what scripts and clients send with HTTP Basic (`login:password`). The value is in this answer only; the service keeps a hash. Names are unique among live passwords.',
       tag: 'auth',
       access: 'authenticated',
       body: z.strictObject({ name: z.string().min(1).max(100) }),
@@ -129,6 +156,7 @@ export function authRoutes({ auth, users, config }: { auth: AuthService; users: 
       path: `${root}/app-passwords/{id}`,
       operationId: 'revokeAppPassword',
       summary: "Revokes one of the current user's application passwords",
+      description: "The password stops working at once. An id that is not one of the caller's live passwords is answered 404.",
       tag: 'auth',
       access: 'authenticated',
       params: idParam,
@@ -143,6 +171,7 @@ export function authRoutes({ auth, users, config }: { auth: AuthService; users: 
       path: `${root}/users`,
       operationId: 'listUsers',
       summary: 'Lists users (administrators)',
+      description: 'Every user with their role and email, oldest first.',
       tag: 'auth',
       access: { capability: 'list_users' },
       responses: { 200: { description: 'Users', data: z.object({ items: z.array(userSummary) }) } },
@@ -153,6 +182,8 @@ export function authRoutes({ auth, users, config }: { auth: AuthService; users: 
       path: `${root}/users`,
       operationId: 'createUser',
       summary: 'Creates a user; a generated password is returned once when none is given',
+      description:
+        'The role decides the capabilities (GET /api/auth/v1/me lists them): `administrator` (all), `editor` (workflows, records, the agent and deciding its actions) or `subscriber` (reading records). Logins are unique.',
       tag: 'auth',
       access: { capability: 'create_users' },
       body: z.strictObject({

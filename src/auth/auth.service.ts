@@ -1,9 +1,11 @@
+import { availableParallelism } from 'node:os';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
 import type { Sql } from '../db/sql.js';
 import { type KeyRing, randomToken, safeEqual, sha256 } from '../platform/crypto.js';
-import { rateLimited, unauthenticated } from '../platform/errors.js';
+import { AppError, rateLimited, unauthenticated } from '../platform/errors.js';
 import type { RateLimiter } from '../platform/rate-limit.js';
+import { WorkLimiter } from '../platform/work-limiter.js';
 import { Session, User } from './auth.entities.js';
 import { capabilitiesOf, hasCapability, type Role } from './capabilities.js';
 import { decoyHash, normaliseAppPassword, verifySecret } from './passwords.js';
@@ -34,6 +36,12 @@ export class AuthService {
    */
   private readonly verified = new Map<number, string>();
   private readonly lastUsedWrites = new Map<number, number>();
+  /** Password hashing is CPU-bound by design; at most one check per core runs at a time. */
+  private readonly hashing = new WorkLimiter(
+    availableParallelism(),
+    500,
+    () => new AppError(503, 'service_unavailable', 'Too many sign-in attempts are being checked; retry shortly', undefined, { 'Retry-After': '1' }),
+  );
 
   constructor(
     private readonly em: EntityManager,
@@ -53,18 +61,32 @@ export class AuthService {
     return capabilitiesOf(role, { svc_agent_use: this.config.SVC_AGENT_CAPABILITY });
   }
 
-  private failureBucket(login: string, ip: string) {
-    return `login:${login.toLowerCase()}:${ip}`;
+  /** The failure limits an attempt counts against: its login name from its address, and its address alone. */
+  private failureBuckets(login: string, ip: string): [string, number][] {
+    return [
+      [`login:${login.toLowerCase()}:${ip}`, this.config.SVC_LOGIN_MAX_FAILURES],
+      [`login-address:${ip}`, this.config.SVC_LOGIN_MAX_FAILURES_PER_ADDRESS],
+    ];
   }
 
-  /** Refuses further attempts once a login name has failed too often from one address. */
-  private async guardFailures(login: string, ip: string) {
-    const state = await this.limiter.peek(this.failureBucket(login, ip), this.config.SVC_LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS);
-    if (!state.allowed) throw rateLimited(state.retryAfterSeconds);
-  }
-
-  private async recordFailure(login: string, ip: string) {
-    await this.limiter.hit(this.failureBucket(login, ip), this.config.SVC_LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS);
+  /**
+   * Checks a secret as one attempt against the failure limits. The attempt is counted before the
+   * (deliberately slow) check, in the same statement that decides whether it may be made, so
+   * parallel guesses cannot all pass a check made before any of them was counted; a right secret
+   * is taken back from the count. Returns what `check` found, or throws 429 over the limit.
+   */
+  private async attempt<T>(login: string, ip: string, check: () => Promise<T | undefined>): Promise<T | undefined> {
+    const buckets = this.failureBuckets(login, ip);
+    const decisions = await Promise.all(buckets.map(([bucket, limit]) => this.limiter.hit(bucket, limit, LOGIN_WINDOW_SECONDS)));
+    const refund = (which: boolean[]) => Promise.all(buckets.filter((_, i) => which[i]).map(([bucket]) => this.limiter.refund(bucket, LOGIN_WINDOW_SECONDS)));
+    const refused = decisions.filter((d) => !d.allowed);
+    if (refused.length) {
+      await refund(decisions.map((d) => d.allowed));
+      throw rateLimited(Math.max(...refused.map((d) => d.retryAfterSeconds)));
+    }
+    const found = await this.hashing.run(check);
+    if (found !== undefined) await refund(buckets.map(() => true));
+    return found;
   }
 
   /** HTTP Basic with an application password. Throws 401 (or 429 after repeated failures). */
@@ -82,17 +104,16 @@ export class AuthService {
       if (cached && safeEqual(cached, digest)) return this.accept(row);
     }
     // Only guesses reach this point (a verified password is answered from the cache above), so
-    // the failure limit is checked here: one query less on every authenticated request.
-    await this.guardFailures(login, ip);
-    for (const row of rows) {
-      if (await verifySecret(row.secret_hash, secret)) {
-        this.verified.set(row.ap_id, digest);
-        return this.accept(row);
-      }
-    }
-    if (rows.length === 0) await verifySecret(await decoyHash(), secret);
-    await this.recordFailure(login, ip);
-    throw unauthenticated('Invalid login or application password');
+    // the failure limit is checked here: no query more on an authenticated request.
+    const match = await this.attempt(login, ip, async () => {
+      for (const row of rows) if (await verifySecret(row.secret_hash, secret)) return row;
+      // An unknown login costs the same time as a known one, so timing tells no login names.
+      if (rows.length === 0) await verifySecret(await decoyHash(), secret);
+      return undefined;
+    });
+    if (!match) throw unauthenticated('Invalid login or application password');
+    this.verified.set(match.ap_id, digest);
+    return this.accept(match);
   }
 
   private accept(row: { user_id: number; login: string; role: string; ap_id: number }): Principal {
@@ -107,14 +128,13 @@ export class AuthService {
 
   /** Browser login with the account password; returns the cookie value and a first nonce. */
   async login(login: string, password: string, ip: string): Promise<{ cookie: string; nonce: string; principal: Principal; expiresAt: Date }> {
-    await this.guardFailures(login, ip);
     const em = this.em.fork();
-    const user = await em.findOne(User, { login });
-    const ok = await verifySecret(user?.passwordHash ?? (await decoyHash()), password);
-    if (!user || !ok) {
-      await this.recordFailure(login, ip);
-      throw unauthenticated('Invalid login or password');
-    }
+    const user = await this.attempt(login, ip, async () => {
+      const found = await em.findOne(User, { login });
+      const ok = await verifySecret(found?.passwordHash ?? (await decoyHash()), password);
+      return found && ok ? found : undefined;
+    });
+    if (!user) throw unauthenticated('Invalid login or password');
     const id = randomToken(24);
     const expiresAt = new Date(Date.now() + this.config.SVC_SESSION_TTL_HOURS * 3600_000);
     em.create(Session, { id, user, expiresAt });

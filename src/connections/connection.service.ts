@@ -1,16 +1,22 @@
-import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Sql } from '../db/sql.js';
+import type { Principal } from '../auth/auth.service.js';
+import { toIso, type Sql } from '../db/sql.js';
 import type { KeyRing } from '../platform/crypto.js';
-import { AppError, conflict, notFound } from '../platform/errors.js';
-import { Connection, type ConnectionType } from './connection.entity.js';
+import { AppError, conflict, notFound, validationFailed } from '../platform/errors.js';
+import type { Response } from 'undici';
+import type { EgressPolicy, EgressRequest } from '../platform/egress.js';
+import type { ConnectionExtra, ConnectionRow, ConnectionType } from './connection.types.js';
 
 /** A connection with its credential decrypted in memory; only ever built inside an activity or probe. */
 export interface ResolvedConnection {
   id: number;
   type: ConnectionType;
   baseUrl: string;
-  /** Adds the credential to outgoing request headers. */
-  authorize(headers: Record<string, string>): void;
+  /**
+   * Sends a request within the egress policy. The credential is added for the connection's own
+   * origin only: a redirect to another origin gets no credential (nor the caller's Authorization
+   * or Cookie headers). There is no other way to the credential.
+   */
+  fetch(url: URL, init: EgressRequest): Promise<Response>;
 }
 
 export interface ConnectionView {
@@ -19,6 +25,8 @@ export interface ConnectionView {
   label: string;
   cred_preview: string;
   extra: Record<string, unknown>;
+  owner: { id: number; login: string };
+  shared_with: number[];
   created_at: string;
   updated_at: string;
 }
@@ -30,61 +38,117 @@ export function previewOf(cred: string): string {
   return `${prefix}…${cred.slice(-4)}`;
 }
 
-export const viewOf = (c: Connection): ConnectionView => ({
+type ViewRow = Omit<ConnectionRow, 'cred_encrypted' | 'key_id'> & { owner_login: string };
+
+const viewOf = (c: ViewRow): ConnectionView => ({
   id: c.id,
   type: c.type,
   label: c.label,
-  cred_preview: c.credPreview,
+  cred_preview: c.cred_preview,
   extra: c.extra,
-  created_at: c.createdAt.toISOString(),
-  updated_at: c.updatedAt.toISOString(),
+  owner: { id: c.owner_id, login: c.owner_login },
+  shared_with: c.shared_with,
+  created_at: toIso(c.created_at)!,
+  updated_at: toIso(c.updated_at)!,
 });
 
+const VIEW = `select c.id, c.type, c.label, c.cred_preview, c.extra, c.owner_id, u.login as owner_login, c.shared_with, c.created_at, c.updated_at
+  from connections c join users u on u.id = c.owner_id`;
+
+/**
+ * Who may use a connection (in a workflow node, an agent session): its owner, the users it is
+ * shared with, and administrators, who manage every connection anyway. As SQL over `connections c`,
+ * true when every one of the users `?` (an int[]) may, and all of them exist.
+ */
+const USABLE_BY_ALL = `(select count(*) = cardinality(?::int[]) and coalesce(bool_and(u.role = 'administrator' or u.id = c.owner_id or u.id = any(c.shared_with)), true)
+    from users u where u.id = any(?::int[]))`;
+
+/** Connections: credentials sealed at rest, masked in every view, usable by their owner and those they are shared with. */
 export class ConnectionService {
   constructor(
-    private readonly em: EntityManager,
     private readonly sql: Sql,
     private readonly keys: KeyRing,
+    private readonly egress: EgressPolicy,
   ) {}
 
-  async list(): Promise<ConnectionView[]> {
-    return (await this.em.fork().find(Connection, {}, { orderBy: { id: 'asc' } })).map(viewOf);
+  /** Every connection for those who manage them (svc_manage_connections); for anyone else, those they may use. */
+  async list(principal: Principal): Promise<ConnectionView[]> {
+    const all = principal.can('svc_manage_connections');
+    const rows = await this.sql.query<ViewRow>(
+      `${VIEW} ${all ? '' : 'where c.owner_id = ? or ? = any(c.shared_with)'} order by c.id`,
+      all ? [] : [principal.id, principal.id],
+    );
+    return rows.map(viewOf);
   }
 
-  async get(id: number): Promise<Connection> {
-    const row = await this.em.fork().findOne(Connection, { id });
+  async get(id: number): Promise<ConnectionView> {
+    const [row] = await this.sql.query<ViewRow>(`${VIEW} where c.id = ?`, [id]);
     if (!row) throw notFound('Connection');
-    return row;
-  }
-
-  async create(input: { type: ConnectionType; label: string; cred: string; extra: Connection['extra'] }, ownerId: number): Promise<ConnectionView> {
-    const em = this.em.fork();
-    const row = em.create(Connection, {
-      type: input.type,
-      label: input.label,
-      credEncrypted: this.keys.encrypt(input.cred),
-      credPreview: previewOf(input.cred),
-      keyId: this.keys.keyId,
-      extra: input.extra,
-      ownerId,
-    });
-    await em.flush();
     return viewOf(row);
   }
 
-  async update(id: number, input: { label?: string; cred?: string; extra?: Connection['extra'] }): Promise<ConnectionView> {
-    const em = this.em.fork();
-    const row = await em.findOne(Connection, { id });
-    if (!row) throw notFound('Connection');
-    if (input.label !== undefined) row.label = input.label;
-    if (input.extra !== undefined) row.extra = input.extra;
-    if (input.cred !== undefined) {
-      row.credEncrypted = this.keys.encrypt(input.cred);
-      row.credPreview = previewOf(input.cred);
-      row.keyId = this.keys.keyId;
+  async create(
+    input: { type: ConnectionType; label: string; cred: string; extra: ConnectionExtra; shared_with?: number[] | undefined },
+    ownerId: number,
+  ): Promise<ConnectionView> {
+    const sharedWith = await this.knownUsers(input.shared_with ?? []);
+    const [row] = await this.sql.query<{ id: number }>(
+      `insert into connections (type, label, cred_encrypted, cred_preview, key_id, extra, owner_id, shared_with, created_at, updated_at)
+       values (?, ?, ?, ?, ?, ?, ?, ?, now(), now()) returning id`,
+      [input.type, input.label, this.keys.encrypt(input.cred), previewOf(input.cred), this.keys.keyId, JSON.stringify(input.extra), ownerId, sharedWith],
+    );
+    return this.get(row!.id);
+  }
+
+  /**
+   * Relabels, changes extra settings, rotates the credential, or changes whom it is shared with.
+   * Sharing is for the owner and administrators; anyone else managing connections gets 403.
+   */
+  async update(
+    principal: Principal,
+    id: number,
+    input: { label?: string | undefined; cred?: string | undefined; extra?: ConnectionExtra | undefined; shared_with?: number[] | undefined },
+  ): Promise<ConnectionView> {
+    const current = await this.get(id);
+    let sharedWith: number[] | null = null;
+    if (input.shared_with !== undefined) {
+      if (principal.id !== current.owner.id && principal.role !== 'administrator') {
+        throw new AppError(403, 'forbidden', 'Only the owner of a connection or an administrator shares it');
+      }
+      sharedWith = await this.knownUsers(input.shared_with);
     }
-    await em.flush();
-    return viewOf(row);
+    await this.sql.query(
+      `update connections set label = coalesce(?, label), extra = coalesce(?::jsonb, extra), shared_with = coalesce(?::int[], shared_with),
+         cred_encrypted = coalesce(?, cred_encrypted), cred_preview = coalesce(?, cred_preview), key_id = coalesce(?, key_id), updated_at = now()
+       where id = ?`,
+      [
+        input.label ?? null,
+        input.extra !== undefined ? JSON.stringify(input.extra) : null,
+        sharedWith,
+        input.cred !== undefined ? this.keys.encrypt(input.cred) : null,
+        input.cred !== undefined ? previewOf(input.cred) : null,
+        input.cred !== undefined ? this.keys.keyId : null,
+        id,
+      ],
+    );
+    return this.get(id);
+  }
+
+  /** The ids as given, when every one names a user; 400 naming the unknown ones otherwise. */
+  private async knownUsers(ids: number[]): Promise<number[]> {
+    const unique = [...new Set(ids)];
+    if (!unique.length) return [];
+    const found = new Set((await this.sql.query<{ id: number }>('select id from users where id = any(?)', [unique])).map((r) => r.id));
+    const problems = ids.flatMap((userId, i) => (found.has(userId) ? [] : [{ field: `shared_with.${i}`, message: `user ${userId} does not exist` }]));
+    if (problems.length) throw validationFailed(problems);
+    return unique;
+  }
+
+  /** Of `ids`, those every one of `userIds` may use (see USABLE_BY_ALL). */
+  async usableBy(ids: number[], userIds: number[]): Promise<Set<number>> {
+    if (!ids.length) return new Set();
+    const rows = await this.sql.query<{ id: number }>(`select c.id from connections c where c.id = any(?) and ${USABLE_BY_ALL}`, [ids, userIds, userIds]);
+    return new Set(rows.map((r) => r.id));
   }
 
   /** Active workflows whose current definition uses the connection. */
@@ -104,15 +168,18 @@ export class ConnectionService {
     return { id, deleted: true, workflows: users };
   }
 
-  /** Decrypts the credential for one use; a missing row is the node error `connection_missing`. */
-  async resolve(id: number): Promise<ResolvedConnection> {
-    // Plain SQL: this runs in every http_request and llm_prompt node, where the ORM's unit of
-    // work costs more than the query.
-    const [row] = await this.sql.query<{ id: number; type: ConnectionType; cred_encrypted: string; key_id: string; extra: Connection['extra'] }>(
-      'select id, type, cred_encrypted, key_id, extra from connections where id = ?',
-      [id],
+  /**
+   * Decrypts the credential for one use; a missing row is the node error `connection_missing`.
+   * With `usableBy` (the people a run or session acts for) a connection one of them may not use
+   * is refused with 403 `forbidden`.
+   */
+  async resolve(id: number, usableBy?: number[]): Promise<ResolvedConnection> {
+    const [row] = await this.sql.query<Pick<ConnectionRow, 'id' | 'type' | 'cred_encrypted' | 'key_id' | 'extra'> & { usable: boolean }>(
+      `select c.id, c.type, c.cred_encrypted, c.key_id, c.extra, ${usableBy ? USABLE_BY_ALL : 'true'} as usable from connections c where c.id = ?`,
+      usableBy ? [usableBy, usableBy, id] : [id],
     );
     if (!row) throw new AppError(404, 'connection_missing', `Connection ${id} does not exist (it was deleted)`);
+    if (!row.usable) throw new AppError(403, 'forbidden', `Connection ${id} is not shared with everyone this run acts for`);
     let cred: string;
     try {
       cred = this.keys.decrypt(row.cred_encrypted);
@@ -125,28 +192,36 @@ export class ConnectionService {
     }
     const type = row.type;
     const headerName = typeof row.extra.header_name === 'string' ? row.extra.header_name : 'X-API-Key';
+    const authorize = (headers: Record<string, string>) => {
+      switch (type) {
+        case 'http_bearer':
+        case 'openai':
+          headers.authorization = `Bearer ${cred}`;
+          break;
+        case 'http_basic':
+          headers.authorization = `Basic ${Buffer.from(cred).toString('base64')}`;
+          break;
+        case 'http_header':
+          headers[headerName.toLowerCase()] = cred;
+          break;
+        case 'anthropic':
+          headers['x-api-key'] = cred;
+          headers['anthropic-version'] ??= '2023-06-01';
+          break;
+      }
+    };
+    let origin: string;
+    try {
+      origin = new URL(row.extra.base_url).origin;
+    } catch {
+      throw new AppError(400, 'validation_failed', `Connection ${id} has no usable base_url`);
+    }
+    const egress = this.egress;
     return {
       id: row.id,
       type,
       baseUrl: row.extra.base_url,
-      authorize(headers) {
-        switch (type) {
-          case 'http_bearer':
-          case 'openai':
-            headers.authorization = `Bearer ${cred}`;
-            break;
-          case 'http_basic':
-            headers.authorization = `Basic ${Buffer.from(cred).toString('base64')}`;
-            break;
-          case 'http_header':
-            headers[headerName.toLowerCase()] = cred;
-            break;
-          case 'anthropic':
-            headers['x-api-key'] = cred;
-            headers['anthropic-version'] ??= '2023-06-01';
-            break;
-        }
-      },
+      fetch: (url, init) => egress.fetch(url, init, { credential: { origin, apply: authorize } }),
     };
   }
 }

@@ -1,3 +1,6 @@
+import type { Response } from 'undici';
+import { EgressDeniedError, TooManyRedirectsError } from '../platform/egress.js';
+import { parseBoundedJson } from '../platform/json-depth.js';
 import type { ResolvedConnection } from './connection.service.js';
 
 export interface HttpResult {
@@ -10,7 +13,7 @@ export interface HttpResult {
 export class HttpCallError extends Error {
   constructor(
     message: string,
-    readonly reason: 'dns' | 'refused' | 'timeout' | 'network' | 'invalid_url',
+    readonly reason: 'dns' | 'refused' | 'timeout' | 'network' | 'invalid_url' | 'too_many_redirects' | 'invalid_response',
   ) {
     super(message);
     this.name = 'HttpCallError';
@@ -42,7 +45,10 @@ function describe(err: unknown, url: URL, timeoutMs: number): HttpCallError {
   return new HttpCallError(`Request to ${url.host} failed: ${cause?.message ?? (err as Error).message}`, 'network');
 }
 
-/** One HTTP request with the connection's credential applied and a bounded wait. */
+/**
+ * One HTTP request with the connection's credential applied (to its own origin only), within the
+ * egress policy (EgressDeniedError passes through), and a bounded wait.
+ */
 export async function httpCall(
   connection: ResolvedConnection,
   request: { method: string; path: string; headers?: Record<string, string>; query?: Record<string, unknown>; body?: unknown },
@@ -51,7 +57,6 @@ export async function httpCall(
   const url = joinUrl(connection.baseUrl, request.path, request.query);
   const headers: Record<string, string> = { accept: 'application/json, */*;q=0.5' };
   for (const [k, v] of Object.entries(request.headers ?? {})) headers[k.toLowerCase()] = v;
-  connection.authorize(headers);
   let body: string | undefined;
   if (request.body !== undefined && request.body !== null && request.method !== 'GET' && request.method !== 'HEAD') {
     body = typeof request.body === 'string' ? request.body : JSON.stringify(request.body);
@@ -60,14 +65,10 @@ export async function httpCall(
   const signals = [AbortSignal.timeout(options.timeoutMs), ...(options.signal ? [options.signal] : [])];
   let response: Response;
   try {
-    response = await fetch(url, {
-      method: request.method,
-      headers,
-      ...(body !== undefined ? { body } : {}),
-      signal: AbortSignal.any(signals),
-      redirect: 'follow',
-    });
+    response = await connection.fetch(url, { method: request.method, headers, ...(body !== undefined ? { body } : {}), signal: AbortSignal.any(signals) });
   } catch (err) {
+    if (err instanceof EgressDeniedError) throw err;
+    if (err instanceof TooManyRedirectsError) throw new HttpCallError(`${err.message} from ${url.host}`, 'too_many_redirects');
     throw describe(err, url, options.timeoutMs);
   }
   const buffer = Buffer.from(await response.arrayBuffer());
@@ -76,8 +77,10 @@ export async function httpCall(
   let parsed: unknown = text;
   if ((response.headers.get('content-type') ?? '').includes('json') && text) {
     try {
-      parsed = JSON.parse(text);
-    } catch {
+      parsed = parseBoundedJson(text);
+    } catch (err) {
+      if (/nests deeper/.test((err as Error).message))
+        throw new HttpCallError(`The answer from ${url.host} is JSON ${(err as Error).message}`, 'invalid_response');
       parsed = text;
     }
   }

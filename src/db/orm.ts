@@ -1,7 +1,6 @@
 import { MikroORM, type EntityManager } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import { AppPassword, Session, User } from '../auth/auth.entities.js';
-import { Connection } from '../connections/connection.entity.js';
 import { License, LicenseActivation } from '../licenses/license.entities.js';
 import { migrations } from '../migrations/index.js';
 import type { Logger } from '../platform/logger.js';
@@ -10,7 +9,7 @@ export type { EntityManager };
 export type Orm = MikroORM;
 
 /** Every fixed-schema entity. Record tables of user-defined entities are not ORM entities. */
-export const entities = [User, AppPassword, Session, Connection, License, LicenseActivation];
+export const entities = [User, AppPassword, Session, License, LicenseActivation];
 
 /** Opens the ORM on `url`. Schema changes only ever come from committed migrations. */
 export async function openOrm(url: string, logger: Logger, poolMax = 20): Promise<MikroORM> {

@@ -1,5 +1,6 @@
 import type { Knex } from '@mikro-orm/knex';
 import pg from 'pg';
+import { SpanKind, inSpan, tracingActive } from '../platform/tracing.js';
 
 /**
  * The service's one plain-SQL helper, beside MikroORM (which models the service's own tables):
@@ -74,7 +75,11 @@ export class Sql implements Queryable {
       ...(options?.name ? { name: options.name } : {}),
       ...(this.types ? { types: this.types } : {}),
     };
-    return client.query(config as pg.QueryConfig).then((result) => result.rows as T[]);
+    // A span per statement when tracing is on (its text holds placeholders only, never values).
+    if (!tracingActive()) return client.query(config as pg.QueryConfig).then((result) => result.rows as T[]);
+    const verb = /^\s*(\w+)/.exec(config.text)?.[1]?.toUpperCase() ?? 'query';
+    const attributes = { 'db.system': 'postgresql', 'db.statement': config.text.slice(0, 2000) };
+    return inSpan(`SQL ${verb}`, attributes, () => client.query(config as pg.QueryConfig).then((result) => result.rows as T[]), SpanKind.CLIENT);
   }
 
   async query<T = Record<string, unknown>>(text: string, params: unknown[] = [], options?: QueryOptions): Promise<T[]> {

@@ -1,5 +1,6 @@
 import type { Queryable, Sql } from '../db/sql.js';
 import type { GraphNode, NodeError } from '../../workflows/defs.js';
+import { currentTraceId } from '../platform/tracing.js';
 
 /**
  * The execution mirror: the queryable copy of every run's history in PostgreSQL (`executions` and
@@ -30,6 +31,8 @@ export interface ExecutionRow {
   replay_reason: string | null;
   temporal_workflow_id: string;
   temporal_run_id: string | null;
+  /** The OpenTelemetry trace of the run, when tracing is on. */
+  trace_id: string | null;
 }
 
 export interface TimelineRow {
@@ -51,7 +54,27 @@ export interface ExecutionRef {
   id: number;
   workflowId: number;
   ownerId: number;
+  /**
+   * Whose rights the run carries, together: the workflow's owner, the author of the version that
+   * runs, whoever started it by hand, and for a run_workflow child its parent run's people.
+   */
+  actingUserIds: number[];
+  /** 0 for a run nobody called; a run_workflow child is one deeper than its parent. */
+  depth: number;
+  /** The run at the top of its tree of run_workflow children (itself when it has no parent). */
+  rootId: number;
+  /** How the run was started (manual, webhook, schedule, record, replay, child). */
+  trigger: string;
+  /** This claim was the record's first: the run begins now (it is counted as started once). */
+  firstClaim: boolean;
 }
+
+/**
+ * The people a run acts for, as SQL over the record `e` (its workflow `w` and version `v`, its
+ * parent `p`): the owner, the version's author, whoever started it, the parent's people.
+ */
+const ACTING_USERS = `array(select distinct u from unnest(array[w.owner_id, v.created_by, e.triggered_by] || coalesce(p.acting_user_ids, '{}')) u
+   where u is not null order by u)`;
 
 /** A page of executions as the list endpoint asks for it. */
 export interface ListExecutions {
@@ -76,6 +99,8 @@ export interface NewRecord {
   replayOf?: number;
   replayReason?: string;
   triggeredBy?: number;
+  /** A run_workflow child: the execution of the run that called it. */
+  parentExecutionId?: number;
 }
 
 /** Entry fields a node activity writes. */
@@ -99,6 +124,28 @@ const WRITE_NODE = `insert into execution_nodes (execution_id, node_id, ${NODE_C
 
 const json = (value: unknown) => (value === undefined ? null : JSON.stringify(value));
 
+interface RefRow {
+  id: string;
+  workflow_id: number;
+  owner_id: number;
+  acting_user_ids: number[] | null;
+  depth: number;
+  root_execution_id: string | null;
+  trigger: string;
+  first_claim: boolean;
+}
+
+const refOf = (row: RefRow): ExecutionRef => ({
+  id: Number(row.id),
+  workflowId: row.workflow_id,
+  ownerId: row.owner_id,
+  actingUserIds: row.acting_user_ids ?? [row.owner_id],
+  depth: row.depth,
+  rootId: Number(row.root_execution_id ?? row.id),
+  trigger: row.trigger,
+  firstClaim: row.first_claim,
+});
+
 export class ExecutionMirror {
   constructor(
     private readonly sql: Sql,
@@ -120,9 +167,12 @@ export class ExecutionMirror {
 
   /** A prepared record: a reset's carries the replayed run's workflow id, a start's one derived from its own id. */
   private async insertPrepared(q: Queryable, record: NewRecord, temporalWorkflowId: string | null): Promise<{ id: number; temporalWorkflowId: string }> {
+    // A replay keeps the place of the run it replays in a tree of child runs (and so its people).
     const [row] = await q.query<{ id: string; temporal_workflow_id: string }>(
-      `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, replay_reason, temporal_workflow_id, triggered_by)
-       select n.id, ?, ?, 'running', ?, ?, ?, ?, coalesce(?, ? || n.id), ? from (select nextval('executions_id_seq') as id) n
+      `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, replay_reason, temporal_workflow_id, triggered_by,
+                               parent_execution_id, root_execution_id, depth, trace_id)
+       select n.id, ?, ?, 'running', ?, ?, ?, ?, coalesce(?, ? || n.id), ?, r.parent_execution_id, r.root_execution_id, coalesce(r.depth, 0), ?
+         from (select nextval('executions_id_seq') as id) n left join executions r on r.id = ?
        returning id, temporal_workflow_id`,
       [
         record.workflowId,
@@ -134,6 +184,8 @@ export class ExecutionMirror {
         temporalWorkflowId,
         this.workflowIdPrefix,
         record.triggeredBy ?? null,
+        currentTraceId() ?? null,
+        record.replayOf ?? null,
       ],
     );
     return { id: Number(row!.id), temporalWorkflowId: row!.temporal_workflow_id };
@@ -276,9 +328,10 @@ export class ExecutionMirror {
     // from a `fail` node); an unconfirmed reset is claimable for ten minutes, so a reset Temporal
     // in fact refused cannot be taken, long after, by a later reset of the same workflow id.
     const unconfirmed = `e.temporal_run_id is null and e.status = 'failed' and e.error->>'code' in (${UNCONFIRMED_CODES.map((c) => `'${c}'`).join(', ')})`;
-    const [row] = await this.sql.query<{ id: string; workflow_id: number; owner_id: number }>(
+    // The people the run acts for are fixed when it is first claimed (see ACTING_USERS).
+    const [row] = await this.sql.query<RefRow>(
       `with target as (
-         select id from executions
+         select id, acting_user_ids is null as first_claim from executions
           where temporal_workflow_id = ? and (temporal_run_id = ? or temporal_run_id is null)
             and not (temporal_run_id is null and status = 'failed' and error->>'code' = 'reset_failed' and started_at < now() - interval '10 minutes')
           order by (temporal_run_id is not null) desc, id desc limit 1 for no key update),
@@ -286,20 +339,60 @@ export class ExecutionMirror {
          update executions e set temporal_run_id = ?,
            status = case when ${unconfirmed} then 'running' else e.status end,
            finished_at = case when ${unconfirmed} then null else e.finished_at end,
-           error = case when ${unconfirmed} then null else e.error end
-           from target where e.id = target.id returning e.id, e.workflow_id)
-       select c.id, c.workflow_id, w.owner_id from claimed c join workflows w on w.id = c.workflow_id`,
-      [temporalWorkflowId, runId, runId],
+           error = case when ${unconfirmed} then null else e.error end,
+           trace_id = coalesce(e.trace_id, ?),
+           acting_user_ids = coalesce(e.acting_user_ids, (select ${ACTING_USERS} from workflows w
+               left join workflow_versions v on v.workflow_id = w.id and v.version = e.workflow_version
+               left join executions p on p.id = e.parent_execution_id where w.id = e.workflow_id))
+           from target where e.id = target.id returning e.id, e.workflow_id, e.acting_user_ids, e.depth, e.root_execution_id, e.trigger, target.first_claim)
+       select c.*, w.owner_id from claimed c join workflows w on w.id = c.workflow_id`,
+      [temporalWorkflowId, runId, runId, currentTraceId() ?? null],
     );
-    return row ? { id: Number(row.id), workflowId: row.workflow_id, ownerId: row.owner_id } : undefined;
+    return row ? refOf(row) : undefined;
   }
 
-  /** A record for a run nobody prepared one for (a schedule, a record event, a parent run). */
+  /**
+   * Counts a child run against the budget of its tree (the run at the top, `rootId`): true when
+   * it fits within `budget`, or was counted already (an activity retried, a reset run starting it
+   * again). Serialised per tree by a lock on the root record.
+   */
+  async claimChildRun(rootId: number, childTemporalWorkflowId: string, budget: number): Promise<boolean> {
+    return this.sql.transaction(async (tx) => {
+      await tx.query('select 1 from executions where id = ? for no key update', [rootId]);
+      const [known] = await tx.query('select 1 from execution_child_runs where root_execution_id = ? and temporal_workflow_id = ?', [
+        rootId,
+        childTemporalWorkflowId,
+      ]);
+      if (known) return true;
+      const [{ n }] = (await tx.query<{ n: number }>('select count(*)::int as n from execution_child_runs where root_execution_id = ?', [rootId])) as [
+        { n: number },
+      ];
+      if (n >= budget) return false;
+      await tx.query('insert into execution_child_runs (root_execution_id, temporal_workflow_id) values (?, ?)', [rootId, childTemporalWorkflowId]);
+      return true;
+    });
+  }
+
+  /**
+   * A record for a run nobody prepared one for (a schedule, a record event, a parent run). A child
+   * run takes its place in its parent's tree: one deeper, the same root, the parent's people too.
+   */
   async insertStarted(record: NewRecord & { temporalWorkflowId: string; runId: string }): Promise<void> {
     await this.sql.query(
-      `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, temporal_run_id)
-       values (?, ?, 'running', ?, ?, ?, ?) on conflict do nothing`,
-      [record.workflowId, record.version, record.trigger, json(record.payload ?? null), record.temporalWorkflowId, record.runId],
+      `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, temporal_run_id,
+                               parent_execution_id, root_execution_id, depth)
+       select ?, ?, 'running', ?, ?, ?, ?, p.id, coalesce(p.root_execution_id, p.id), coalesce(p.depth + 1, 0)
+         from (select 1) one left join executions p on p.id = ?
+       on conflict do nothing`,
+      [
+        record.workflowId,
+        record.version,
+        record.trigger,
+        json(record.payload ?? null),
+        record.temporalWorkflowId,
+        record.runId,
+        record.parentExecutionId ?? null,
+      ],
     );
   }
 
@@ -318,8 +411,10 @@ export class ExecutionMirror {
       if (!from) return false;
       const reason = base.reason || 'no reason given';
       const [created] = await tx.query<{ id: string }>(
-        `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, replay_reason, temporal_workflow_id, temporal_run_id)
-         select workflow_id, workflow_version, 'running', 'replay', trigger_payload, id, ?, temporal_workflow_id, ? from executions where id = ?
+        `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, replay_of, replay_reason, temporal_workflow_id, temporal_run_id,
+                                 acting_user_ids, parent_execution_id, root_execution_id, depth)
+         select workflow_id, workflow_version, 'running', 'replay', trigger_payload, id, ?, temporal_workflow_id, ?,
+                acting_user_ids, parent_execution_id, root_execution_id, depth from executions where id = ?
          on conflict do nothing returning id`,
         [`reset in Temporal: ${reason}`, runId, from.id],
       );
@@ -335,9 +430,12 @@ export class ExecutionMirror {
 
   /** Writes a node's timeline entry (first write inserts, later ones update). */
   async writeNode(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry): Promise<void> {
+    // An entry is always for at least one attempt (the column is required even when the write only
+    // updates an existing entry: PostgreSQL checks the proposed row before it sees the conflict).
     const values = [
       node.type,
-      ...(['status', 'started_at', 'finished_at', 'duration_ms', 'attempts'] as const).map((f) => entry[f] ?? null),
+      ...(['status', 'started_at', 'finished_at', 'duration_ms'] as const).map((f) => entry[f] ?? null),
+      entry.attempts ?? 1,
       json(entry.input),
       json(entry.output),
       json(entry.error),
@@ -347,13 +445,21 @@ export class ExecutionMirror {
   }
 
   /** The run's outcome. */
-  async finish(executionId: number, result: { status: string; error?: unknown; lastOutput?: unknown }): Promise<void> {
-    await this.sql.query(`update executions set status = ?, finished_at = coalesce(finished_at, now()), error = ?, last_output = ? where id = ?`, [
-      result.status,
-      result.error ? JSON.stringify(result.error) : null,
-      result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput),
-      executionId,
-    ]);
+  /** The run's outcome; answers how long it ran when this call ended it (a retried call answers nothing). */
+  async finish(executionId: number, result: { status: string; error?: unknown; lastOutput?: unknown }): Promise<{ seconds: number } | undefined> {
+    const [row] = await this.sql.query<{ was: string; seconds: number }>(
+      `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?, last_output = ?
+         from (select status as was from executions where id = ? for update) before
+        where e.id = ? returning before.was, extract(epoch from e.finished_at - e.started_at)::float8 as seconds`,
+      [
+        result.status,
+        result.error ? JSON.stringify(result.error) : null,
+        result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput),
+        executionId,
+        executionId,
+      ],
+    );
+    return row && row.was === 'running' ? { seconds: row.seconds } : undefined;
   }
 
   /** Nodes the run never reached (an untaken branch, or the run stopped early). */

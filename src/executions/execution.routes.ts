@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { idempotencyHeaders, idempotencyOf, replayedHeaders } from './idempotency.js';
+import { idempotencyHeaders, idempotencyOf, replayedHeader, replayedHeaders } from './idempotency.js';
+import { named } from '../http/openapi.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { MAX_ID, idParam, pageOf, pagination } from '../http/pagination.js';
 import type { ExecutionService } from './execution.service.js';
@@ -23,12 +24,18 @@ const summary = z.object({
     .nullable()
     .describe('Why the replay exists: the API request it came from, or the reason an operator gave a reset in the Temporal Web UI or CLI'),
 });
+named(summary, 'ExecutionSummary', { description: 'An execution as lists show it' });
 const nodeError = z.object({ code: z.string(), message: z.string() });
+named(nodeError, 'NodeError', { description: 'Why a node failed: a stable code (docs/workflows.md lists them) and a message' });
 const detail = summary.extend({
   trigger_payload: z.unknown(),
   error: nodeError.extend({ node_id: z.string().optional() }).nullable(),
   output: z.unknown(),
   temporal: z.object({ workflow_id: z.string(), run_id: z.string().nullable(), ui_url: z.string() }),
+  trace_id: z
+    .string()
+    .nullable()
+    .describe('The OpenTelemetry trace the run belongs to (from the request that started it, or its first activity); null when tracing is off'),
   llm_usage: z
     .object({ calls: z.number().int(), tokens_in: z.number().int(), tokens_out: z.number().int(), cost_usd: z.number(), price_known: z.boolean() })
     .nullable()
@@ -51,6 +58,48 @@ const detail = summary.extend({
     }),
   ),
 });
+named(detail, 'Execution', {
+  description: 'One run of a workflow: its status, payload, output, error, model usage and the timeline of its nodes',
+  examples: [
+    {
+      id: 42,
+      workflow_id: 1,
+      workflow_version: 1,
+      status: 'success',
+      trigger: 'manual',
+      started_at: '2025-01-01T12:00:00.000Z',
+      finished_at: '2025-01-01T12:00:02.100Z',
+      duration_ms: 2100,
+      replay_of: null,
+      replay_reason: null,
+      trigger_payload: { name: 'Ada' },
+      error: null,
+      output: { text: 'HELLO, ADA' },
+      temporal: {
+        workflow_id: 'svc-execution-42',
+        run_id: '0194a6c2-5b1e-7c3d-9e8f-0a1b2c3d4e5f',
+        ui_url: 'http://localhost:8233/namespaces/default/workflows/svc-execution-42/0194a6c2-5b1e-7c3d-9e8f-0a1b2c3d4e5f/history',
+      },
+      trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
+      llm_usage: null,
+      timeline: [
+        {
+          node_id: 'greet',
+          node_type: 'transform',
+          status: 'success',
+          started_at: '2025-01-01T12:00:00.010Z',
+          finished_at: '2025-01-01T12:00:00.020Z',
+          duration_ms: 10,
+          attempts: 1,
+          input: { value: { greeting: 'Hello, {{ trigger.name }}' } },
+          output: { greeting: 'Hello, Ada' },
+          error: null,
+          reused: false,
+        },
+      ],
+    },
+  ],
+});
 
 /** The executions surface is read-only apart from replay. */
 export function executionRoutes({ executions }: { executions: ExecutionService }): AnyRoute[] {
@@ -60,6 +109,7 @@ export function executionRoutes({ executions }: { executions: ExecutionService }
       path: root,
       operationId: 'listExecutions',
       summary: 'Executions of the workflows visible to the caller, newest first',
+      description: 'Filtered by workflow, status and start time; without their timelines (GET one execution for that).',
       tag: 'executions',
       access: 'authenticated',
       query: z.strictObject({
@@ -77,6 +127,8 @@ export function executionRoutes({ executions }: { executions: ExecutionService }
       path: `${root}/{id}`,
       operationId: 'getExecution',
       summary: 'One execution with its full timeline and a link to the run in the Temporal Web UI',
+      description:
+        'The timeline lists every node that started, in order, with its input, output, error and attempts. Visible to whoever may see its workflow; for anyone else 404.',
       tag: 'executions',
       access: 'authenticated',
       params: idParam,
@@ -97,10 +149,10 @@ export function executionRoutes({ executions }: { executions: ExecutionService }
       bodyOptional: true,
       headers: idempotencyHeaders,
       errors: {
-        409: 'Still running (`execution_running`), the node never ran or Temporal no longer has the run to reset (`node_not_run`), the workflow is archived (`workflow_archived`), or a reset replay of the same run is still running (`replay_in_progress`, with `data.execution_id`)',
+        409: 'Still running (`execution_running`; with `from_node_id` also while Temporal has not closed the run 15 s after the execution ended), the node never ran or Temporal no longer has the run to reset (`node_not_run`), the workflow is archived (`workflow_archived`), or a reset replay of the same run is still running (`replay_in_progress`, with `data.execution_id`)',
         422: 'The Idempotency-Key was used for a different request (`idempotency_key_reused`)',
       },
-      responses: { 202: { description: 'Replay started', data: z.object({ execution_id: z.number().int() }) } },
+      responses: { 202: { description: 'Replay started', data: z.object({ execution_id: z.number().int() }), headers: replayedHeader } },
       handler: async ({ params, body, headers, principal }) => {
         const started = await executions.replay(principal, params.id, body, idempotencyOf(headers, 'replay', { execution_id: params.id, ...body }));
         return { status: 202, data: { execution_id: started.executionId }, headers: replayedHeaders(started.replayed) };

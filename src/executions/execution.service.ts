@@ -8,7 +8,8 @@ import { AppError, conflict, invalidRequest, notFound } from '../platform/errors
 import { temporalFailure, type TemporalHandle } from '../temporal/connection.js';
 import { workflowVisibility, type WorkflowRow, type WorkflowService } from '../workflow-definitions/workflow.service.js';
 import type { Idempotency } from './idempotency.js';
-import { findResetPoint } from './reset-point.js';
+import type { Metrics } from '../platform/metrics.js';
+import { findResetPoint, RunStillOpen } from './reset-point.js';
 import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
 
 /** What Temporal is asked to do for a prepared record; kept with an Idempotency-Key to send again. */
@@ -66,6 +67,7 @@ export class ExecutionService {
     private readonly workflows: WorkflowService,
     /** SVC_IDEMPOTENCY_TTL_HOURS */
     private readonly idempotencyTtlHours = 24,
+    private readonly metrics?: Pick<Metrics, 'replays'>,
   ) {}
 
   private summary(r: ExecutionRow) {
@@ -273,6 +275,7 @@ export class ExecutionService {
       trigger_payload: row.trigger_payload,
       error: row.error ?? null,
       output: row.last_output ?? null,
+      trace_id: row.trace_id ?? null,
       temporal: {
         workflow_id: row.temporal_workflow_id,
         run_id: row.temporal_run_id,
@@ -369,6 +372,20 @@ export class ExecutionService {
     body: { from_node_id?: string; with_payload?: unknown },
     idempotency?: Idempotency,
   ): Promise<Started> {
+    const started = await this.startReplay(principal, executionId, body, idempotency);
+    if (!started.replayed) {
+      const mode = body.from_node_id === undefined ? 'rerun' : body.with_payload !== undefined ? 'rerun_seeded' : 'reset';
+      this.metrics?.replays.inc({ mode });
+    }
+    return started;
+  }
+
+  private async startReplay(
+    principal: Principal,
+    executionId: number,
+    body: { from_node_id?: string; with_payload?: unknown },
+    idempotency?: Idempotency,
+  ): Promise<Started> {
     const original = await this.visible(principal, executionId);
     if (original.status === 'running') throw conflict('execution_running', 'The execution is still running; wait for it or cancel it first');
     const workflow = await this.workflows.get(principal, original.workflow_id);
@@ -400,7 +417,15 @@ export class ExecutionService {
       );
     }
     if (!original.temporal_run_id) throw conflict('node_not_run', 'The execution has no Temporal run to reset');
+    // The record is final a moment before Temporal closes the run (longer under load): the reset
+    // point is read once Temporal has, so a node started in the run's last task has one too.
     const point = await findResetPoint(this.temporal, original.temporal_workflow_id, original.temporal_run_id, fromNode).catch((err: unknown) => {
+      if (err instanceof RunStillOpen) {
+        throw conflict(
+          'execution_running',
+          `Temporal has not closed the run of execution ${original.id} yet (its last workflow task is still in progress); try again shortly`,
+        );
+      }
       if (temporalFailure(err)?.kind !== 'missing') throw err;
       throw conflict(
         'node_not_run',

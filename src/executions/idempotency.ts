@@ -53,5 +53,13 @@ export function idempotencyOf(headers: { [IDEMPOTENCY_HEADER]?: string | undefin
   };
 }
 
+/** The response header, as routes document it under the answers that can carry it. */
+export const replayedHeader = {
+  'Idempotent-Replayed': {
+    description: "`true` when the call repeated an earlier call's Idempotency-Key: this answer is that call's, and nothing new was started",
+    schema: { type: 'string', enum: ['true'] },
+  },
+};
+
 /** The header a repeated call's answer carries. */
 export const replayedHeaders = (replayed: boolean): Record<string, string> | undefined => (replayed ? { 'Idempotent-Replayed': 'true' } : undefined);

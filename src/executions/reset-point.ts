@@ -1,5 +1,6 @@
-import type { temporal } from '@temporalio/proto';
-import { NODE_FINISHED_MEMO, NODE_STARTED_MEMO, nodeActivityId, type NodeFinishedMemo } from '../../workflows/defs.js';
+import { isGrpcDeadlineError } from '@temporalio/client';
+import proto from '@temporalio/proto';
+import { NODE_FINISHED_MEMO, NODE_STARTED_MEMO, childWorkflowId, nodeActivityId, type NodeFinishedMemo } from '../../workflows/defs.js';
 import type { TemporalHandle } from '../temporal/connection.js';
 
 /**
@@ -7,9 +8,17 @@ import type { TemporalHandle } from '../temporal/connection.js';
  * task that starts a node, and (since the `node-finished-memo` patch) `{finished: {node, local}}`
  * in the task that sees it finish; with Temporal's own activity and child-workflow events these
  * say which nodes a reset keeps and which it runs again.
+ *
+ * Those events are written when the workflow task that issued them completes. A run's last task
+ * runs its last nodes' local activities and then finishExecution, which makes the execution record
+ * final, and Temporal writes the task (its WorkflowTaskCompleted, every marker and memo in it, the
+ * close event) only once all of them have returned: for that moment, longer on a busy worker or
+ * database, the record says the run ended while its history still ends at WorkflowTaskStarted,
+ * without the start of any node that started in that task. A reset point is therefore only read
+ * from a run Temporal has closed.
  */
 
-type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
+type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
 
 export interface ResetPoint {
   /** WorkflowTaskCompleted event to reset to: the task that started the node. */
@@ -56,7 +65,7 @@ async function* events(handle: TemporalHandle, workflowId: string, runId: string
 export async function readNodeEvents(handle: TemporalHandle, workflowId: string, runId: string, options: { untilReset?: boolean } = {}): Promise<NodeEvents> {
   const out: NodeEvents = { started: new Map(), finished: new Map(), remote: new Set(), exact: false };
   const scheduled = new Map<number, string>();
-  const childPrefix = `${workflowId}-`;
+  const childPrefix = childWorkflowId(workflowId, '');
   for await (const event of events(handle, workflowId, runId)) {
     const id = Number(event.eventId);
     const failed = event.workflowTaskFailedEventAttributes;
@@ -137,8 +146,67 @@ export function finishedBefore(events: NodeEvents, node: string, point: number):
 export const nodesFinishedBefore = (events: NodeEvents, point: number, except?: string) =>
   [...events.started.keys()].filter((node) => node !== except && finishedBefore(events, node, point));
 
-/** Finds where to reset a run so that `nodeId` runs again and nothing finished before it does. */
-export async function findResetPoint(handle: TemporalHandle, workflowId: string, runId: string, nodeId: string): Promise<ResetPoint | undefined> {
+/** How long a reset point waits for Temporal to close the run (see RunStillOpen). */
+export const CLOSE_WAIT_MS = 15_000;
+
+/**
+ * The run is still open in Temporal: its last workflow task has not completed (the worker is
+ * still in it, or died in it and Temporal has not handed it to another yet), so its history does
+ * not yet hold what that task did.
+ */
+export class RunStillOpen extends Error {
+  constructor(
+    readonly workflowId: string,
+    readonly runId: string,
+  ) {
+    super(`Temporal has not closed run ${runId} of ${workflowId} yet`);
+    this.name = 'RunStillOpen';
+  }
+}
+
+/**
+ * Waits until Temporal has closed a run (its close event is in the history), up to `timeoutMs`;
+ * false when it is still open then. A long poll: it answers as soon as the run closes.
+ */
+export async function untilClosed(handle: TemporalHandle, workflowId: string, runId: string, timeoutMs: number): Promise<boolean> {
+  const deadline = new Date(Date.now() + timeoutMs);
+  let nextPageToken: Uint8Array | undefined;
+  try {
+    return await handle.connection.withDeadline(deadline, async () => {
+      for (;;) {
+        const page = await handle.client.workflowService.getWorkflowExecutionHistory({
+          namespace: handle.namespace,
+          execution: { workflowId, runId },
+          waitNewEvent: true,
+          historyEventFilterType: proto.temporal.api.enums.v1.HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
+          skipArchival: true,
+          ...(nextPageToken?.length ? { nextPageToken } : {}),
+        });
+        if (page.history?.events?.length) return true;
+        // The server's long poll ended with the run still open: ask again until the deadline.
+        nextPageToken = page.nextPageToken ?? undefined;
+      }
+    });
+  } catch (err) {
+    if (isGrpcDeadlineError(err)) return false;
+    throw err;
+  }
+}
+
+/**
+ * Finds where to reset a run so that `nodeId` runs again and nothing finished before it does;
+ * undefined when the node never started. Waits for Temporal to close the run first (up to
+ * `closeWaitMs`, else RunStillOpen): until then a node started in the run's last workflow task
+ * has no start in the history, and a reset would terminate the run rather than replay it.
+ */
+export async function findResetPoint(
+  handle: TemporalHandle,
+  workflowId: string,
+  runId: string,
+  nodeId: string,
+  { closeWaitMs = CLOSE_WAIT_MS }: { closeWaitMs?: number } = {},
+): Promise<ResetPoint | undefined> {
+  if (!(await untilClosed(handle, workflowId, runId, closeWaitMs))) throw new RunStillOpen(workflowId, runId);
   const events = await readNodeEvents(handle, workflowId, runId);
   const point = events.started.get(nodeId);
   if (point === undefined) return undefined;

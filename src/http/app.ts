@@ -57,7 +57,7 @@ export function buildApp(services: Services): { app: Koa; routes: AnyRoute[] } {
   for (const route of routes) {
     router[route.method](route.operationId, route.path.replace(/\{(\w+)\}/g, ':$1'), toMiddleware(route));
   }
-  app.use(requestContext(logger));
+  app.use(requestContext(logger, services.metrics));
   app.use(errorRenderer());
   app.use(codecCors(services.temporal.uiUrl));
   app.use(

@@ -5,8 +5,13 @@ import type { TemporalHandle } from '../temporal/connection.js';
 interface HealthPorts {
   sql: Queryable;
   temporal: TemporalHandle;
+  metrics: Metrics;
+  config: Pick<Config, 'SVC_METRICS_TOKEN'>;
 }
 import { temporalHealthy } from '../temporal/connection.js';
+import type { Config } from '../config.js';
+import { mayReadMetrics, type Metrics } from '../platform/metrics.js';
+import { temporalSdkMetrics } from '../temporal/worker.js';
 import { AppError } from '../platform/errors.js';
 import { defineRoute, type AnyRoute } from './route.js';
 
@@ -27,6 +32,7 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
       path: '/healthz',
       operationId: 'liveness',
       summary: 'Liveness: the process answers',
+      description: 'Answers as long as the process serves HTTP, whatever the state of PostgreSQL and Temporal (for a container liveness probe).',
       tag: 'health',
       access: 'public',
       responses: { 200: { description: 'Alive', data: z.object({ live: z.literal(true) }) } },
@@ -37,6 +43,8 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
       path: '/readyz',
       operationId: 'readiness',
       summary: 'Readiness: PostgreSQL and Temporal are reachable',
+      description:
+        'Checks both within about 2 seconds. When one is down the answer is 503 `service_unavailable` whose `data` says which (for a load balancer or readiness probe).',
       tag: 'health',
       access: 'public',
       responses: { 200: { description: 'Ready', data: dependencies } },
@@ -49,9 +57,35 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
     }),
     defineRoute({
       method: 'get',
+      path: '/metrics',
+      operationId: 'metrics',
+      summary: 'Prometheus metrics of this process, in the text exposition format',
+      description:
+        'For clients connecting from a loopback address, or with `Authorization: Bearer <SVC_METRICS_TOKEN>` when that is set; anyone else gets 403. In a process that also runs a worker, the Temporal SDK’s own metrics (`temporal_*`) follow the service’s (`svc_*`, process defaults).',
+      tag: 'health',
+      access: 'public',
+      errors: { 403: 'Not a loopback client and no valid metrics token (`forbidden`)' },
+      responses: { 200: { description: 'The metrics', raw: z.string(), contentType: 'text/plain' } },
+      handler: async ({ ctx }) => {
+        if (
+          !mayReadMetrics(
+            { remoteAddress: ctx.req.socket.remoteAddress, authorization: ctx.get('authorization') || undefined },
+            services.config.SVC_METRICS_TOKEN,
+          )
+        ) {
+          throw new AppError(403, 'forbidden', 'Metrics are served to loopback clients, or with the metrics token (SVC_METRICS_TOKEN)');
+        }
+        ctx.type = services.metrics.contentType;
+        return { raw: await services.metrics.text(temporalSdkMetrics) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
       path: '/api/openapi.json',
       operationId: 'openApi',
       summary: 'This OpenAPI 3.1 document',
+      description:
+        'Generated from the same route definitions that validate requests. An event-stream answer (`text/event-stream`) is described by the schema of one event (docs/api.md).',
       tag: 'health',
       access: 'public',
       responses: { 200: { description: 'The document', raw: z.object({ openapi: z.string() }).loose() } },

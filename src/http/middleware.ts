@@ -6,12 +6,20 @@ import { translateDatabaseError } from '../db/database-errors.js';
 import { AppError, unauthenticated } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import { temporalFailure } from '../temporal/connection.js';
+import type { Metrics } from '../platform/metrics.js';
+import { SpanKind, SpanStatusCode, context, contextFromHeaders, trace, type Span } from '../platform/tracing.js';
 
 const requestIdPattern = /^[A-Za-z0-9._-]{8,100}$/;
 
-/** Request id (kept from X-Request-Id when sane), a child logger, and one log line per request. */
-export function requestContext(logger: Logger) {
-  return async (ctx: Context, next: Next) => {
+/**
+ * Request id (kept from X-Request-Id when sane), a child logger, one log line per request, the
+ * request's metrics, and its server span (continuing a caller's W3C trace context) in which the
+ * whole request runs.
+ */
+export function requestContext(logger: Logger, metrics: Pick<Metrics, 'httpRequests' | 'httpDuration'>) {
+  // Scrapes and probes of the health routes would only fill the traces with noise.
+  const untraced = new Set(['/metrics', '/healthz', '/readyz']);
+  const handle = async (ctx: Context, next: Next, span?: Span) => {
     const incoming = ctx.get('x-request-id');
     const id = requestIdPattern.test(incoming) ? incoming : randomUUID();
     const started = process.hrtime.bigint();
@@ -21,13 +29,29 @@ export function requestContext(logger: Logger) {
     try {
       await next();
     } finally {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      // The matched route template is logged, not the URL: paths can carry licence keys.
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      // The matched route template is logged and counted, not the URL: paths carry ids and licence keys.
       const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)';
-      const line = { method: ctx.method, route, status: ctx.status, ms: Math.round(ms * 10) / 10, user: ctx.state.principal?.login };
+      const labels = { route, method: ctx.method, status: String(ctx.status) };
+      metrics.httpRequests.inc(labels);
+      metrics.httpDuration.observe(labels, seconds);
+      if (span) {
+        span.updateName(`${ctx.method} ${route}`);
+        span.setAttributes({ 'http.route': route, 'http.response.status_code': ctx.status, 'svc.request_id': id });
+        if (ctx.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+        span.end();
+      }
+      const line = { method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 10_000) / 10, user: ctx.state.principal?.login };
       if (ctx.status >= 500) ctx.state.logger.error(line, 'request failed');
       else ctx.state.logger.info(line, 'request');
     }
+  };
+  return (ctx: Context, next: Next) => {
+    if (untraced.has(ctx.path)) return handle(ctx, next);
+    const attributes = { 'http.request.method': ctx.method };
+    return context.with(contextFromHeaders(ctx.headers), () =>
+      trace.getTracer('workflow-svc').startActiveSpan(ctx.method, { kind: SpanKind.SERVER, attributes }, (span) => handle(ctx, next, span)),
+    );
   };
 }
 
@@ -87,6 +111,8 @@ export function errorRenderer() {
  */
 export function authenticate(auth: AuthService) {
   return async (ctx: Context, next: Next) => {
+    // The metrics route decides its own access (a scraper's bearer token is no user's credential).
+    if (ctx.path === '/metrics') return next();
     const header = ctx.get('authorization');
     if (header) {
       const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);

@@ -1,78 +1,384 @@
 import { z } from 'zod';
-import type { AnyRoute } from './route.js';
+import type { AnyRoute, EventStreamSpec, HeaderSpec, ResponseSpec } from './route.js';
 
-const errorSchema = {
+type Json = Record<string, unknown>;
+type Io = 'input' | 'output';
+
+// ---------------------------------------------------------------------------------------------
+// Hooks for the schemas of features
+
+const documentation = new WeakMap<z.ZodType, { documented: z.ZodType; as?: Io }>();
+
+/**
+ * Validates with `schema` but documents `documented`. For a schema whose last checks run later
+ * and report their problems their own way (a node's type and config are checked with the whole
+ * graph, every problem listed): the document then shows what the service accepts in the end, so
+ * that a client's types catch a mistake before the request is sent. `as: 'input'` documents the
+ * request form in answers too, for a value stored as it was sent (a node's config).
+ */
+export function documentAs<S extends z.ZodType>(schema: S, documented: z.ZodType, as?: Io): S {
+  documentation.set(schema, { documented, ...(as ? { as } : {}) });
+  return schema;
+}
+
+/**
+ * Names a schema in the document (`components.schemas.<id>`), so that generated clients have a type
+ * of that name, and gives it a description and examples. Returns the same schema.
+ */
+export function named<S extends z.ZodType>(schema: S, id: string, meta: { description?: string; examples?: unknown[] } = {}): S {
+  z.globalRegistry.add(schema, { ...z.globalRegistry.get(schema), id, ...meta });
+  if (meta.examples) examples.set(id, meta.examples);
+  return schema;
+}
+
+/** Examples by schema name: zod leaves them out of the request form of a schema that transforms its input. */
+const examples = new Map<string, unknown[]>();
+
+/**
+ * Any JSON value. zod's `z.json()` is documented by a recursive union that generated types cannot
+ * express (a type alias referring to itself); this is documented as `JsonValue`, which is `{}`.
+ */
+export const jsonValue = documentAs(z.json(), named(z.unknown(), 'JsonValue', { description: 'Any JSON value' }));
+
+// ---------------------------------------------------------------------------------------------
+// Named schemas
+
+/** Marks a reference to the input (request) form of a named schema until names are final. */
+const INPUT = '~input';
+const SCHEMAS = '#/components/schemas/';
+const zodDef = /^#\/\$defs\/(.+)$/;
+const anonymousDef = /^__schema\d+$/;
+
+function walk(value: unknown, visit: (node: Json) => Json): unknown {
+  if (Array.isArray(value)) return value.map((v) => walk(v, visit));
+  if (!value || typeof value !== 'object') return value;
+  return visit(Object.fromEntries(Object.entries(value).map(([k, v]) => [k, walk(v, visit)])));
+}
+
+const schemaKeys = [
+  'additionalProperties',
+  'items',
+  'not',
+  'if',
+  'then',
+  'else',
+  'propertyNames',
+  'contains',
+  'contentSchema',
+  'unevaluatedItems',
+  'unevaluatedProperties',
+];
+const schemaListKeys = ['anyOf', 'oneOf', 'allOf', 'prefixItems'];
+const schemaMapKeys = ['properties', 'patternProperties', '$defs', 'dependentSchemas'];
+
+/** Applies `visit` to every schema inside `schema` (not to examples, constants or defaults), innermost first. */
+function mapSchemas(schema: unknown, visit: (node: Json) => Json): unknown {
+  if (!schema || typeof schema !== 'object' || Array.isArray(schema)) return schema;
+  const node: Json = { ...(schema as Json) };
+  for (const key of schemaKeys) if (key in node) node[key] = mapSchemas(node[key], visit);
+  for (const key of schemaListKeys) if (Array.isArray(node[key])) node[key] = (node[key] as unknown[]).map((s) => mapSchemas(s, visit));
+  for (const key of schemaMapKeys) {
+    if (node[key] && typeof node[key] === 'object') {
+      node[key] = Object.fromEntries(Object.entries(node[key] as Json).map(([name, s]) => [name, mapSchemas(s, visit)]));
+    }
+  }
+  return visit(node);
+}
+
+/**
+ * In request schemas a field's default is said in its description instead of the `default`
+ * keyword: generators read `default` in a named schema as "always present" (openapi-typescript
+ * makes such a field required), which is true of answers but not of requests.
+ */
+function defaultsAsText(schema: Json): Json {
+  return mapSchemas(schema, (node) => {
+    if (!('default' in node)) return node;
+    const { default: value, ...rest } = node;
+    const note = `Default: \`${JSON.stringify(value)}\`.`;
+    return { ...rest, description: typeof rest.description === 'string' ? `${rest.description.replace(/\.?$/, '.')} ${note}` : note };
+  }) as Json;
+}
+
+/** JSON with sorted keys, to compare two schemas. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value && typeof value === 'object') {
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical((value as Json)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * Converts zod schemas to JSON Schema and collects the named ones (those with a `.meta({ id })`)
+ * as `components.schemas`. A schema used in requests and in answers whose two forms differ (a
+ * default makes a field optional in the request and present in the answer) is named `<id>Input`
+ * in requests.
+ */
+class SchemaSet {
+  private readonly forms = new Map<string, Partial<Record<Io, Json>>>();
+
+  /** `keepDefaults`: parameters keep the `default` keyword, which generators read right there. */
+  convert(schema: z.ZodType, io: Io, keepDefaults = false): Json {
+    const out = z.toJSONSchema(schema, {
+      target: 'draft-2020-12',
+      io,
+      unrepresentable: 'any',
+      override: (ctx) => {
+        const documented = documentation.get(ctx.zodSchema as unknown as z.ZodType);
+        if (!documented) return;
+        const replacement = this.convert(documented.documented, documented.as ?? io);
+        for (const key of Object.keys(ctx.jsonSchema)) delete (ctx.jsonSchema as Json)[key];
+        Object.assign(ctx.jsonSchema, replacement);
+      },
+    }) as Json;
+    delete out.$schema;
+    const defs = (out.$defs ?? {}) as Record<string, Json>;
+    delete out.$defs;
+    // A part zod extracted without a name that only points elsewhere (a documented recursive schema).
+    const aliasOf = (key: string) => {
+      const def = defs[key]!;
+      return anonymousDef.test(key) && Object.keys(def).length === 1 && typeof def.$ref === 'string' ? def.$ref : undefined;
+    };
+    const target = new Map<string, string>();
+    const resolve = (key: string): string => {
+      const known = target.get(key);
+      if (known) return known;
+      const alias = aliasOf(key);
+      // Only a recursive part is extracted without a name; generated types need one to refer to.
+      if (!alias && anonymousDef.test(key))
+        throw new Error(`A recursive schema needs a name: give it one with named() (${JSON.stringify(defs[key]).slice(0, 200)})`);
+      const ref = alias ? (zodDef.test(alias) ? resolve(zodDef.exec(alias)![1]!) : alias) : `${SCHEMAS}${key}${io === 'input' ? INPUT : ''}`;
+      target.set(key, ref);
+      return ref;
+    };
+    const rewrite = (value: unknown) =>
+      walk(value, (node) => (typeof node.$ref === 'string' && zodDef.test(node.$ref) ? { ...node, $ref: resolve(zodDef.exec(node.$ref)![1]!) } : node)) as Json;
+    const finish = (schema: Json) => (io === 'input' && !keepDefaults ? defaultsAsText(rewrite(schema)) : rewrite(schema));
+    for (const [key, def] of Object.entries(defs)) {
+      if (aliasOf(key)) continue;
+      this.add(resolve(key).slice(SCHEMAS.length).replace(INPUT, ''), io, finish(def));
+    }
+    return finish(out);
+  }
+
+  /** A schema written by hand (events, the error body), under its name, for both directions. */
+  addFixed(name: string, schema: Json): string {
+    this.add(name, 'output', schema);
+    return `${SCHEMAS}${name}`;
+  }
+
+  private add(name: string, io: Io, given: Json) {
+    const schema = examples.has(name) && !given.examples ? { ...given, examples: examples.get(name) } : given;
+    const forms = this.forms.get(name) ?? {};
+    const known = forms[io];
+    if (known && canonical(known) !== canonical(schema)) throw new Error(`Two different schemas are named ${name}`);
+    forms[io] = schema;
+    this.forms.set(name, forms);
+  }
+
+  /** Final names: `<id>Input` where the request form differs from the answer form, else `<id>`. */
+  finish(): { schemas: Record<string, Json>; rename: (ref: string) => string } {
+    const differs = new Set<string>();
+    const normal = (ref: string) => {
+      if (!ref.endsWith(INPUT)) return ref;
+      const name = ref.slice(SCHEMAS.length, -INPUT.length);
+      return differs.has(name) ? ref : ref.slice(0, -INPUT.length);
+    };
+    const normalised = (schema: Json) => canonical(walk(schema, (node) => (typeof node.$ref === 'string' ? { ...node, $ref: normal(node.$ref) } : node)));
+    for (let changed = true; changed;) {
+      changed = false;
+      for (const [name, forms] of this.forms) {
+        if (differs.has(name) || !forms.input || !forms.output || normalised(forms.input) === normalised(forms.output)) continue;
+        differs.add(name);
+        changed = true;
+      }
+    }
+    const rename = (ref: string) => {
+      if (!ref.endsWith(INPUT)) return ref;
+      const name = ref.slice(SCHEMAS.length, -INPUT.length);
+      return `${SCHEMAS}${differs.has(name) ? `${name}Input` : name}`;
+    };
+    const schemas: Record<string, Json> = {};
+    for (const [name, forms] of this.forms) {
+      if (forms.output) schemas[name] = forms.output;
+      if (forms.input && (differs.has(name) || !forms.output)) {
+        const inputName = differs.has(name) ? `${name}Input` : name;
+        if (this.forms.has(inputName) && inputName !== name) throw new Error(`${inputName} is the request form of ${name} and a schema of its own`);
+        schemas[inputName] = forms.input;
+      }
+    }
+    return { schemas, rename };
+  }
+}
+
+/**
+ * A `oneOf` of named schemas that each fix one property to a distinct constant (a node's `type`,
+ * an event's `event`) gets OpenAPI's `discriminator`, so that generators map each branch by it.
+ */
+function discriminate(node: Json, schemas: Record<string, Json>): Json {
+  const branches = node.oneOf;
+  if (!Array.isArray(branches) || node.discriminator || !branches.every((b) => typeof b?.$ref === 'string' && b.$ref.startsWith(SCHEMAS))) return node;
+  const targets = branches.map((b: { $ref: string }) => ({ ref: b.$ref, schema: schemas[b.$ref.slice(SCHEMAS.length)] }));
+  const first = targets[0]?.schema?.properties as Record<string, Json> | undefined;
+  for (const property of Object.keys(first ?? {})) {
+    const values = targets.map((t) => ((t.schema?.properties as Record<string, Json> | undefined)?.[property]?.const as unknown) ?? undefined);
+    if (!values.every((v) => typeof v === 'string') || new Set(values).size !== values.length) continue;
+    const required = targets.every((t) => ((t.schema?.required as string[] | undefined) ?? []).includes(property));
+    if (!required) continue;
+    return { ...node, discriminator: { propertyName: property, mapping: Object.fromEntries(values.map((v, i) => [v as string, targets[i]!.ref])) } };
+  }
+  return node;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parts every operation shares
+
+const errorSchema: Json = {
   type: 'object',
+  description: 'The failure envelope of every error answer',
   required: ['status', 'error', 'message'],
   properties: {
     status: { const: 'fail' },
-    error: { type: 'string', description: 'Stable machine-readable code' },
+    error: { type: 'string', description: 'Stable machine-readable code (docs/api.md lists them)' },
     message: { type: 'string', description: 'Human-readable explanation' },
-    data: { type: 'object', additionalProperties: true },
+    data: { type: 'object', additionalProperties: true, description: 'Details of the failure (`errors` names each invalid field)' },
   },
-} as const;
+  examples: [
+    {
+      status: 'fail',
+      error: 'validation_failed',
+      message: 'title: Too small: expected string to have >=1 characters',
+      data: { errors: [{ field: 'title', message: 'Too small: expected string to have >=1 characters', in: 'body' }] },
+    },
+  ],
+};
+
+/** Response headers documented once and referenced by the responses that carry them. */
+const headers: Record<string, Json> = {
+  'X-Request-Id': {
+    description: 'The id of this request in the service log; a sane X-Request-Id sent with the request is kept',
+    required: true,
+    schema: { type: 'string', pattern: '^[A-Za-z0-9._-]{8,100}$' },
+  },
+  'Retry-After': { description: 'Seconds to wait before trying again', required: true, schema: { type: 'string', pattern: '^[0-9]+$' } },
+  'WWW-Authenticate': { description: 'The authentication scheme to use: `Basic realm="svc"`', required: true, schema: { type: 'string' } },
+};
+const headerRef = (name: keyof typeof headers) => ({ $ref: `#/components/headers/${name}` });
+
+const tags: { name: string; description: string }[] = [
+  { name: 'health', description: 'Liveness, readiness and this document' },
+  { name: 'auth', description: 'Browser sign-in with a session cookie and nonce, application passwords, users' },
+  { name: 'workflows', description: 'Workflow definitions (a trigger and a graph of typed nodes), starting runs, and the public webhook entry' },
+  { name: 'connections', description: 'Stored credentials that nodes and agent sessions use; only a masked preview is ever returned' },
+  { name: 'executions', description: 'Runs of workflows: status, timeline per node, output, and replays' },
+  { name: 'temporal', description: 'The codec server the Temporal Web UI calls to show the encrypted payloads of runs' },
+  { name: 'licenses', description: 'The public licence portal that plugins call, its signing keys, and issuing and managing licences' },
+  { name: 'licence-webhooks', description: 'Vendor webhooks on licence events, signed, with their delivery records' },
+  { name: 'entities', description: 'Entity definitions of the records store: fields, form, lists, capabilities' },
+  { name: 'records', description: 'Records of an entity: filtered with EQL, sorted, paginated, written one by one or in bulk' },
+  { name: 'agent', description: 'Chat sessions with a model that cannot take a side effect without a human approving it, and the approval gate' },
+];
 
 const genericErrors: Record<number, string> = {
   400: 'Malformed or invalid request (`invalid_request`, `validation_failed`)',
   500: 'Internal error (`internal_error`); details are only in the server log',
-  503: 'A dependency (PostgreSQL or Temporal) is unavailable (`service_unavailable`)',
+  503: 'A dependency (PostgreSQL or Temporal) is unavailable (`service_unavailable`), see Retry-After',
 };
 
-/**
- * One server-sent event. OpenAPI 3.1 has no `itemSchema`, so by the convention tools follow the
- * schema of an event-stream response describes each event: its name, and its data as JSON text.
- */
-function eventSchema(events: string[] | undefined) {
+/** Headers of an answer with this status, besides those the route declares. */
+function statusHeaders(status: number): Record<string, unknown> {
   return {
-    type: 'object',
-    required: ['event', 'data'],
-    properties: {
-      event: { type: 'string', ...(events ? { enum: events } : {}) },
-      data: { type: 'string', contentMediaType: 'application/json', description: 'The event payload as JSON' },
-      id: { type: 'string' },
-      retry: { type: 'integer' },
-    },
+    'X-Request-Id': headerRef('X-Request-Id'),
+    ...(status === 401 ? { 'WWW-Authenticate': headerRef('WWW-Authenticate') } : {}),
+    ...(status === 429 || status === 503 ? { 'Retry-After': headerRef('Retry-After') } : {}),
   };
 }
 
-/** Shared definitions hoisted out of individual schemas into `components.schemas`. */
-let hoisted: Record<string, unknown> = {};
-let counter = 0;
-
-/**
- * zod emits recursive or reused parts as `$defs` with `#/$defs/...` references, which in an
- * OpenAPI document would point at the document root; they are moved to components.schemas.
- */
-function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
-  const out = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Record<string, unknown>;
-  delete out.$schema;
-  const defs = out.$defs as Record<string, unknown> | undefined;
-  if (!defs) return out;
-  delete out.$defs;
-  const names = new Map(Object.keys(defs).map((name) => [name, `Def${++counter}_${name.replace(/[^A-Za-z0-9_]/g, '')}`]));
-  const rewrite = (value: unknown): unknown => {
-    if (Array.isArray(value)) return value.map(rewrite);
-    if (!value || typeof value !== 'object') return value;
-    return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => {
-        if (k === '$ref' && typeof v === 'string' && v.startsWith('#/$defs/')) return [k, `#/components/schemas/${names.get(v.slice(8))}`];
-        return [k, rewrite(v)];
-      }),
-    );
-  };
-  for (const [name, def] of Object.entries(defs)) hoisted[names.get(name)!] = rewrite(def);
-  return rewrite(out) as Record<string, unknown>;
+function declaredHeaders(declared: Record<string, HeaderSpec> | undefined): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(declared ?? {}).map(([name, h]) => [
+      name,
+      { description: h.description, required: h.required ?? false, schema: h.schema ?? { type: 'string' } },
+    ]),
+  );
 }
 
-function parameters(route: AnyRoute) {
-  const list: Record<string, unknown>[] = [];
+function envelope(data: Json): Json {
+  return { type: 'object', required: ['status', 'data'], properties: { status: { const: 'ok' }, data } };
+}
+
+const pascal = (name: string) => name.replace(/(^|[_-])([a-z])/g, (_, _sep: string, c: string) => c.toUpperCase());
+
+/** The named union of a stream's events; each event is named too, its data JSON text of its own schema. */
+function eventStream(stream: EventStreamSpec, set: SchemaSet): string {
+  const branches = Object.entries(stream.events).map(([event, data]) =>
+    set.addFixed(`${stream.name}${pascal(event)}`, {
+      type: 'object',
+      description: `The \`${event}\` event: its data is JSON text`,
+      required: ['event', 'data'],
+      properties: {
+        event: { type: 'string', const: event },
+        data: { type: 'string', contentMediaType: 'application/json', contentSchema: set.convert(data, 'output') },
+        id: { type: 'string' },
+        retry: { type: 'integer' },
+      },
+    }),
+  );
+  return set.addFixed(stream.name, { description: stream.description, oneOf: branches.map(($ref) => ({ $ref })) });
+}
+
+function response(spec: ResponseSpec, status: number, set: SchemaSet): Json {
+  const content: Json = spec.contentType
+    ? { [spec.contentType]: { schema: { type: 'string' } } }
+    : { 'application/json': { schema: spec.raw ? set.convert(spec.raw, 'output') : envelope(spec.data ? set.convert(spec.data, 'output') : {}) } };
+  if (spec.eventStream) content['text/event-stream'] = { schema: { $ref: eventStream(spec.eventStream, set) } };
+  return { description: spec.description, headers: { ...statusHeaders(status), ...declaredHeaders(spec.headers) }, content };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operations
+
+const signedIn = [{ applicationPassword: [] }, { sessionCookie: [], nonce: [] }];
+
+function security(route: AnyRoute): { security: unknown[]; capability?: string; signIn: boolean } {
+  if (route.checksCredentials) {
+    const { accepts, capability } = route.checksCredentials;
+    return {
+      security: accepts.map((scheme) => (scheme === 'basic' ? { applicationPassword: [] } : { sessionCookie: [] })),
+      ...(capability ? { capability } : {}),
+      signIn: true,
+    };
+  }
+  if (route.access === 'public') return { security: [], signIn: false };
+  return { security: signedIn, ...(typeof route.access === 'object' ? { capability: route.access.capability } : {}), signIn: true };
+}
+
+function errorStatuses(route: AnyRoute, capability: string | undefined, signIn: boolean): Record<number, string> {
+  const errors: Record<number, string> = { ...genericErrors };
+  errors[401] = signIn ? 'Not authenticated (`unauthenticated`)' : 'Credentials were sent and are wrong (`unauthenticated`); the route itself needs none';
+  if (capability) errors[403] = `Missing capability ${capability} (\`forbidden\`)`;
+  if (route.params) errors[404] = 'No such resource (`not_found`)';
+  if (route.body) {
+    errors[413] = 'Body larger than the configured limit (`payload_too_large`)';
+    errors[415] = 'Unsupported content type (`unsupported_media_type`)';
+  }
+  // Any route can answer 429: repeated wrong Basic credentials are refused before routing.
+  errors[429] = 'Too many requests or failed logins (`rate_limited`), see Retry-After';
+  return Object.assign(errors, route.errors ?? {});
+}
+
+function parameters(route: AnyRoute, set: SchemaSet) {
+  const list: Json[] = [];
   for (const [where, schema] of [
     ['path', route.params],
     ['query', route.query],
     ['header', route.headers],
   ] as const) {
     if (!schema) continue;
-    const object = jsonSchema(schema, 'input') as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+    const object = set.convert(schema, 'input', true) as { properties?: Record<string, Json>; required?: string[] };
     for (const [name, prop] of Object.entries(object.properties ?? {})) {
       const { description, ...rest } = prop;
       list.push({
@@ -88,72 +394,59 @@ function parameters(route: AnyRoute) {
   return list;
 }
 
-function envelope(data: Record<string, unknown>) {
-  return { type: 'object', required: ['status', 'data'], properties: { status: { const: 'ok' }, data } };
-}
-
-function operation(route: AnyRoute) {
-  const responses: Record<string, unknown> = {};
-  for (const [status, spec] of Object.entries(route.responses)) {
-    const content: Record<string, unknown> = spec.contentType
-      ? { [spec.contentType]: { schema: { type: 'string' } } }
-      : {
-          'application/json': {
-            schema: spec.raw ? jsonSchema(spec.raw, 'output') : envelope(spec.data ? jsonSchema(spec.data, 'output') : {}),
-          },
-        };
-    if (spec.alsoContentType)
-      content[spec.alsoContentType] = { schema: spec.alsoContentType === 'text/event-stream' ? eventSchema(spec.events) : { type: 'string' } };
-    responses[status] = { description: spec.description, content };
+function operation(route: AnyRoute, set: SchemaSet) {
+  const access = security(route);
+  const responses: Record<string, Json> = {};
+  for (const [status, spec] of Object.entries(route.responses)) responses[status] = response(spec, Number(status), set);
+  for (const [status, description] of Object.entries(errorStatuses(route, access.capability, access.signIn))) {
+    responses[status] ??= { description, headers: statusHeaders(Number(status)), content: { 'application/json': { schema: { $ref: `${SCHEMAS}Error` } } } };
   }
-  const errors: Record<number, string> = { ...genericErrors };
-  errors[401] =
-    route.access === 'public'
-      ? 'Credentials were sent and are wrong (`unauthenticated`); the route itself needs none'
-      : 'Not authenticated (`unauthenticated`)';
-  if (typeof route.access === 'object') errors[403] = `Missing capability ${route.access.capability} (\`forbidden\`)`;
-  if (route.params) errors[404] = 'No such resource (`not_found`)';
-  if (route.body) {
-    errors[413] = 'Body larger than the configured limit (`payload_too_large`)';
-    errors[415] = 'Unsupported content type (`unsupported_media_type`)';
-  }
-  // Any route can answer 429: repeated wrong Basic credentials are refused before routing.
-  errors[429] = 'Too many requests or failed logins (`rate_limited`), see Retry-After';
-  Object.assign(errors, route.errors ?? {});
-  for (const [status, description] of Object.entries(errors)) {
-    responses[status] ??= { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
-  }
-  // Answered by Node's HTTP parser before the application sees the request: no envelope.
+  // Answered by Node's HTTP parser before the application sees the request: no envelope, no headers.
   responses['431'] = { description: 'Request line or headers larger than the HTTP server accepts (no body)' };
   const bodyTypes = route.bodyTypes ?? ['json'];
   return {
     operationId: route.operationId,
     summary: route.summary,
-    ...(route.description ? { description: route.description } : {}),
+    description: route.description,
     tags: [route.tag],
-    security: route.access === 'public' ? [] : [{ applicationPassword: [] }, { sessionCookie: [], nonce: [] }],
-    ...(typeof route.access === 'object' ? { 'x-capability': route.access.capability } : {}),
-    parameters: parameters(route),
+    security: access.security,
+    ...(access.capability ? { 'x-capability': access.capability } : {}),
+    parameters: parameters(route, set),
     ...(route.body
       ? {
           requestBody: {
             required: !route.bodyOptional,
             content: Object.fromEntries(
-              bodyTypes.map((t) => [t === 'json' ? 'application/json' : 'application/x-www-form-urlencoded', { schema: jsonSchema(route.body!, 'input') }]),
+              bodyTypes.map((t) => [t === 'json' ? 'application/json' : 'application/x-www-form-urlencoded', { schema: set.convert(route.body!, 'input') }]),
             ),
           },
         }
       : {}),
-    responses,
+    responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => Number(a) - Number(b))),
   };
 }
 
 /** Builds the OpenAPI 3.1 document from the same route definitions that validate requests. */
 export function buildOpenApi(routes: AnyRoute[], version: string) {
-  hoisted = {};
-  counter = 0;
+  const set = new SchemaSet();
+  set.addFixed('Error', errorSchema);
   const paths: Record<string, Record<string, unknown>> = {};
-  for (const route of routes) (paths[route.path] ??= {})[route.method] = operation(route);
+  for (const route of routes) {
+    if (!tags.some((t) => t.name === route.tag)) throw new Error(`Tag ${route.tag} of ${route.operationId} has no description in openapi.ts`);
+    (paths[route.path] ??= {})[route.method] = operation(route, set);
+  }
+  const { schemas, rename } = set.finish();
+  const named = Object.fromEntries(
+    Object.keys(schemas)
+      .sort()
+      .map((name) => [name, schemas[name]!]),
+  );
+  const final = (value: unknown) =>
+    walk(value, (node) => {
+      const renamed = typeof node.$ref === 'string' ? { ...node, $ref: rename(node.$ref) } : node;
+      return discriminate(renamed, named);
+    });
+  const components = final(named) as Record<string, Json>;
   return {
     openapi: '3.1.0',
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
@@ -162,15 +455,24 @@ export function buildOpenApi(routes: AnyRoute[], version: string) {
       version,
       description:
         'Durable workflows on Temporal, a gated chat agent, a records store and licence endpoints. ' +
-        'Success bodies are `{status: "ok", data}`; failures are `{status: "fail", error, message, data?}`.',
+        'Success bodies are `{status: "ok", data}`; failures are `{status: "fail", error, message, data?}` (`Error`). ' +
+        'Every answer carries `X-Request-Id`. The agent answers a streamed turn as `text/event-stream`, whose schema describes one event.',
     },
-    paths,
+    servers: [{ url: '/', description: 'The service that serves this document (paths start with /api, /healthz or /readyz)' }],
+    tags,
+    paths: final(paths),
     components: {
-      schemas: { Error: errorSchema, ...hoisted },
+      schemas: components,
+      headers,
       securitySchemes: {
-        applicationPassword: { type: 'http', scheme: 'basic', description: 'login and application password' },
-        sessionCookie: { type: 'apiKey', in: 'cookie', name: 'svc_session' },
-        nonce: { type: 'apiKey', in: 'header', name: 'X-Svc-Nonce' },
+        applicationPassword: { type: 'http', scheme: 'basic', description: 'Login and an application password' },
+        sessionCookie: { type: 'apiKey', in: 'cookie', name: 'svc_session', description: 'The session cookie that POST /api/auth/v1/login sets' },
+        nonce: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'X-Svc-Nonce',
+          description: 'A nonce of the session (login answers one, GET /api/auth/v1/nonce gives more)',
+        },
       },
     },
   };

@@ -1,10 +1,31 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
 import type { Principal } from '../auth/auth.service.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../platform/json-depth.js';
 import { AppError, forbidden, invalidRequest, problemsOf, unauthenticated, validationFailed, type FieldProblem } from '../platform/errors.js';
 
 /** Who may call a route: anyone, any signed-in user, or a user holding a capability. */
 export type Access = 'public' | 'authenticated' | { capability: string };
+
+/** A response header, documented under the response that carries it. */
+export interface HeaderSpec {
+  description: string;
+  /** Always sent with this response (the test client checks that it is). */
+  required?: boolean;
+  schema?: Record<string, unknown>;
+}
+
+/**
+ * A `text/event-stream` answer: the named schema of one event, and per event name the schema of
+ * its data (JSON text on the wire). The generator documents each event as its own named schema.
+ */
+export interface EventStreamSpec {
+  /** Component name of the union of the events, e.g. `AgentStreamEvent`. */
+  name: string;
+  description: string;
+  /** Event name to the schema of its data, in the order the events can come. */
+  events: Record<string, z.ZodType>;
+}
 
 export interface ResponseSpec {
   description: string;
@@ -12,12 +33,12 @@ export interface ResponseSpec {
   data?: z.ZodType;
   /** Schema of the whole body, for the few routes whose body is not the standard envelope. */
   raw?: z.ZodType;
-  /** Content type other than JSON (an event stream, say). */
+  /** Content type other than JSON. */
   contentType?: string;
-  /** A second content type of the same status, answered when the request asks for it (`stream: true`). */
-  alsoContentType?: string;
-  /** For `text/event-stream`: the names of the events the stream may carry. */
-  events?: string[];
+  /** The same status answered as an event stream instead, when the request asks for it (`stream: true`). */
+  eventStream?: EventStreamSpec;
+  /** Headers this response carries besides those every response has (X-Request-Id). */
+  headers?: Record<string, HeaderSpec>;
 }
 
 export interface Reply {
@@ -52,10 +73,19 @@ export interface RouteSpec<
   /** OpenAPI-style path, `{name}` for parameters. */
   path: string;
   operationId: string;
+  /** One line: what the operation does. */
   summary: string;
-  description?: string;
+  /** What a client writer needs beyond the summary: behaviour, limits, who may call, what comes back. */
+  description: string;
   tag: string;
   access: A;
+  /**
+   * For a `public` route whose guard or handler checks credentials itself (the codec server, the
+   * nonce): the credentials it takes, `basic` (an application password) or `cookie` (the session
+   * cookie alone, without a nonce), and the capability it needs. Documented as the operation's
+   * security, with its 401 (and 403).
+   */
+  checksCredentials?: { accepts: ('basic' | 'cookie')[]; capability?: string };
   params?: P;
   query?: Q;
   body?: B;
@@ -193,6 +223,7 @@ async function respond(route: AnyRoute, ctx: Context): Promise<void> {
     const raw = (ctx.request as unknown as { body?: unknown }).body;
     const empty = raw === undefined || (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && Object.keys(raw).length === 0 && !ctx.request.length);
     if (empty && !route.bodyOptional) throw invalidRequest('A request body is required');
+    if (nestsDeeperThan(raw)) throw invalidRequest(`The body nests deeper than ${MAX_JSON_DEPTH} levels`);
     body = parse(route.body, empty ? {} : raw, 'body', route.invalidCode);
   }
   const reply = await route.handler({ params, query, body, headers, principal, ctx });

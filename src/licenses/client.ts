@@ -100,6 +100,12 @@ export interface LicenseClientOptions {
   key: string;
   /** This site's fingerprint; verify then says whether this site is active. */
   siteFingerprint?: string;
+  /**
+   * This site's home URL, sent with verify: the service answers `site_match: true` only when the
+   * fingerprint is active for this URL's domain. Without it, a free activation made from a local
+   * development host (localhost, *.test, ...) does not count as this site's.
+   */
+  siteUrl?: string;
   /** Per request; a slower answer is treated as a network error. Default 10 s. */
   timeoutMs?: number;
   /** A state saved earlier (the edition survives restarts of the tooling). */
@@ -286,6 +292,7 @@ export class LicenseClient {
   async verify(): Promise<VerifyOutcome> {
     const form: Record<string, string> = {};
     if (this.options.siteFingerprint) form.site_fingerprint = this.options.siteFingerprint;
+    if (this.options.siteFingerprint && this.options.siteUrl) form.site_url = this.options.siteUrl;
     let answer: Answer;
     try {
       answer = await this.post('verify', form);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { named } from '../http/openapi.js';
 import { pageOf, pagination } from '../http/pagination.js';
 
 /** The licence events a vendor webhook can subscribe to. */
@@ -26,9 +27,16 @@ export const createWebhookBody = z.strictObject({
   active: z.boolean().default(true),
 });
 
+named(createWebhookBody, 'LicenceWebhookCreate', {
+  description: 'A URL to POST licence events to',
+  examples: [{ url: 'https://vendor.example.com/hooks/licences', events: ['license.activated', 'license.deactivated'], description: 'CRM sync' }],
+});
+
 export const updateWebhookBody = z
   .strictObject({ url: url.optional(), events: events.optional(), description: description.optional(), active: z.boolean().optional() })
   .refine((body) => Object.keys(body).length > 0, { message: 'give at least one of url, events, description, active' });
+
+named(updateWebhookBody, 'LicenceWebhookUpdate', { description: 'Any of url, events, description and active', examples: [{ active: false }] });
 
 export const listWebhooksQuery = z.strictObject(pagination(100));
 export const listDeliveriesQuery = z.strictObject({ status: z.enum(deliveryStatuses).optional(), ...pagination(100) });
@@ -44,9 +52,13 @@ export const webhookView = z.object({
   updated_at: z.string(),
 });
 
+named(webhookView, 'LicenceWebhook', { description: 'A vendor webhook (never its secret)' });
+
 export const createdWebhookView = webhookView.extend({
   secret: z.string().describe('The signing secret (`whsec_…`); shown only here'),
 });
+
+named(createdWebhookView, 'CreatedLicenceWebhook', { description: 'A webhook just created, with its signing secret (shown only here)' });
 
 export const deliveryView = z.object({
   id: z.string(),
@@ -69,5 +81,7 @@ export const deliveryView = z.object({
     }),
   ),
 });
+
+named(deliveryView, 'LicenceWebhookDelivery', { description: 'One event sent to one webhook, with every attempt' });
 
 export { pageOf };

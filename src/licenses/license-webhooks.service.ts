@@ -110,15 +110,20 @@ export class LicenseWebhookService {
     return { ...webhookView(row!), secret };
   }
 
+  /** A total for a page past the end, which no row carries. */
+  private async count(text: string, params: unknown[]): Promise<number> {
+    const [row] = await this.sql.query<{ total: string }>(text, params);
+    return Number(row!.total);
+  }
+
   async list(filter: { page: number; per_page: number }): Promise<Page<WebhookView>> {
-    const [rows, [count]] = await Promise.all([
-      this.sql.query<WebhookRow>(`select ${webhookColumns} from license_webhooks order by id desc limit ? offset ?`, [
-        filter.per_page,
-        (filter.page - 1) * filter.per_page,
-      ]),
-      this.sql.query<{ total: string }>('select count(*) as total from license_webhooks'),
-    ]);
-    return { items: rows.map(webhookView), total: Number(count!.total), page: filter.page, per_page: filter.per_page };
+    // The page and the total come from one statement (one snapshot), so they always agree.
+    const rows = await this.sql.query<WebhookRow & { total: string }>(
+      `select ${webhookColumns}, count(*) over () as total from license_webhooks order by id desc limit ? offset ?`,
+      [filter.per_page, (filter.page - 1) * filter.per_page],
+    );
+    const total = rows.length ? Number(rows[0]!.total) : await this.count('select count(*) as total from license_webhooks', []);
+    return { items: rows.map(webhookView), total, page: filter.page, per_page: filter.per_page };
   }
 
   async get(id: number): Promise<WebhookView> {
@@ -156,25 +161,26 @@ export class LicenseWebhookService {
     await this.get(webhookId);
     const where = `webhook_id = ?${filter.status ? ' and status = ?' : ''}`;
     const params: unknown[] = [webhookId, ...(filter.status ? [filter.status] : [])];
-    const [rows, [count]] = await Promise.all([
-      this.sql.query<{
-        id: string;
-        event_id: string;
-        event: LicenseEvent;
-        status: DeliveryView['status'];
-        attempts: number;
-        last_status: number | null;
-        last_error: string | null;
-        created_at: Date | string;
-        finished_at: Date | string | null;
-        payload: Record<string, unknown>;
-      }>(
-        `select id, event_id, event, status, attempts, last_status, last_error, created_at, finished_at, payload
+    // The page and the total come from one statement (one snapshot): a delivery that changes status
+    // meanwhile is counted and listed alike.
+    const rows = await this.sql.query<{
+      id: string;
+      event_id: string;
+      event: LicenseEvent;
+      status: DeliveryView['status'];
+      attempts: number;
+      last_status: number | null;
+      last_error: string | null;
+      created_at: Date | string;
+      finished_at: Date | string | null;
+      payload: Record<string, unknown>;
+      total: string;
+    }>(
+      `select id, event_id, event, status, attempts, last_status, last_error, created_at, finished_at, payload, count(*) over () as total
            from license_webhook_deliveries where ${where} order by created_at desc, id limit ? offset ?`,
-        [...params, filter.per_page, (filter.page - 1) * filter.per_page],
-      ),
-      this.sql.query<{ total: string }>(`select count(*) as total from license_webhook_deliveries where ${where}`, params),
-    ]);
+      [...params, filter.per_page, (filter.page - 1) * filter.per_page],
+    );
+    const total = rows.length ? Number(rows[0]!.total) : await this.count(`select count(*) as total from license_webhook_deliveries where ${where}`, params);
     const attempts = rows.length
       ? await this.sql.query<{
           delivery_id: string;
@@ -210,7 +216,7 @@ export class LicenseWebhookService {
             error: a.error,
           })),
       })),
-      total: Number(count!.total),
+      total,
       page: filter.page,
       per_page: filter.per_page,
     };

@@ -1,7 +1,9 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
+import { named } from '../http/openapi.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
-import { rateLimited } from '../platform/errors.js';
+import { AppError, rateLimited } from '../platform/errors.js';
+import type { Metrics } from '../platform/metrics.js';
 import type { Config } from '../config.js';
 import type { RateLimiter } from '../platform/rate-limit.js';
 import type { LicenseKeyService } from './license.keys.js';
@@ -51,6 +53,7 @@ const signature = z
     value: z.string().describe('Base64 Ed25519 signature over the canonical form (docs/licences.md)'),
   })
   .describe('Ed25519 signature over the canonical form of the answer, the key and the fingerprint');
+named(signature, 'LicenseSignature');
 
 const verifiedLicense = {
   license_status: z.literal('active'),
@@ -78,13 +81,14 @@ const publicKey = z.object({
     .nullable()
     .describe("The predecessor's signature over this key's canonical form; null for the first key"),
 });
+named(publicKey, 'LicenseSigningKey', { description: 'A public key that signs activate and verify answers' });
 
 const unusable = {
   description: 'The licence is past its expiry date (`license_expired`) or expired, revoked or pending (`license_inactive`)',
   raw: failure(['license_expired', 'license_inactive']),
 };
 const unknownKey = { description: 'No licence matches the key (`license_not_found`)', raw: failure(['license_not_found']) };
-const limited = { 429: 'More than SVC_LICENSE_RATE_LIMIT requests this minute from this address (`rate_limited`), see Retry-After' };
+const limited = { 429: 'More than SVC_LICENSE_RATE_LIMIT requests within the last minute from this address (`rate_limited`), see Retry-After' };
 
 /** The public licence endpoints of SPEC's licence root: form-encoded (JSON too), no session. */
 export function licenseRoutes({
@@ -92,18 +96,38 @@ export function licenseRoutes({
   licenseKeys,
   limiter,
   config,
+  metrics,
 }: {
   licenses: LicenseService;
   licenseKeys: LicenseKeyService;
   limiter: RateLimiter;
   config: Config;
+  metrics: Pick<Metrics, 'licenseRequests' | 'licenseRateLimited'>;
 }): AnyRoute[] {
+  /** Counts each answer of a licence endpoint by its outcome: ok, or the error code. */
+  const counted =
+    <I, R>(endpoint: 'activate' | 'verify' | 'deactivate', handler: (input: I) => Promise<R>) =>
+    async (input: I): Promise<R> => {
+      try {
+        const reply = await handler(input);
+        metrics.licenseRequests.inc({ endpoint, outcome: 'ok' });
+        return reply;
+      } catch (err) {
+        metrics.licenseRequests.inc({ endpoint, outcome: err instanceof AppError ? err.code : 'internal_error' });
+        throw err;
+      }
+    };
   // One budget per client address over all three endpoints, counted in PostgreSQL so that every
   // API process shares it. Malformed requests count too: the guard runs before validation (for
   // verify, alongside it).
   const guard = async (ctx: Context) => {
     const decision = await limiter.hit(`license:${ctx.ip}`, config.SVC_LICENSE_RATE_LIMIT, RATE_WINDOW_SECONDS);
-    if (!decision.allowed) throw rateLimited(decision.retryAfterSeconds);
+    if (!decision.allowed) {
+      metrics.licenseRateLimited.inc();
+      const endpoint = /\/(activate|verify|deactivate)$/.exec(ctx.path)?.[1] ?? 'other';
+      metrics.licenseRequests.inc({ endpoint, outcome: 'rate_limited' });
+      throw rateLimited(decision.retryAfterSeconds);
+    }
   };
   const common = {
     tag: 'licenses',
@@ -162,7 +186,7 @@ export function licenseRoutes({
           raw: failure(['site_limit_reached'], z.object({ site_limit: z.number().int() })),
         },
       },
-      handler: async ({ params, body }) => {
+      handler: counted('activate', async ({ params, body }) => {
         const activated = await licenses.activate(params.key, {
           siteUrl: body.site_url,
           siteFingerprint: body.site_fingerprint,
@@ -178,17 +202,22 @@ export function licenseRoutes({
           activation: { activation_id: activated.activation_id, reactivated: activated.reactivated === true },
         });
         return { data: { ...activated, signature: signed } };
-      },
+      }),
     }),
     defineRoute({
       ...common,
       method: 'post',
       path: `${root}/{key}/verify`,
       operationId: 'verifyLicense',
-      summary: 'Describes the licence; with site_fingerprint, says whether that site is active on it',
+      summary: 'Describes the licence; with site_fingerprint (and site_url), says whether that site is active on it',
       description:
         'The success body is not the data envelope: `{status: "ok", license_status, expires_at, domain_limit, site_match, product_slug, product_name, signature}`. A licence in billing grace reports `active`. Clients treat a network error as no news; only a definitive answer (200, 403, 404) changes a site\'s edition.',
-      body: z.strictObject({ site_fingerprint: fingerprint.optional().or(z.literal('').transform(() => undefined)) }),
+      body: z.strictObject({
+        site_fingerprint: fingerprint.optional().or(z.literal('').transform(() => undefined)),
+        site_url: optionalText(2048).describe(
+          "The site's home URL. With it, site_match requires the fingerprint to be active for this URL's domain; without it, only an activation holding a slot matches (a local development host's does not)",
+        ),
+      }),
       bodyOptional: true,
       // Verify only reads, so its lookup runs while the rate limit is counted.
       readOnly: true,
@@ -200,11 +229,11 @@ export function licenseRoutes({
         403: unusable,
         404: unknownKey,
       },
-      handler: async ({ params, body }) => {
-        const license = await licenses.verify(params.key, body.site_fingerprint);
+      handler: counted('verify', async ({ params, body }) => {
+        const license = await licenses.verify(params.key, body.site_fingerprint, body.site_url);
         const signed = await licenseKeys.signAnswer({ action: 'verify', licenseKey: params.key, siteFingerprint: body.site_fingerprint, license });
         return { raw: { status: 'ok', ...license, signature: signed } };
-      },
+      }),
     }),
     defineRoute({
       ...common,
@@ -222,7 +251,7 @@ export function licenseRoutes({
         },
         409: { description: 'The activation was already deactivated (`already_deactivated`)', raw: failure(['already_deactivated']) },
       },
-      handler: async ({ params, body }) => ({ data: await licenses.deactivate(params.key, body.site_fingerprint) }),
+      handler: counted('deactivate', async ({ params, body }) => ({ data: await licenses.deactivate(params.key, body.site_fingerprint) })),
     }),
   ];
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { named } from '../http/openapi.js';
 import { activationStatuses, licenseStatuses } from './license.entities.js';
 
 const spacedUtc = /^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})$/;
@@ -53,6 +54,10 @@ export const createLicenseBody = z.strictObject({
   expires_at: expiry.nullable().optional(),
   status: z.enum(licenseStatuses).default('active'),
 });
+named(createLicenseBody, 'LicenseCreate', {
+  description: 'A licence to issue',
+  examples: [{ product_slug: 'seo-pro', product_name: 'SEO Pro', domain_limit: 3, expires_at: '2026-12-31' }],
+});
 export type CreateLicenseInput = z.output<typeof createLicenseBody>;
 
 export const updateLicenseBody = z
@@ -62,6 +67,7 @@ export const updateLicenseBody = z
     domain_limit: domainLimit.optional(),
   })
   .refine((body) => Object.keys(body).length > 0, { message: 'give at least one of status, expires_at, domain_limit' });
+named(updateLicenseBody, 'LicenseUpdate', { description: 'Any of status, expiry and domain limit', examples: [{ status: 'revoked' }] });
 export type UpdateLicenseInput = z.output<typeof updateLicenseBody>;
 
 const page = z.coerce.number().int().min(1).max(1_000_000).default(1);
@@ -91,9 +97,28 @@ export const licenseView = z.object({
   created_at: z.string(),
   updated_at: z.string(),
 });
+named(licenseView, 'License', {
+  description: 'A licence (never its token)',
+  examples: [
+    {
+      id: 1,
+      reference_id: 'lic_k7qxv2m4bz3np5rtw6ya',
+      token_hint: 'x7Qa',
+      status: 'active',
+      expires_at: '2026-12-31T23:59:59.000Z',
+      domain_limit: 3,
+      active_domains: 1,
+      product_slug: 'seo-pro',
+      product_name: 'SEO Pro',
+      created_at: '2025-01-01T12:00:00.000Z',
+      updated_at: '2025-01-01T12:00:00.000Z',
+    },
+  ],
+});
 export type LicenseView = z.infer<typeof licenseView>;
 
 export const issuedLicenseView = licenseView.extend({ token: z.string().describe('The licence key; shown only here') });
+named(issuedLicenseView, 'IssuedLicense', { description: 'A licence just issued, with its token (shown only here)' });
 export type IssuedLicenseView = z.infer<typeof issuedLicenseView>;
 
 export const activationView = z.object({
@@ -110,6 +135,7 @@ export const activationView = z.object({
   deactivated_at: z.string().nullable(),
   updated_at: z.string(),
 });
+named(activationView, 'LicenseActivation', { description: 'A site a licence was activated on' });
 export type ActivationView = z.infer<typeof activationView>;
 
 export const pageOf = <T extends z.ZodType>(item: T) =>

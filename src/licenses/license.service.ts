@@ -346,9 +346,16 @@ export class LicenseService {
 
   /**
    * Describes a usable licence; with a fingerprint, says whether that site holds an active
-   * activation. One indexed query: this is the endpoint every site calls on a schedule.
+   * activation. A fingerprint is bound to the domain it was activated for: with `siteUrl` the
+   * activation must be for that URL's domain; without it only an activation that holds a slot
+   * matches, so a free activation from a local development host vouches for no other site. One
+   * indexed query: this is the endpoint every site calls on a schedule.
    */
-  async verify(key: string, siteFingerprint?: string): Promise<VerifyResult> {
+  async verify(key: string, siteFingerprint?: string, siteUrl?: string): Promise<VerifyResult> {
+    const place = siteUrl === undefined ? undefined : siteDomain(siteUrl);
+    if (siteUrl !== undefined && !place) {
+      throw invalidRequest('site_url: names no usable domain', { errors: [{ field: 'site_url', message: 'names no usable domain', in: 'body' }] });
+    }
     const filter = keyFilter(key);
     const [column, value] = 'referenceId' in filter ? ['reference_id', filter.referenceId] : ['token_hash', filter.tokenHash];
     const rows = await this.sql.query<{
@@ -361,9 +368,10 @@ export class LicenseService {
     }>(
       `select l.status, l.expires_at, l.domain_limit, l.product_slug, l.product_name,
               exists (select 1 from license_activations a
-                       where a.license_id = l.id and a.site_fingerprint = $1 and a.status = 'active') as site_match
+                       where a.license_id = l.id and a.site_fingerprint = $1 and a.status = 'active'
+                         and (case when $3::text is null then a.counts_slot else a.domain = $3 end)) as site_match
          from licenses l where l.${column} = $2`,
-      [siteFingerprint ?? null, value],
+      [siteFingerprint ?? null, value, place?.domain ?? null],
       { name: `license_verify_by_${column}` },
     );
     const row = rows[0];

@@ -7,6 +7,7 @@ import { Migration20261122000400Agent } from './Migration20261122000400Agent.js'
 import { Migration20261123000100DurableCore } from './Migration20261123000100DurableCore.js';
 import { Migration20261123000200LicenceKit } from './Migration20261123000200LicenceKit.js';
 import { Migration20261123000300AgentGate } from './Migration20261123000300AgentGate.js';
+import { Migration20261124000100Isolation } from './Migration20261124000100Isolation.js';
 
 /** Every migration, in order. New migrations are appended here so bundled builds find them. */
 export const migrations: MigrationObject[] = [
@@ -18,4 +19,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261123000100DurableCore', class: Migration20261123000100DurableCore },
   { name: 'Migration20261123000200LicenceKit', class: Migration20261123000200LicenceKit },
   { name: 'Migration20261123000300AgentGate', class: Migration20261123000300AgentGate },
+  { name: 'Migration20261124000100Isolation', class: Migration20261124000100Isolation },
 ];

@@ -1,6 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { z } from 'zod';
 import { HttpCallError, httpCall } from '../connections/http-call.js';
+import { EgressDeniedError } from '../platform/egress.js';
 import type { NodeType } from './node-type.js';
 
 const methods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
@@ -30,7 +31,12 @@ export const httpRequestNode: NodeType<HttpConfig> = {
     try {
       result = await httpCall(target, c, { timeoutMs: node.timeout_ms ?? 30_000, signal });
     } catch (err) {
-      if (err instanceof HttpCallError) throw ApplicationFailure.retryable(err.message, 'http_error', { reason: err.reason });
+      // The egress policy's refusal and answers that can never be read are final; the network's trouble is retried.
+      if (err instanceof EgressDeniedError) throw ApplicationFailure.nonRetryable(err.message, 'egress_denied');
+      if (err instanceof HttpCallError) {
+        const final = err.reason === 'too_many_redirects' || err.reason === 'invalid_response' || err.reason === 'invalid_url';
+        throw ApplicationFailure.create({ message: err.message, type: 'http_error', nonRetryable: final, details: [{ reason: err.reason }] });
+      }
       throw err;
     }
     if (result.status < 200 || result.status >= 300) {

@@ -1,3 +1,5 @@
+import { z } from 'zod';
+import { documentAs, named } from '../http/openapi.js';
 import { conditionNode } from './condition.node.js';
 import { delayNode } from './delay.node.js';
 import { failNode } from './fail.node.js';
@@ -30,4 +32,32 @@ export const nodeTypes: ReadonlyMap<string, NodeType<any>> = new Map(
 /** How the interpreter runs each type; pure types as local activities when `localPure`. */
 export function nodeRunModes(localPure: boolean): Record<string, NodeRunMode> {
   return Object.fromEntries([...nodeTypes.values()].map((n) => [n.type, n.runsAs ?? (localPure && n.pure ? 'local' : 'activity')]));
+}
+
+const pascal = (type: string) => type.replace(/(^|_)([a-z])/g, (_, _sep: string, c: string) => c.toUpperCase());
+
+/**
+ * What the OpenAPI document shows for a node (`Node`): one named schema per type (`DelayNode`,
+ * ...) with that type's configuration (`DelayNodeConfig`), derived from `node`, the schema
+ * requests are parsed with. The types and configurations themselves are checked with the whole
+ * graph, so that every problem is listed at once; the document lets a client's types refuse an
+ * unknown type or a wrong configuration before the request is sent.
+ */
+export function documentedNode(node: z.ZodObject): z.ZodType {
+  const branches = [...nodeTypes.values()].map((t) => {
+    const name = pascal(t.type);
+    // The config is stored as it was sent (its `{{ }}` evaluated at run time): answers show the request form.
+    const config = documentAs(z.record(z.string(), z.unknown()), t.configSchema.meta({ id: `${name}NodeConfig`, description: t.description }), 'input');
+    return node
+      .extend({
+        type: z.literal(t.type),
+        // The graph check sees a missing config as `{}`.
+        config: t.configSchema.safeParse({}).success ? config.default({}) : config,
+        ...(t.needsConnection ? { connection_id: node.shape.connection_id!.unwrap() } : {}),
+      })
+      .meta({ id: `${name}Node`, description: `A \`${t.type}\` node: ${t.description}` });
+  });
+  return named(z.discriminatedUnion('type', branches as unknown as [z.ZodObject, ...z.ZodObject[]]), 'Node', {
+    description: 'One node of a workflow graph; `type` decides the shape of `config`',
+  });
 }

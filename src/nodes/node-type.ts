@@ -10,15 +10,20 @@ export interface NodeRunContext<C> {
   node: GraphNode;
   /** The configuration with every `{{ }}` evaluated and validated against the node's schema. */
   config: C;
-  /** Records of the workflow owner's entities, acted on with the owner's capabilities (record nodes). */
+  /** Records, acted on with the rights of the people the run acts for (record nodes). */
   records: Pick<RecordService, 'create' | 'update' | 'list'>;
   /** Model prices (llm_prompt's cost). */
   prices: PriceTable;
   execution: { id: number; workflowId: number; ownerId: number };
   signal: AbortSignal;
+  /** The node's connection, when every person the run acts for may use it (else 403 `forbidden`). */
   connection(): Promise<ResolvedConnection>;
-  /** The workflow's owner: record nodes act with their capabilities. */
-  owner(): Promise<Principal>;
+  /**
+   * The people the run acts for, as one principal holding only the rights all of them hold: the
+   * workflow's owner, the author of the version that runs, whoever started it by hand, and for a
+   * run_workflow child the people of the run that called it. Record nodes act as it.
+   */
+  actor(): Promise<Principal>;
   heartbeat(details?: unknown): void;
 }
 

@@ -4,15 +4,15 @@ import type { NodeType } from './node-type.js';
 const entity = z.string().min(1).max(63);
 
 /**
- * Record nodes act with the capabilities of the workflow's owner, as the records API would for
- * them; a refusal or a validation error fails the node without retrying.
+ * Record nodes act with the rights of the people the run acts for (see NodeRunContext.actor), as
+ * the records API would for them; a refusal or a validation error fails the node without retrying.
  */
 export const recordCreateNode: NodeType<{ entity: string; fields: Record<string, unknown> }> = {
   type: 'record_create',
   pure: false,
   description: 'config `{entity, fields}`: creates a record of the entity from the evaluated field map. Output: the created record.',
   configSchema: z.strictObject({ entity, fields: z.record(z.string(), z.unknown()) }),
-  run: async ({ config, records, owner }) => ({ output: await records.create(await owner(), config.entity, config.fields) }),
+  run: async ({ config, records, actor }) => ({ output: await records.create(await actor(), config.entity, config.fields) }),
 };
 
 export const recordUpdateNode: NodeType<{ entity: string; uuid: string; fields: Record<string, unknown> }> = {
@@ -21,7 +21,7 @@ export const recordUpdateNode: NodeType<{ entity: string; uuid: string; fields: 
   description: 'config `{entity, uuid, fields}`: updates those fields of the record. Output: the updated record.',
   configSchema: z.strictObject({ entity, uuid: z.string().min(1), fields: z.record(z.string(), z.unknown()) }),
   resolvedSchema: z.object({ entity, uuid: z.uuid(), fields: z.record(z.string(), z.unknown()) }),
-  run: async ({ config, records, owner }) => ({ output: await records.update(await owner(), config.entity, config.uuid, config.fields) }),
+  run: async ({ config, records, actor }) => ({ output: await records.update(await actor(), config.entity, config.uuid, config.fields) }),
 };
 
 export const recordQueryNode: NodeType<{ entity: string; eql?: string; sort?: string; per_page?: number; page?: number }> = {
@@ -43,8 +43,8 @@ export const recordQueryNode: NodeType<{ entity: string; eql?: string; sort?: st
     per_page: z.coerce.number().int().min(1).max(200).optional(),
     page: z.coerce.number().int().min(1).max(1_000_000).optional(),
   }),
-  run: async ({ config, records, owner }) => ({
-    output: await records.list(await owner(), config.entity, {
+  run: async ({ config, records, actor }) => ({
+    output: await records.list(await actor(), config.entity, {
       ...(config.eql ? { eql: config.eql } : {}),
       ...(config.sort ? { sort: config.sort } : {}),
       ...(config.per_page ? { perPage: config.per_page } : {}),

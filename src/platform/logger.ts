@@ -1,4 +1,5 @@
 import { pino, type Logger } from 'pino';
+import { traceFields } from './tracing.js';
 
 export type { Logger };
 
@@ -31,6 +32,8 @@ export function createLogger(level: string, destination?: pino.DestinationStream
       base: { service: 'workflow-svc' },
       redact: { paths: redactPaths, censor: '[redacted]' },
       timestamp: pino.stdTimeFunctions.isoTime,
+      // A line written while a span is active names its trace (when tracing is on).
+      mixin: traceFields,
     },
     destination,
   );

@@ -1,86 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { homedir } from 'node:os';
-import { delimiter, join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { isPortOpen, stopChild, tail, waitFor } from './child-process.js';
 import type { Logger } from './logger.js';
 
-/** The CLI tag the project builds: later tags carry a `replace` directive `go install` refuses. */
-export const TEMPORAL_CLI_MODULE = 'github.com/temporalio/cli/cmd/temporal@v1.5.1';
-
-const isExecutable = (path: string) => {
-  try {
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-/** Per-user cache, shared by every clone on the machine so the minutes-long build happens once. */
-export function userCacheDir(): string {
-  const base = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
-  return join(base, 'workflow-svc', 'temporal');
-}
-
-/**
- * Finds the `temporal` binary: TEMPORAL_CLI, then PATH, then the project's `.cache/temporal/`,
- * then the per-user cache; failing those, builds it into the per-user cache with Go.
- */
-export async function provisionTemporalCli(logger: Logger, explicit?: string): Promise<string> {
-  if (explicit) {
-    if (!isExecutable(explicit)) throw new Error(`TEMPORAL_CLI: ${explicit} is not an executable file`);
-    return explicit;
-  }
-  const candidates = [
-    ...(process.env.PATH ?? '')
-      .split(delimiter)
-      .filter(Boolean)
-      .map((dir) => join(dir, 'temporal')),
-    resolve('.cache', 'temporal', 'temporal'),
-    join(userCacheDir(), 'temporal'),
-  ];
-  const found = candidates.find(isExecutable);
-  if (found) return found;
-  const go = (process.env.PATH ?? '')
-    .split(delimiter)
-    .map((d) => join(d, 'go'))
-    .find(isExecutable);
-  if (!go) {
-    throw new Error(
-      'the Temporal CLI was not found (TEMPORAL_CLI, PATH, .cache/temporal/ or ' +
-        userCacheDir() +
-        ') and Go is not installed to build it; install Go, set TEMPORAL_CLI, or set TEMPORAL_ADDRESS to use an existing server',
-    );
-  }
-  const target = userCacheDir();
-  await mkdir(target, { recursive: true });
-  logger.info({ target }, `building the Temporal CLI (go install ${TEMPORAL_CLI_MODULE}); the first build takes a few minutes`);
-  const started = Date.now();
-  const progress = setInterval(() => {
-    logger.info(`still building the Temporal CLI (${Math.round((Date.now() - started) / 1000)}s)`);
-  }, 15_000);
-  try {
-    await new Promise<void>((ok, fail) => {
-      const output = tail();
-      const child = spawn(go, ['install', TEMPORAL_CLI_MODULE], {
-        env: { ...process.env, GOBIN: target },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      child.stdout!.on('data', (c) => output.push(c));
-      child.stderr!.on('data', (c) => output.push(c));
-      child.once('error', fail);
-      child.once('exit', (code) => (code === 0 ? ok() : fail(new Error(`go install failed (${code}): ${output.text}`))));
-    });
-  } finally {
-    clearInterval(progress);
-  }
-  const built = join(target, 'temporal');
-  if (!existsSync(built)) throw new Error(`go install finished but ${built} is missing`);
-  logger.info({ path: built }, 'Temporal CLI built');
-  return built;
-}
+// CLI provisioning lives in temporal-cli.ts; these names stay importable from here.
+export { TEMPORAL_CLI_MODULE, provisionTemporalCli, userCacheDir } from './temporal-cli.js';
 
 /**
  * Dynamic config that takes the fixed wait out of every sequential step (docs/performance.md):

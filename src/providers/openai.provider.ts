@@ -1,3 +1,4 @@
+import type { Response } from 'undici';
 import type { ResolvedConnection } from '../connections/connection.service.js';
 import {
   ProviderError,

@@ -1,4 +1,6 @@
+import type { Response } from 'undici';
 import type { ResolvedConnection } from '../connections/connection.service.js';
+import { EgressDeniedError, TooManyRedirectsError } from '../platform/egress.js';
 
 /** One tool call the model asked for; `id` links it to its result in the next request. */
 export interface ToolCall {
@@ -42,7 +44,7 @@ export interface ModelReply {
  * `provider_unavailable` (429, 5xx) is worth retrying with backoff; the other two are not:
  * a wrong key stays wrong, and an unreachable host or a malformed answer is reported at once.
  */
-export type ProviderErrorCode = 'provider_error' | 'provider_auth_failed' | 'provider_unavailable';
+export type ProviderErrorCode = 'provider_error' | 'provider_auth_failed' | 'provider_unavailable' | 'egress_denied' | 'forbidden';
 
 export class ProviderError extends Error {
   constructor(
@@ -85,16 +87,20 @@ export async function postJson(
   vendor: string,
   extraHeaders: Record<string, string> = {},
 ): Promise<Response> {
-  const url = connection.baseUrl.replace(/\/+$/, '') + path;
+  let url: URL;
+  try {
+    url = new URL(connection.baseUrl.replace(/\/+$/, '') + path);
+  } catch {
+    throw new ProviderError('provider_error', `${vendor}: the connection's base_url is not a URL`);
+  }
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     accept: request.onDelta ? 'text/event-stream' : 'application/json',
     ...extraHeaders,
   };
-  connection.authorize(headers);
   const signals = [AbortSignal.timeout(request.timeoutMs), ...(request.signal ? [request.signal] : [])];
   try {
-    return await fetch(url, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.any(signals) });
+    return await connection.fetch(url, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.any(signals) });
   } catch (err) {
     throw networkError(err, vendor, request.timeoutMs);
   }
@@ -102,6 +108,8 @@ export async function postJson(
 
 export function networkError(err: unknown, vendor: string, timeoutMs: number): ProviderError {
   if (err instanceof ProviderError) return err;
+  if (err instanceof EgressDeniedError) return new ProviderError('egress_denied', `${vendor}: the egress policy refused the call: ${err.message}`);
+  if (err instanceof TooManyRedirectsError) return new ProviderError('provider_error', `${vendor} answered with too many redirects`);
   if ((err as Error).name === 'TimeoutError') return new ProviderError('provider_error', `${vendor} did not answer within ${timeoutMs} ms`);
   const cause = (err as { cause?: { code?: string; message?: string } }).cause;
   return new ProviderError('provider_error', `${vendor} is unreachable: ${cause?.code ?? cause?.message ?? (err as Error).message}`);

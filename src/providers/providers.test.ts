@@ -1,14 +1,16 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { Response } from 'undici';
+import { describe, expect, it, vi } from 'vitest';
 import type { ResolvedConnection } from '../connections/connection.service.js';
 import { AnthropicProvider } from './anthropic.provider.js';
 import { OpenAiProvider } from './openai.provider.js';
 import { ProviderError } from './provider.js';
 
-const connection = (type: 'openai' | 'anthropic'): ResolvedConnection => ({
+/** A connection whose requests `send` answers (the egress policy and the credential are the connection's own business). */
+const connection = (type: 'openai' | 'anthropic', send: ResolvedConnection['fetch']): ResolvedConnection => ({
   id: 1,
   type,
   baseUrl: 'http://provider.invalid/v1/',
-  authorize: (h) => void (h.authorization = 'Bearer k'),
+  fetch: send,
 });
 
 /** A streamed body cut at awkward places (inside events, inside CRLF pairs). */
@@ -30,8 +32,6 @@ const request = (deltas: string[]) => ({
   onDelta: (d: string) => void deltas.push(d),
 });
 
-afterEach(() => vi.unstubAllGlobals());
-
 describe('OpenAI-compatible stream', () => {
   it('joins text and tool-call fragments and reads the usage chunk', async () => {
     const events = [
@@ -43,23 +43,22 @@ describe('OpenAI-compatible stream', () => {
       { choices: [], usage: { prompt_tokens: 12, completion_tokens: 4 } },
     ];
     const fetch = vi.fn(async () => streamed(events.map((e) => `data: ${JSON.stringify(e)}\r\n\r\n`).join('') + 'data: [DONE]\r\n\r\n'));
-    vi.stubGlobal('fetch', fetch);
     const deltas: string[] = [];
-    const reply = await new OpenAiProvider(connection('openai')).complete(request(deltas));
+    const reply = await new OpenAiProvider(connection('openai', fetch)).complete(request(deltas));
     expect(reply).toEqual({
       text: 'Hello',
       toolCalls: [{ id: 'c1', name: 'records_get', args: { entity: 'note', uuid: 'u' } }],
       usage: { tokensIn: 12, tokensOut: 4 },
     });
     expect(deltas).toEqual(['Hel', 'lo']);
-    const [url, init] = fetch.mock.calls[0] as unknown as [string, RequestInit];
-    expect(url).toBe('http://provider.invalid/v1/chat/completions');
+    const [url, init] = fetch.mock.calls[0] as unknown as [URL, { body: string }];
+    expect(url.href).toBe('http://provider.invalid/v1/chat/completions');
     expect(JSON.parse(init.body as string)).toMatchObject({ stream: true, stream_options: { include_usage: true } });
   });
 
   it('calls a stream cut short malformed', async () => {
-    vi.stubGlobal('fetch', async () => streamed(`data: ${JSON.stringify({ choices: [{ delta: { content: 'x' } }] })}\n\n`));
-    await expect(new OpenAiProvider(connection('openai')).complete(request([]))).rejects.toMatchObject({ code: 'provider_error' });
+    const send = async () => streamed(`data: ${JSON.stringify({ choices: [{ delta: { content: 'x' } }] })}\n\n`);
+    await expect(new OpenAiProvider(connection('openai', send)).complete(request([]))).rejects.toMatchObject({ code: 'provider_error' });
   });
 
   it('maps statuses: 401 refused, 429 and 5xx retryable, other 4xx not', async () => {
@@ -70,8 +69,8 @@ describe('OpenAI-compatible stream', () => {
       [502, 'provider_unavailable', true],
       [400, 'provider_error', false],
     ] as const) {
-      vi.stubGlobal('fetch', async () => new Response('{"error": "x"}', { status }));
-      const err = await new OpenAiProvider(connection('openai')).complete({ model: 'm', messages: [], timeoutMs: 1000 }).catch((e: unknown) => e);
+      const send = async () => new Response('{"error": "x"}', { status });
+      const err = await new OpenAiProvider(connection('openai', send)).complete({ model: 'm', messages: [], timeoutMs: 1000 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ProviderError);
       expect(err).toMatchObject({ code, retryable });
     }
@@ -92,18 +91,17 @@ describe('Anthropic stream', () => {
       ev('content_block_stop', { index: 1 }) +
       ev('message_delta', { delta: { stop_reason: 'tool_use' }, usage: { output_tokens: 9 } }) +
       ev('message_stop', {});
-    vi.stubGlobal('fetch', async () => streamed(body, 5));
     const deltas: string[] = [];
-    const reply = await new AnthropicProvider(connection('anthropic')).complete(request(deltas));
+    const reply = await new AnthropicProvider(connection('anthropic', async () => streamed(body, 5))).complete(request(deltas));
     expect(reply).toEqual({ text: 'Sure.', toolCalls: [{ id: 't1', name: 'entities_list', args: { q: 'x' } }], usage: { tokensIn: 20, tokensOut: 9 } });
     expect(deltas).toEqual(['Sure.']);
   });
 
   it('reports an unreachable host as provider_error', async () => {
-    vi.stubGlobal('fetch', async () => {
+    const send = async (): Promise<Response> => {
       throw Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } });
-    });
-    await expect(new AnthropicProvider(connection('anthropic')).complete({ model: 'm', messages: [], timeoutMs: 1000 })).rejects.toMatchObject({
+    };
+    await expect(new AnthropicProvider(connection('anthropic', send)).complete({ model: 'm', messages: [], timeoutMs: 1000 })).rejects.toMatchObject({
       code: 'provider_error',
       message: expect.stringContaining('unreachable'),
     });

@@ -1,5 +1,5 @@
 import type { EntityDefinition, FieldDefinition } from './entity-definition.js';
-import { sortedFields } from './entity-definition.js';
+import { fieldNamed, sortedFields } from './entity-definition.js';
 import { constraintName, ident, literal, qualifiedTable } from './naming.js';
 
 /** How each field type is stored: the pieces of DDL the create plan and the reconciler share. */
@@ -66,7 +66,7 @@ export const relationTarget = (field: FieldDefinition | undefined) => (field?.ty
  * already have their unique index.
  */
 export function needsIndex(def: EntityDefinition, name: string): boolean {
-  const field = def.schema.fields[name];
+  const field = fieldNamed(def.schema.fields, name);
   if (!field || field.unique) return false;
   return field.type === 'relation' || sortedFields(def).has(name);
 }

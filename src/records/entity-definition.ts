@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { capabilities } from '../auth/capabilities.js';
+import { jsonValue, named } from '../http/openapi.js';
 import type { FieldProblem } from '../platform/errors.js';
 import { nameProblem, SYSTEM_COLUMNS } from './naming.js';
 
@@ -50,13 +51,21 @@ export const fieldSchema = z.discriminatedUnion('type', [
     ...common,
     default: z.string().regex(dateTimePattern, 'expected an ISO 8601 date-time with offset').optional(),
   }),
-  z.strictObject({ type: z.literal('json'), ...common, default: z.json().optional() }),
+  z.strictObject({ type: z.literal('json'), ...common, default: jsonValue.optional() }),
   z.strictObject({ type: z.literal('relation'), ...common, entity: z.string().min(1).max(40) }),
   z.strictObject({ type: z.literal('uuid'), ...common }),
 ]);
 
+named(fieldSchema, 'FieldDefinition', { description: 'One field of an entity; `type` decides which settings it takes' });
 export type FieldDefinition = z.infer<typeof fieldSchema>;
 export type FieldType = FieldDefinition['type'];
+
+/**
+ * The field `name` of a field map, or undefined. Names come from callers, so an inherited
+ * property (`constructor`, `toString`, `__proto__`) must never pass for a field.
+ */
+export const fieldNamed = (fields: Record<string, FieldDefinition>, name: string): FieldDefinition | undefined =>
+  Object.hasOwn(fields, name) ? fields[name] : undefined;
 
 const capabilityName = z.enum(capabilities);
 const formSchema = z.strictObject({ layout: z.array(z.array(z.string()).max(20)).max(200) });
@@ -76,6 +85,24 @@ export const definitionSchema = z.strictObject({
   lists: listsSchema.optional(),
   capabilities: capabilitiesSchema.optional(),
 });
+named(definitionSchema, 'EntityCreate', {
+  description: 'An entity definition: its fields, and optionally its form, lists and the capabilities each action needs',
+  examples: [
+    {
+      slug: 'lead',
+      name: 'Lead',
+      schema: {
+        fields: {
+          name: { type: 'string', required: true, max_length: 200 },
+          email: { type: 'string', format: 'email', unique: true },
+          stage: { type: 'enum', values: ['new', 'won', 'lost'], default: 'new' },
+          score: { type: 'integer', min: 0, max: 100 },
+        },
+      },
+      lists: { default: { columns: ['name', 'stage'], sort: 'name:asc' } },
+    },
+  ],
+});
 
 /**
  * Body of PATCH /entities/{slug}. `schema.fields` is merged field by field: an object replaces
@@ -89,6 +116,11 @@ export const definitionPatchSchema = z.strictObject({
   form: formSchema.optional(),
   lists: listsSchema.optional(),
   capabilities: capabilitiesSchema.optional(),
+});
+
+named(definitionPatchSchema, 'EntityUpdate', {
+  description: 'Changes to an entity: `schema.fields` merges field by field (null removes a field), the other parts replace their value',
+  examples: [{ schema: { fields: { score: null, phone: { type: 'string', max_length: 40 } } } }],
 });
 
 export type DefinitionPatch = z.infer<typeof definitionPatchSchema>;
@@ -159,7 +191,7 @@ export function parseSortText(textValue: string): { field: string; direction: 'a
 export function sortedFields(def: EntityDefinition): Set<string> {
   const out = new Set<string>();
   for (const list of Object.values(def.lists)) {
-    for (const { field } of parseSortText(list.sort ?? '') ?? []) if (def.schema.fields[field]) out.add(field);
+    for (const { field } of parseSortText(list.sort ?? '') ?? []) if (fieldNamed(def.schema.fields, field)) out.add(field);
   }
   return out;
 }
@@ -234,7 +266,7 @@ export function definitionProblems(def: EntityDefinition, entityExists: (slug: s
   const columns = new Set<string>([...names, ...SYSTEM_COLUMNS]);
   def.form.layout.forEach((row, i) =>
     row.forEach((name, j) => {
-      if (!fields[name]) problems.push({ field: `form.layout.${i}.${j}`, message: `no field ${name}` });
+      if (!fieldNamed(fields, name)) problems.push({ field: `form.layout.${i}.${j}`, message: `no field ${name}` });
     }),
   );
   for (const [listName, list] of Object.entries(def.lists)) {
@@ -247,7 +279,7 @@ export function definitionProblems(def: EntityDefinition, entityExists: (slug: s
       if (!sort) problems.push({ field: `lists.${listName}.sort`, message: 'expected field:asc or field:desc, comma-separated' });
       for (const { field } of sort ?? []) {
         if (!columns.has(field)) problems.push({ field: `lists.${listName}.sort`, message: `no field ${field}` });
-        else if (fields[field]?.type === 'json') problems.push({ field: `lists.${listName}.sort`, message: `cannot sort on json field ${field}` });
+        else if (fieldNamed(fields, field)?.type === 'json') problems.push({ field: `lists.${listName}.sort`, message: `cannot sort on json field ${field}` });
       }
     }
   }

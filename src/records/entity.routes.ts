@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineRoute, type AnyRoute } from '../http/route.js';
-import { definitionPatchSchema, definitionSchema } from './entity-definition.js';
+import { named } from '../http/openapi.js';
+import { definitionPatchSchema, definitionSchema, fieldSchema } from './entity-definition.js';
 import { recordJsonSchema } from './json-schema.js';
 import type { EntityService } from './entity.service.js';
 
@@ -17,13 +18,14 @@ export const slugParam = z.string().regex(/^[a-z][a-z0-9_]{0,39}$/, 'not an enti
 const entityView = z.object({
   slug: z.string(),
   name: z.string(),
-  schema: z.object({ fields: z.record(z.string(), z.object({ type: z.string() }).loose()) }),
+  schema: z.object({ fields: z.record(z.string(), fieldSchema) }),
   form: z.object({ layout: z.array(z.array(z.string())) }),
   lists: z.record(z.string(), z.object({ columns: z.array(z.string()), sort: z.string().optional() })),
   capabilities: z.object({ view: z.string(), create: z.string(), edit: z.string(), delete: z.string() }),
   created_at: z.string(),
   updated_at: z.string(),
 });
+named(entityView, 'Entity', { description: 'An entity: its fields, form, lists and the capability each action on its records needs' });
 
 const dryRun = z.object({
   changes: z.array(z.object({ kind: z.string(), field: z.string().nullable(), sql: z.string(), destructive: z.boolean() })),
@@ -40,6 +42,7 @@ export function entityRoutes({ entities }: { entities: EntityService }): AnyRout
       path: `${MANAGEMENT_ROOT}/entities`,
       operationId: 'listEntities',
       summary: 'Entities whose records the caller may view, with record counts',
+      description: 'Entities whose `view` capability the caller holds, by slug; each with how many records it has.',
       tag,
       access: view,
       query: z.strictObject({
@@ -64,6 +67,7 @@ export function entityRoutes({ entities }: { entities: EntityService }): AnyRout
       path: `${MANAGEMENT_ROOT}/entities/{slug}`,
       operationId: 'getEntity',
       summary: 'The full definition of an entity: schema, form, lists, capabilities',
+      description: "Needs the entity's `view` capability (default svc_view_records); without it, 403 naming the capability.",
       tag,
       access: view,
       params: z.object({ slug: slugParam }),
@@ -75,6 +79,8 @@ export function entityRoutes({ entities }: { entities: EntityService }): AnyRout
       path: `${MANAGEMENT_ROOT}/entities/{slug}/schema`,
       operationId: 'getEntitySchema',
       summary: "JSON Schema (draft 2020-12) of the entity's records; record writes are validated against it",
+      description:
+        'The schema of a record as the records API reads and writes it, generated from the field definitions (types, required fields, formats, bounds, enum values).',
       tag,
       access: view,
       params: z.object({ slug: slugParam }),
@@ -89,6 +95,8 @@ export function entityRoutes({ entities }: { entities: EntityService }): AnyRout
       path: `${MANAGEMENT_ROOT}/entities`,
       operationId: 'createEntity',
       summary: 'Creates an entity and its table',
+      description:
+        'Field names are lower-case identifiers; relations name an existing entity. Unset parts get defaults: an empty form layout, no lists, and the capabilities svc_view_records, svc_create_records, svc_edit_records and svc_delete_records. Every problem is listed in one 400 `validation_failed`.',
       tag,
       access: manage,
       body: definitionSchema,

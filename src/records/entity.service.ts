@@ -4,6 +4,7 @@ import {
   applyPatch,
   definitionProblems,
   definitionSchema,
+  fieldNamed,
   normalise,
   type DefinitionInput,
   type DefinitionPatch,
@@ -58,7 +59,7 @@ export class EntityService {
   // jsonb does not keep key order, so the field order is stored beside the definition.
   private fromRow(row: CatalogueRow): StoredEntity {
     const fields = row.definition.schema.fields;
-    const ordered = Object.fromEntries(row.field_order.filter((n) => fields[n]).map((n) => [n, fields[n]!]));
+    const ordered = Object.fromEntries(row.field_order.filter((n) => fieldNamed(fields, n)).map((n) => [n, fields[n]!]));
     return { definition: { ...row.definition, schema: { fields: ordered } }, createdAt: row.created_at, updatedAt: row.updated_at };
   }
 

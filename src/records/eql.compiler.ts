@@ -1,4 +1,4 @@
-import type { EntityDefinition, FieldDefinition } from './entity-definition.js';
+import { fieldNamed, type EntityDefinition, type FieldDefinition } from './entity-definition.js';
 import type { CompareOp, Expr, FieldRef, Literal } from './eql.ast.js';
 import { invalidEql } from './eql.lexer.js';
 import { ident, qualifiedTable } from './naming.js';
@@ -80,9 +80,9 @@ class Compiler {
   }
 
   private lookup(def: EntityDefinition, name: string, alias: string, ref: FieldRef, label: string): Omit<Resolved, 'hop'> {
-    const system = systemKinds[name];
+    const system = Object.hasOwn(systemKinds, name) ? systemKinds[name] : undefined;
     if (system) return { column: `${alias}.${ident(name)}`, kind: system, label };
-    const field = Object.hasOwn(def.schema.fields, name) ? def.schema.fields[name] : undefined;
+    const field = fieldNamed(def.schema.fields, name);
     if (!field) this.fail(ref.pos, `unknown field ${label} on ${def.slug}`);
     return { column: `${alias}.${ident(name)}`, kind: field.type, field, label };
   }
@@ -206,7 +206,7 @@ export function hoppedRelations(expr: Expr, entity: EntityDefinition): Set<strin
     } else if (e.kind === 'not') visit(e.operand);
     else if (e.kind === 'compare' || e.kind === 'in' || e.kind === 'is_null') {
       if (e.field.path.length !== 2) return;
-      const field = Object.hasOwn(entity.schema.fields, e.field.path[0]) ? entity.schema.fields[e.field.path[0]] : undefined;
+      const field = fieldNamed(entity.schema.fields, e.field.path[0]);
       if (field?.type === 'relation') out.add(field.entity);
     }
   };

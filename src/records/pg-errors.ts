@@ -1,6 +1,6 @@
 import { translateDatabaseError, type PgError } from '../db/database-errors.js';
 import { conflict } from '../platform/errors.js';
-import type { EntityDefinition } from './entity-definition.js';
+import { fieldNamed, type EntityDefinition } from './entity-definition.js';
 import { constraintName } from './naming.js';
 
 /**
@@ -26,7 +26,7 @@ export function translateRecordError(err: unknown, entity?: EntityDefinition): u
   return translateDatabaseError(err, {
     field: (e, kind) => fieldOf(entity, e.constraint, kinds[kind]),
     dangling: (field) => {
-      const target = entity?.schema.fields[field];
+      const target = entity ? fieldNamed(entity.schema.fields, field) : undefined;
       return target?.type === 'relation' ? `no ${target.entity} record has this uuid` : 'points at a record that does not exist';
     },
     duplicate: (field) => (field && entity ? `Another ${entity.slug} record already has this ${field}` : 'A unique value is already taken'),

@@ -148,3 +148,12 @@ describe('reconcile: one plan per change kind', () => {
     expect(kinds(reconcile(from, to))).toEqual(['drop_unique:b', 'drop_field:a', 'change_type:c', 'add_field:d', 'add_unique:d']);
   });
 });
+
+describe('field names an object inherits', () => {
+  it('a field named constructor or valueof is added and dropped like any other', () => {
+    const before = entity({ title: { type: 'string' } });
+    const after = entity({ title: { type: 'string' }, constructor: { type: 'integer' as const }, valueof: { type: 'string' as const } });
+    expect(kinds(reconcile(before, after))).toEqual(['add_field:constructor', 'add_field:valueof']);
+    expect(kinds(reconcile(after, before))).toEqual(['drop_field:constructor', 'drop_field:valueof']);
+  });
+});

@@ -1,5 +1,5 @@
 import { columnDefinition, columnType, defaultSql, enumCheckSql, foreignKeySql, indexSql, needsIndex, relationTarget, uniqueIndexSql } from './columns.js';
-import type { EntityDefinition, FieldDefinition } from './entity-definition.js';
+import { fieldNamed, type EntityDefinition, type FieldDefinition } from './entity-definition.js';
 import { constraintName, ident, literal, qualifiedTable, RECORDS_SCHEMA } from './naming.js';
 
 /**
@@ -261,10 +261,11 @@ export function reconcile(oldDef: EntityDefinition, newDef: EntityDefinition): P
   const newFields = newDef.schema.fields;
   for (const name of Object.keys(oldFields)) {
     // Dropping the column drops its indexes and constraints with it.
-    if (!newFields[name]) changes.push({ kind: 'drop_field', field: name, sql: `alter table ${table} drop column ${ident(name)}`, destructive: true });
+    if (!fieldNamed(newFields, name))
+      changes.push({ kind: 'drop_field', field: name, sql: `alter table ${table} drop column ${ident(name)}`, destructive: true });
   }
   for (const [name, field] of Object.entries(newFields)) {
-    const before = oldFields[name];
+    const before = fieldNamed(oldFields, name);
     if (!before) {
       changes.push({
         kind: 'add_field',

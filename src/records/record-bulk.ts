@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { named } from '../http/openapi.js';
 import { AppError, invalidRequest } from '../platform/errors.js';
 import type { Transaction } from '../db/sql.js';
 import type { StoredEntity } from './entity.service.js';
@@ -15,6 +16,8 @@ export const bulkOperationSchema = z.strictObject({
   fields: z.record(z.string(), z.unknown()).optional().describe('field map, for create and update'),
   uuid: z.string().optional().describe('record uuid, for update and delete'),
 });
+
+named(bulkOperationSchema, 'BulkOperation', { description: 'One create, update or delete of a bulk call' });
 
 export type BulkOperation = z.infer<typeof bulkOperationSchema>;
 

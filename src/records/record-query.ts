@@ -1,5 +1,5 @@
 import { validationFailed } from '../platform/errors.js';
-import { parseSortText, type EntityDefinition } from './entity-definition.js';
+import { fieldNamed, parseSortText, type EntityDefinition } from './entity-definition.js';
 import { ident, SYSTEM_COLUMNS } from './naming.js';
 
 /**
@@ -25,7 +25,7 @@ export function parseInclude(def: EntityDefinition, text: string | undefined): {
   if (!text) return [];
   const out: { field: string; target: string }[] = [];
   for (const name of new Set(splitList(text))) {
-    const field = Object.hasOwn(def.schema.fields, name) ? def.schema.fields[name] : undefined;
+    const field = fieldNamed(def.schema.fields, name);
     if (field?.type !== 'relation') throw validationFailed([{ field: 'include', message: `${name} is not a relation field of ${def.slug}` }]);
     out.push({ field: name, target: field.entity });
   }
@@ -46,7 +46,7 @@ export function orderBy(def: EntityDefinition, text: string | undefined, alias: 
   const source = text ?? def.lists.default?.sort ?? 'created_at:asc';
   const sort = parseSortText(source);
   if (!sort || sort.length > 10) throw validationFailed([{ field: 'sort', message: 'expected up to 10 of field:asc or field:desc, comma-separated' }]);
-  const problems = sort.filter(({ field }) => !isColumn(def, field) || def.schema.fields[field]?.type === 'json');
+  const problems = sort.filter(({ field }) => !isColumn(def, field) || fieldNamed(def.schema.fields, field)?.type === 'json');
   if (problems.length) throw validationFailed([{ field: 'sort', message: `cannot sort on ${problems.map((p) => p.field).join(', ')}` }]);
   const terms = sort.map(({ field, direction }) => `${alias}.${ident(field)} ${direction}`);
   if (!sort.some((s) => s.field === 'uuid')) terms.push(`${alias}.${ident('uuid')} asc`);
@@ -58,7 +58,7 @@ export function encodeValues(def: EntityDefinition, body: Record<string, unknown
   const columns = Object.keys(body);
   const values = columns.map((name) => {
     const value = body[name];
-    return def.schema.fields[name]?.type === 'json' && value !== null && value !== undefined ? JSON.stringify(value) : value;
+    return fieldNamed(def.schema.fields, name)?.type === 'json' && value !== null && value !== undefined ? JSON.stringify(value) : value;
   });
   return { columns, values };
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { named } from '../http/openapi.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { MANAGEMENT_ROOT, slugParam } from './entity.routes.js';
 import { bulkOperationSchema, MAX_BULK_OPERATIONS, uuidPattern } from './record-bulk.js';
@@ -6,6 +7,18 @@ import { DEFAULT_PER_PAGE, MAX_PER_PAGE } from './record.service.js';
 import type { RecordService } from './record.service.js';
 
 const record = z.object({ uuid: z.string() }).catchall(z.unknown());
+named(record, 'EntityRecord', {
+  description: "A record: its uuid, its fields as the entity's JSON Schema describes them (GET /entities/{slug}/schema), created_at and updated_at",
+  examples: [
+    {
+      uuid: '0b7e9c1a-3f2d-4e5b-8a6c-1d2e3f4a5b6c',
+      name: 'Ada Lovelace',
+      stage: 'new',
+      created_at: '2025-01-01T12:00:00.000Z',
+      updated_at: '2025-01-01T12:00:00.000Z',
+    },
+  ],
+});
 const fieldMap = z.record(z.string(), z.unknown());
 const entityParams = z.object({ entity: slugParam });
 const recordParams = z.object({ entity: slugParam, uuid: z.string().regex(uuidPattern, 'not a UUID') });
@@ -54,6 +67,8 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
       path: `${base}/{uuid}`,
       operationId: 'getRecord',
       summary: 'One record',
+      description:
+        "Capability: the entity's `view` (default svc_view_records). `fields` narrows the answer; `include` replaces relation fields by the related records.",
       tag,
       access: 'authenticated',
       params: recordParams,
@@ -67,6 +82,8 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
       path: base,
       operationId: 'createRecord',
       summary: "Creates a record; the body is validated against the entity's JSON Schema",
+      description:
+        "Capability: the entity's `create` (default svc_create_records). The body is the field map; unset fields take their default. Every invalid field is named in one 400 `validation_failed`. The new record starts the workflows whose `record` trigger listens to `created`.",
       tag,
       access: 'authenticated',
       params: entityParams,
@@ -80,6 +97,8 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
       path: `${base}/{uuid}`,
       operationId: 'updateRecord',
       summary: 'Changes the given fields of a record (null clears an optional field)',
+      description:
+        "Capability: the entity's `edit` (default svc_edit_records). Fields left out keep their value. Starts the workflows listening to `updated` when something changed.",
       tag,
       access: 'authenticated',
       params: recordParams,
@@ -93,6 +112,8 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
       path: `${base}/{uuid}`,
       operationId: 'deleteRecord',
       summary: 'Deletes a record',
+      description:
+        "Capability: the entity's `delete` (default svc_delete_records). Refused while another entity's relation points at it. Starts the workflows listening to `deleted`.",
       tag,
       access: 'authenticated',
       params: recordParams,

@@ -160,6 +160,15 @@ export class RecordService {
     return { entity: def.slug, action: 'deleted', record };
   }
 
+  /**
+   * What create (or, `partial`, update) would refuse before writing: the actor's capability and
+   * the body against the entity's schema. Writes nothing; unique values are only known at write.
+   */
+  async checkWrite(actor: Actor, slug: string, body: Record<string, unknown>, partial: boolean): Promise<void> {
+    const entity = await this.entities.requireFor(actor, slug, partial ? 'edit' : 'create');
+    this.validator.check(entity, body, partial);
+  }
+
   async create(actor: Actor, slug: string, body: Record<string, unknown>): Promise<RecordData> {
     const entity = await this.entities.requireFor(actor, slug, 'create');
     const event = await this.insert(this.db, entity, body);

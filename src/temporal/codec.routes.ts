@@ -1,6 +1,7 @@
 import type { Context, Next } from 'koa';
 import { z } from 'zod';
 import type { Principal } from '../auth/auth.service.js';
+import { named } from '../http/openapi.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { forbidden, unauthenticated } from '../platform/errors.js';
 import { codecPayloads, transcode } from './codec.js';
@@ -8,6 +9,10 @@ import type { TemporalHandle } from './connection.js';
 
 // Temporal Web UI 2.50 and later append this to every codec call; it asks for nothing this codec does.
 const query = z.strictObject({ preserveStorageRefs: z.enum(['true', 'false']).optional() });
+named(codecPayloads, 'CodecPayloads', {
+  description: "Temporal payloads as the codec server protocol carries them: each payload's metadata values and data in base64",
+  examples: [{ payloads: [{ metadata: { encoding: 'YmluYXJ5L2VuY3J5cHRlZA==' }, data: 'AAECAwQ=' }] }],
+});
 
 /**
  * The codec server the Temporal Web UI calls to show encrypted payloads to an operator. The UI
@@ -24,6 +29,7 @@ export function codecRoutes({ temporal }: { temporal: TemporalHandle }): AnyRout
       description: 'Needs `svc_manage_workflows`, by application password or by the session cookie alone.',
       tag: 'temporal',
       access: 'public',
+      checksCredentials: { accepts: ['basic', 'cookie'], capability: 'svc_manage_workflows' },
       // Checked before the body is read: a caller without the capability learns nothing else.
       guard: async (ctx) => {
         const caller = (ctx.state.principal ?? ctx.state.cookieSession) as Principal | undefined;

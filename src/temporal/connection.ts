@@ -1,5 +1,6 @@
 import { Client, Connection, defaultGrpcRetryOptions, isRetryableError, makeGrpcRetryInterceptor } from '@temporalio/client';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { Config } from '../config.js';
 import type { KeyRing } from '../platform/crypto.js';
 import { EncryptionCodec } from './codec.js';
@@ -24,6 +25,8 @@ export interface TemporalHandle {
   executionWorkflowId(executionId: number): string;
   /** Temporal Schedule id of a schedule-triggered workflow. */
   scheduleId(workflowId: number): string;
+  /** Starts, updates and signals carry the caller's trace (tracing is on). */
+  traced: boolean;
 }
 
 /**
@@ -42,7 +45,7 @@ const retryInterceptor = () => {
  * A lazy connection: the API starts and answers 503 while Temporal is down instead of refusing
  * to start, and reconnects by itself when it comes back.
  */
-export function connectTemporal(config: Config, address: string, keys: KeyRing): TemporalHandle {
+export function connectTemporal(config: Config, address: string, keys: KeyRing, options: { traced?: boolean } = {}): TemporalHandle {
   const connection = Connection.lazy({
     address,
     connectTimeout: '5s',
@@ -52,7 +55,13 @@ export function connectTemporal(config: Config, address: string, keys: KeyRing):
     channelArgs: { 'grpc.initial_reconnect_backoff_ms': 500, 'grpc.max_reconnect_backoff_ms': 5_000 },
   });
   const codec = new EncryptionCodec(keys);
-  const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: { payloadCodecs: [codec] } });
+  const client = new Client({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    dataConverter: { payloadCodecs: [codec] },
+    // With tracing on, starts, updates and signals carry the caller's trace into the workflow.
+    ...(options.traced ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
+  });
   return {
     connection,
     client,
@@ -67,6 +76,7 @@ export function connectTemporal(config: Config, address: string, keys: KeyRing):
     executionWorkflowPrefix: `${config.SVC_INSTANCE_ID}-execution-`,
     executionWorkflowId: (id) => `${config.SVC_INSTANCE_ID}-execution-${id}`,
     scheduleId: (id) => `${config.SVC_INSTANCE_ID}-workflow-${id}`,
+    traced: options.traced === true,
   };
 }
 

@@ -1,4 +1,10 @@
 import { readFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import {
+  OpenTelemetryActivityInboundInterceptor,
+  OpenTelemetryActivityOutboundInterceptor,
+  makeWorkflowExporter,
+} from '@temporalio/interceptors-opentelemetry';
 import { fileURLToPath } from 'node:url';
 import { DefaultLogger, NativeConnection, Runtime, Worker, bundleWorkflowCode, type LogLevel, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from '../platform/logger.js';
@@ -6,18 +12,49 @@ import { createActivities } from '../../activities/index.js';
 import type { Services } from '../services.js';
 
 export const workflowsPath = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
+/** Tracing's workflow interceptors: they act only on runs that carry a trace context. */
+export const workflowInterceptorsPath = fileURLToPath(new URL('../../workflows/tracing.interceptors.ts', import.meta.url));
 
 /** Bundles the deterministic workflow code once; workers reuse the bundle. */
 export async function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
-  return bundleWorkflowCode({ workflowsPath, logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
+  return bundleWorkflowCode({
+    workflowsPath,
+    workflowInterceptorModules: [workflowInterceptorsPath],
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
+  });
 }
 
 let runtimeInstalled = false;
+/** Where the Temporal SDK's core serves its own Prometheus metrics (loopback, a free port). */
+let sdkMetricsUrl: string | undefined;
 
-/** Routes the Temporal SDK's own log lines into the service's JSON log (once per process). */
-export function installTemporalRuntime(logger: Logger): void {
+/** The Temporal SDK's metrics (task slots, schedule-to-start latency, sticky cache...), when a worker runs here. */
+export async function temporalSdkMetrics(): Promise<string | undefined> {
+  if (!sdkMetricsUrl) return undefined;
+  const response = await fetch(sdkMetricsUrl, { signal: AbortSignal.timeout(2000) });
+  return response.ok ? response.text() : undefined;
+}
+
+/** A free loopback port (the SDK's core binds it itself, so it is found first). */
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as { port: number }).port;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Routes the Temporal SDK's own log lines into the service's JSON log, and has its core serve its
+ * metrics on a loopback port that the service's /metrics merges in (once per process).
+ */
+export async function installTemporalRuntime(logger: Logger): Promise<void> {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
+  const port = await freeLoopbackPort();
   const levels: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
     TRACE: 'trace',
     DEBUG: 'debug',
@@ -26,7 +63,16 @@ export function installTemporalRuntime(logger: Logger): void {
     ERROR: 'error',
   };
   const child = logger.child({ component: 'temporal-sdk' });
-  Runtime.install({ logger: new DefaultLogger('WARN', (entry) => child[levels[entry.level]](entry.meta ?? {}, entry.message)) });
+  Runtime.install({
+    logger: new DefaultLogger('WARN', (entry) => child[levels[entry.level]](entry.meta ?? {}, entry.message)),
+    telemetryOptions: {
+      metrics: {
+        metricPrefix: 'temporal_',
+        prometheus: { bindAddress: `127.0.0.1:${port}`, countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true },
+      },
+    },
+  });
+  sdkMetricsUrl = `http://127.0.0.1:${port}/metrics`;
 }
 
 /** Worker options of the service's workers (docs/performance.md has the measurements). */
@@ -73,7 +119,8 @@ async function connectPatiently(address: string, logger: Logger): Promise<Native
 }
 
 export async function startWorker(services: Services, address: string, options: { taskQueue?: string; bundlePath?: string } = {}): Promise<RunningWorker> {
-  installTemporalRuntime(services.logger);
+  await installTemporalRuntime(services.logger);
+  const { tracing } = services;
   const connection = await connectPatiently(address, services.logger);
   const workflowBundle = options.bundlePath ? { code: await readFile(options.bundlePath, 'utf8') } : await bundleWorkflows();
   const worker = await Worker.create({
@@ -83,6 +130,20 @@ export async function startWorker(services: Services, address: string, options: 
     workflowBundle,
     activities: createActivities(services),
     dataConverter: { payloadCodecs: [services.temporal.codec] },
+    // Traced runs' workflow spans leave through this sink; without tracing it drops them.
+    sinks: {
+      exporter:
+        tracing.workflowSpans && tracing.resource
+          ? makeWorkflowExporter(tracing.workflowSpans, tracing.resource)
+          : { export: { fn: () => undefined, callDuringReplay: false } },
+    },
+    ...(tracing.enabled
+      ? {
+          interceptors: {
+            activity: [(ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) })],
+          },
+        }
+      : {}),
     shutdownGraceTime: '10s',
     // Measured on two cores (docs/performance.md): runs stay cached between their workflow tasks
     // (a replay from scratch per task costs twice the CPU), enough task slots that every run

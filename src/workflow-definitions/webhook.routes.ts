@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { idempotencyHeaders, idempotencyOf, replayedHeaders } from '../executions/idempotency.js';
+import { idempotencyHeaders, idempotencyOf, replayedHeader, replayedHeaders } from '../executions/idempotency.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { safeEqual } from '../platform/crypto.js';
-import { AppError, notFound } from '../platform/errors.js';
+import { notFound } from '../platform/errors.js';
 import type { ExecutionService } from '../executions/execution.service.js';
 import type { WorkflowService } from './workflow.service.js';
 
@@ -26,18 +26,29 @@ export function webhookRoutes({ workflows, executions }: { workflows: WorkflowSe
       bodyOptional: true,
       headers: idempotencyHeaders,
       errors: {
-        404: 'No active webhook workflow with this slug (`not_found`)',
+        404: 'No active webhook workflow with this slug, or the secret is missing or wrong (`not_found`: the two are not told apart)',
         422: 'The Idempotency-Key was used for a different request (`idempotency_key_reused`)',
       },
       responses: {
-        202: { description: 'Run started', data: z.object({ execution_id: z.number().int() }) },
-        200: { description: 'Run finished (respond: last_node)', data: z.object({ execution_id: z.number().int(), status: z.string(), output: z.unknown() }) },
+        202: { description: 'Run started', data: z.object({ execution_id: z.number().int() }), headers: replayedHeader },
+        200: {
+          description: 'Run finished (respond: last_node)',
+          data: z.object({ execution_id: z.number().int(), status: z.string(), output: z.unknown() }),
+          headers: replayedHeader,
+        },
       },
       handler: async ({ params, query, body, headers, ctx }) => {
         const workflow = await workflows.getBySlug(params.slug);
-        if (!workflow || workflow.status !== 'active' || workflow.trigger.type !== 'webhook' || !workflow.webhook_secret) throw notFound('Webhook');
         const secret = ctx.get('x-webhook-secret') || query.secret || '';
-        if (!safeEqual(secret, workflow.webhook_secret)) throw new AppError(401, 'unauthenticated', 'Missing or wrong webhook secret');
+        // A wrong secret is answered as an unknown slug: the answer must not tell which slugs are active hooks.
+        if (
+          !workflow ||
+          workflow.status !== 'active' ||
+          workflow.trigger.type !== 'webhook' ||
+          !workflow.webhook_secret ||
+          !safeEqual(secret, workflow.webhook_secret)
+        )
+          throw notFound('Webhook');
         const started = await executions.start(workflow, { payload: body, trigger: 'webhook' }, undefined, idempotencyOf(headers, 'webhook', body));
         const replayed = replayedHeaders(started.replayed);
         if (workflow.trigger.config.respond === 'last_node') {

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { Principal } from '../auth/auth.service.js';
 import { toIso } from '../db/sql.js';
-import { idempotencyHeaders, idempotencyOf, replayedHeaders } from '../executions/idempotency.js';
+import { idempotencyHeaders, idempotencyOf, replayedHeader, replayedHeaders } from '../executions/idempotency.js';
+import { named } from '../http/openapi.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { idParam, pageOf, pagination, queryBoolean } from '../http/pagination.js';
 import { createWorkflowSchema, updateWorkflowSchema, workflowListItem, workflowView } from './workflow.schemas.js';
@@ -13,6 +14,11 @@ const root = '/api/workflow/v1';
 const manage = { capability: 'svc_manage_workflows' } as const;
 const executionStarted = z.object({ execution_id: z.number().int() });
 const runResult = z.object({ execution_id: z.number().int(), status: z.string(), output: z.unknown() });
+named(executionStarted, 'ExecutionStarted', { description: 'The execution a call started', examples: [{ execution_id: 42 }] });
+named(runResult, 'RunResult', {
+  description: 'A run that finished while the call waited: its status and the output of the node that finished last',
+  examples: [{ execution_id: 42, status: 'success', output: { text: 'HELLO, ADA' } }],
+});
 
 export function workflowView_(row: WorkflowRow, principal: Principal | undefined, apiBase: string) {
   const mayManage = principal && (principal.role === 'administrator' || principal.id === row.owner_id);
@@ -40,12 +46,13 @@ export function workflowView_(row: WorkflowRow, principal: Principal | undefined
 
 export function workflowRoutes({ workflows, executions }: { workflows: WorkflowService; executions: ExecutionService }): AnyRoute[] {
   const view = (row: WorkflowRow, principal: Principal, origin: string) => workflowView_(row, principal, origin);
-  const transition = (operationId: string, action: 'activate' | 'deactivate' | 'restore', summary: string) =>
+  const transition = (operationId: string, action: 'activate' | 'deactivate' | 'restore', summary: string, description: string) =>
     defineRoute({
       method: 'post',
       path: `${root}/workflows/{id}/${action}`,
       operationId,
       summary,
+      description,
       tag: 'workflows',
       access: manage,
       params: idParam,
@@ -60,6 +67,8 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
       path: `${root}/workflows`,
       operationId: 'listWorkflows',
       summary: 'Workflows visible to the caller, filtered and paginated',
+      description:
+        'The workflows the caller owns or that `shared_with` names them in (administrators see all), newest first (with `q`, most relevant first), without their graphs (GET one workflow for those).',
       tag: 'workflows',
       access: 'authenticated',
       query: z.strictObject({
@@ -76,6 +85,8 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
       path: `${root}/workflows`,
       operationId: 'createWorkflow',
       summary: 'Creates a workflow from its full definition (graph validated; every problem listed)',
+      description:
+        'The graph must be acyclic, with node ids unique, known node types each with a valid `config` (schema `Node`), connections that exist for the types that need one, and branch names the source node can take; every problem is listed in one 400 `validation_failed`. The slug defaults to one made from the title. A new workflow is `inactive` unless `status` says `active`; a webhook trigger gets its URL and secret (in `webhook`).',
       tag: 'workflows',
       access: manage,
       body: createWorkflowSchema,
@@ -88,6 +99,8 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
       path: `${root}/workflows/{id}`,
       operationId: 'getWorkflow',
       summary: 'One workflow with its full graph',
+      description:
+        'Visible to its owner, the users `shared_with` names and administrators; for anyone else it does not exist (404). `webhook` (URL and secret) is shown to its owner and administrators only.',
       tag: 'workflows',
       access: 'authenticated',
       params: idParam,
@@ -99,6 +112,8 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
       path: `${root}/workflows/{id}`,
       operationId: 'updateWorkflow',
       summary: 'Partial update; the definition is validated again and its version goes up by one',
+      description:
+        'Fields left out keep their value; `nodes` and `edges` replace the whole graph. Runs already started go on with the version they started with. An archived workflow must be restored first (409 `workflow_archived`).',
       tag: 'workflows',
       access: manage,
       params: idParam,
@@ -112,6 +127,8 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
       path: `${root}/workflows/{id}`,
       operationId: 'deleteWorkflow',
       summary: 'Archives the workflow; with force=true an archived workflow is purged with its executions',
+      description:
+        'Archiving (soft delete) pauses its schedule, stops its trigger and keeps its executions; restore brings it back. Purging (`force=true`, on an archived workflow only) deletes it and its executions for good, and is refused while runs are in progress.',
       tag: 'workflows',
       access: manage,
       params: idParam,
@@ -120,9 +137,24 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
       responses: { 200: { description: 'Archived or purged', data: z.object({ id: z.number().int(), status: z.enum(['archived', 'purged']) }) } },
       handler: async ({ params, query, principal }) => ({ data: await workflows.remove(principal, params.id, query.force ?? false) }),
     }),
-    transition('activateWorkflow', 'activate', 'Sets the workflow active (idempotent); a schedule trigger gets its Temporal Schedule'),
-    transition('deactivateWorkflow', 'deactivate', 'Sets an active workflow back to inactive; its schedule is paused'),
-    transition('restoreWorkflow', 'restore', 'Brings an archived workflow back as inactive (no-op otherwise)'),
+    transition(
+      'activateWorkflow',
+      'activate',
+      'Sets the workflow active (idempotent); a schedule trigger gets its Temporal Schedule',
+      'Only active workflows are started by their trigger (schedule, webhook, record events); a manual run works either way. Activating an active workflow changes nothing.',
+    ),
+    transition(
+      'deactivateWorkflow',
+      'deactivate',
+      'Sets an active workflow back to inactive; its schedule is paused',
+      'Its trigger stops starting runs; runs in progress go on. Deactivating an inactive workflow changes nothing.',
+    ),
+    transition(
+      'restoreWorkflow',
+      'restore',
+      'Brings an archived workflow back as inactive (no-op otherwise)',
+      'The workflow can be edited and run again; activate it to turn its trigger back on.',
+    ),
     defineRoute({
       method: 'post',
       path: `${root}/workflows/{id}/run`,
@@ -138,8 +170,8 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
       headers: idempotencyHeaders,
       errors: { 409: 'The workflow is archived (`workflow_archived`)', 422: 'The Idempotency-Key was used for a different request (`idempotency_key_reused`)' },
       responses: {
-        202: { description: 'Started', data: executionStarted },
-        200: { description: 'Finished within the wait', data: runResult },
+        202: { description: 'Started', data: executionStarted, headers: replayedHeader },
+        200: { description: 'Finished within the wait', data: runResult, headers: replayedHeader },
       },
       handler: async ({ params, body, query, headers, principal }) => {
         const workflow = await workflows.get(principal, params.id);

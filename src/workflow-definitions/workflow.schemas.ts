@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { documentAs, named } from '../http/openapi.js';
+import { documentedNode } from '../nodes/index.js';
 import type { Graph, GraphNode } from '../../workflows/defs.js';
 
 const id = z.number().int().positive().max(2_147_483_647);
@@ -23,12 +25,14 @@ export const nodeSchema = z.strictObject({
   timeout_ms: z.number().int().min(100).max(86_400_000).optional(),
   on_error: z.enum(['fail', 'continue']).optional(),
 });
+documentAs(nodeSchema, documentedNode(nodeSchema));
 
 export const edgeSchema = z.strictObject({
   from: z.string().min(1).max(64),
   to: z.string().min(1).max(64),
   branch: z.string().min(1).max(100).optional(),
 });
+named(edgeSchema, 'Edge', { description: 'Runs `to` after `from`; from a condition or switch node only on the branch named' });
 
 export const overlapPolicies = ['skip', 'buffer_one', 'buffer_all', 'cancel_other', 'terminate_other', 'allow_all'] as const;
 
@@ -57,6 +61,7 @@ export const triggerSchema = z.discriminatedUnion('type', [
     }),
   }),
 ]);
+named(triggerSchema, 'Trigger', { description: 'What starts runs: by hand (or the API), a webhook call, a cron schedule, or record changes' });
 export type Trigger = z.infer<typeof triggerSchema>;
 
 const definitionFields = {
@@ -73,6 +78,24 @@ const definitionFields = {
 
 /** POST /workflows body. */
 export const createWorkflowSchema = z.strictObject(definitionFields);
+named(createWorkflowSchema, 'WorkflowCreate', {
+  description: 'A whole workflow definition: its trigger and graph',
+  examples: [
+    {
+      title: 'Greet and shout',
+      trigger: { type: 'manual' },
+      nodes: [
+        { id: 'greet', type: 'transform', config: { value: { greeting: 'Hello, {{ trigger.name }}' } } },
+        { id: 'wait', type: 'delay', config: { duration_ms: 2000 } },
+        { id: 'shout', type: 'transform', config: { value: { text: '{{ $uppercase(nodes.greet.greeting) }}' } } },
+      ],
+      edges: [
+        { from: 'greet', to: 'wait' },
+        { from: 'wait', to: 'shout' },
+      ],
+    },
+  ],
+});
 export type CreateWorkflow = z.infer<typeof createWorkflowSchema>;
 
 /** PATCH /workflows/{id} body: any subset of the definition. */
@@ -88,6 +111,10 @@ export const updateWorkflowSchema = z
     shared_with: z.array(id).max(500).optional(),
   })
   .refine((v) => Object.keys(v).length > 0, { message: 'send at least one field' });
+named(updateWorkflowSchema, 'WorkflowUpdate', {
+  description: 'Any part of a workflow definition; the rest stays',
+  examples: [{ title: 'Greet, wait and shout' }],
+});
 export type UpdateWorkflow = z.infer<typeof updateWorkflowSchema>;
 
 export const workflowListItem = z.object({
@@ -100,17 +127,45 @@ export const workflowListItem = z.object({
   description: z.string(),
   tags: z.array(z.string()),
 });
+named(workflowListItem, 'WorkflowSummary', { description: 'A workflow as lists show it' });
 
 export const workflowView = workflowListItem.extend({
   version: z.number().int(),
-  trigger: z.object({ type: z.string(), config: z.record(z.string(), z.unknown()) }),
-  nodes: z.array(z.record(z.string(), z.unknown())),
-  edges: z.array(z.record(z.string(), z.unknown())),
+  trigger: triggerSchema,
+  nodes: z.array(nodeSchema),
+  edges: z.array(edgeSchema),
   owner: z.object({ id: z.number().int(), login: z.string() }),
   shared_with: z.array(z.number().int()),
   webhook: z.object({ url: z.string(), secret: z.string() }).nullable(),
   created_at: z.string(),
   updated_at: z.string(),
+});
+named(workflowView, 'Workflow', {
+  description: 'A workflow with its whole definition',
+  examples: [
+    {
+      id: 1,
+      slug: 'greet-and-shout',
+      title: 'Greet and shout',
+      status: 'inactive',
+      trigger_type: 'manual',
+      node_count: 2,
+      description: '',
+      tags: [],
+      version: 1,
+      trigger: { type: 'manual', config: {} },
+      nodes: [
+        { id: 'greet', type: 'transform', config: { value: { greeting: 'Hello, {{ trigger.name }}' } } },
+        { id: 'wait', type: 'delay', config: { duration_ms: 2000 } },
+      ],
+      edges: [{ from: 'greet', to: 'wait' }],
+      owner: { id: 1, login: 'admin' },
+      shared_with: [],
+      webhook: null,
+      created_at: '2025-01-01T12:00:00.000Z',
+      updated_at: '2025-01-01T12:00:00.000Z',
+    },
+  ],
 });
 
 /** A stored workflow as the service reads it (one row of `workflows` with its owner's login). */
@@ -133,6 +188,8 @@ export interface WorkflowRow {
   webhook_secret: string | null;
   owner_id: number;
   owner_login: string;
+  /** Who last changed the definition: a run of it carries this person's rights with the owner's. */
+  updated_by: number | null;
   shared_with: number[];
   created_at: Date | string;
   updated_at: Date | string;

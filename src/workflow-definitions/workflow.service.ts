@@ -7,6 +7,9 @@ import { nodeTypes } from '../nodes/index.js';
 import { randomToken } from '../platform/crypto.js';
 import { AppError, conflict, notFound, validationFailed, type FieldProblem } from '../platform/errors.js';
 import { validateGraph } from './graph-validator.js';
+import type { ActingUsers } from '../auth/acting.js';
+import type { ConnectionService } from '../connections/connection.service.js';
+import type { EntityService } from '../records/entity.service.js';
 import type { WorkflowSchedules } from './workflow.schedules.js';
 import type { CreateWorkflow, Trigger, UpdateWorkflow, WorkflowRow, WorkflowStatus } from './workflow.schemas.js';
 
@@ -29,8 +32,15 @@ const slugify = (title: string) =>
     .slice(0, 90) || 'workflow';
 
 const columns = `w.id, w.slug, w.title, w.description, w.tags, w.status, w.trigger_type, w.trigger, w.nodes, w.edges,
-  w.node_count, w.connection_ids, w.version, w.webhook_secret, w.owner_id, u.login as owner_login, w.shared_with,
+  w.node_count, w.connection_ids, w.version, w.webhook_secret, w.owner_id, u.login as owner_login, w.updated_by, w.shared_with,
   w.created_at, w.updated_at`;
+
+/** What a workflow definition checks beyond its own shape: the connections it names, the entity a record trigger reads. */
+export interface DefinitionPorts {
+  connections: Pick<ConnectionService, 'usableBy'>;
+  entities: Pick<EntityService, 'find'>;
+  acting: Pick<ActingUsers, 'principal'>;
+}
 
 /**
  * The visibility rule of workflows and everything under them (executions, replays): a user sees
@@ -47,6 +57,7 @@ export class WorkflowService {
     private readonly sql: Sql,
     private readonly schedules: WorkflowSchedules,
     private readonly executions: Pick<ExecutionMirror, 'runningOfWorkflow'>,
+    private readonly definitions: DefinitionPorts,
   ) {}
 
   /** SQL condition on the workflows table (as `alias`) and its values: what the caller may see. */
@@ -120,19 +131,26 @@ export class WorkflowService {
     return rows[0];
   }
 
-  /** Validates the graph and the connections it names; throws 400 listing every problem. */
-  private async validate(graph: Graph, trigger: Trigger, sharedWith: number[]): Promise<number[]> {
+  /**
+   * Validates the graph and what it names; throws 400 listing every problem. `authors` are the
+   * people a run of it will act for (the owner and whoever saves it): each connection it names
+   * must be usable by all of them, and a record trigger's entity readable by all of them (403).
+   */
+  private async validate(graph: Graph, trigger: Trigger, sharedWith: number[], authors: number[]): Promise<number[]> {
     const problems: FieldProblem[] = validateGraph(graph, trigger, nodeTypes);
     const connectionIds = [...new Set(graph.nodes.map((n) => n.connection_id).filter((c): c is number => c !== undefined))];
     if (connectionIds.length) {
-      const found = await this.sql.query<{ id: number }>('select id from connections where id = any(?)', [connectionIds]);
-      const existing = new Set(found.map((r) => r.id));
+      const usable = await this.definitions.connections.usableBy(connectionIds, authors);
       graph.nodes.forEach((n, i) => {
-        if (n.connection_id !== undefined && !existing.has(n.connection_id)) {
-          problems.push({ field: `nodes.${i}.connection_id`, message: `connection ${n.connection_id} does not exist` });
+        if (n.connection_id !== undefined && !usable.has(n.connection_id)) {
+          problems.push({
+            field: `nodes.${i}.connection_id`,
+            message: `connection ${n.connection_id} does not exist or is not shared with ${authors.length > 1 ? "you and the workflow's owner" : 'you'}`,
+          });
         }
       });
     }
+    if (trigger.type === 'record' && !problems.length) await this.assertRecordTrigger(trigger.config.entity, authors, problems);
     if (sharedWith.length) {
       const users = await this.sql.query<{ id: number }>('select id from users where id = any(?)', [sharedWith]);
       const known = new Set(users.map((u) => u.id));
@@ -144,17 +162,47 @@ export class WorkflowService {
     return connectionIds;
   }
 
+  /**
+   * A record trigger delivers the entity's records: the people its runs act for must all hold the
+   * entity's view capability (403 naming it). An entity that does not exist is a problem of the
+   * definition.
+   */
+  private async assertRecordTrigger(entity: string, people: number[], problems: FieldProblem[] = []): Promise<void> {
+    const stored = await this.definitions.entities.find(entity);
+    if (!stored) {
+      problems.push({ field: 'trigger.config.entity', message: `entity ${entity} does not exist` });
+      return;
+    }
+    const principal = await this.definitions.acting.principal(people, people[0]!);
+    const capability = stored.definition.capabilities.view;
+    if (!principal?.can(capability)) {
+      throw new AppError(
+        403,
+        'forbidden',
+        `A record trigger on ${entity} needs ${capability}, which ${principal ? 'a person this workflow acts for lacks' : 'nobody left holds'}`,
+        {
+          capability,
+        },
+      );
+    }
+  }
+
+  /** The people a run of this workflow acts for, without whoever starts it: its owner and who wrote it last. */
+  authorsOf(row: Pick<WorkflowRow, 'owner_id' | 'updated_by'>): number[] {
+    return [...new Set([row.owner_id, row.updated_by ?? row.owner_id])];
+  }
+
   async create(principal: Principal, body: CreateWorkflow): Promise<WorkflowRow> {
     const graph = { nodes: body.nodes as GraphNode[], edges: body.edges };
-    const connectionIds = await this.validate(graph, body.trigger, body.shared_with);
+    const connectionIds = await this.validate(graph, body.trigger, body.shared_with, [principal.id]);
     const secret = body.trigger.type === 'webhook' ? randomToken(24) : null;
     const insert = (slug: string) =>
       this.sql.transaction(async (tx) => {
         const existing = await tx.query<{ id: number }>('select id from workflows where slug = ?', [slug]);
         if (existing.length) throw conflict('conflict', `A workflow with slug ${slug} exists`, { field: 'slug' });
         const [row] = await tx.query<{ id: number }>(
-          `insert into workflows (slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with)
-           values (?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
+          `insert into workflows (slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with, updated_by)
+           values (?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
           [
             slug,
             body.title,
@@ -169,11 +217,13 @@ export class WorkflowService {
             secret,
             principal.id,
             body.shared_with,
+            principal.id,
           ],
         );
-        await tx.query('insert into workflow_versions (workflow_id, version, definition) values (?, 1, ?)', [
+        await tx.query('insert into workflow_versions (workflow_id, version, definition, created_by) values (?, 1, ?, ?)', [
           row!.id,
           JSON.stringify({ trigger: body.trigger, ...graph }),
+          principal.id,
         ]);
         return row!.id;
       });
@@ -211,7 +261,13 @@ export class WorkflowService {
     const trigger = body.trigger ?? current.trigger;
     const graph: Graph = { nodes: (body.nodes as GraphNode[] | undefined) ?? current.nodes, edges: body.edges ?? current.edges };
     const sharedWith = body.shared_with ?? current.shared_with;
-    const connectionIds = await this.validate(graph, trigger, sharedWith);
+    const sameSet = (a: number[], b: number[]) => a.length === b.length && new Set([...a, ...b]).size === new Set(a).size;
+    // Whom a workflow is shared with is its owner's choice (administrators manage every workflow).
+    if (!sameSet(sharedWith, current.shared_with) && principal.id !== current.owner_id && principal.role !== 'administrator') {
+      throw new AppError(403, 'forbidden', "Only the workflow's owner changes whom it is shared with");
+    }
+    // The new version is the saver's: its runs act for them and the owner together.
+    const connectionIds = await this.validate(graph, trigger, sharedWith, [...new Set([current.owner_id, principal.id])]);
     if (body.slug && body.slug !== current.slug && (await this.getBySlug(body.slug))) {
       throw conflict('conflict', `A workflow with slug ${body.slug} exists`, { field: 'slug' });
     }
@@ -219,7 +275,7 @@ export class WorkflowService {
     await this.sql.transaction(async (tx) => {
       const [row] = await tx.query<{ version: number }>(
         `update workflows set slug = ?, title = ?, description = ?, tags = ?, trigger_type = ?, trigger = ?, nodes = ?, edges = ?,
-           node_count = ?, connection_ids = ?, webhook_secret = ?, shared_with = ?, version = version + 1, updated_at = now()
+           node_count = ?, connection_ids = ?, webhook_secret = ?, shared_with = ?, version = version + 1, updated_by = ?, updated_at = now()
          where id = ? returning version`,
         [
           body.slug ?? current.slug,
@@ -234,13 +290,15 @@ export class WorkflowService {
           connectionIds,
           secret,
           sharedWith,
+          principal.id,
           id,
         ],
       );
-      await tx.query('insert into workflow_versions (workflow_id, version, definition) values (?, ?, ?)', [
+      await tx.query('insert into workflow_versions (workflow_id, version, definition, created_by) values (?, ?, ?, ?)', [
         id,
         row!.version,
         JSON.stringify({ trigger, ...graph }),
+        principal.id,
       ]);
     });
     const updated = await this.get(principal, id);
@@ -255,6 +313,12 @@ export class WorkflowService {
   /** Idempotent: an active workflow stays active; its schedule is (re)created. */
   async activate(principal: Principal, id: number): Promise<WorkflowRow> {
     const row = await this.get(principal, id);
+    // Its runs would read the entity for the people they act for: they must still be allowed to.
+    if (row.trigger.type === 'record') {
+      const problems: FieldProblem[] = [];
+      await this.assertRecordTrigger(row.trigger.config.entity, this.authorsOf(row), problems);
+      if (problems.length) throw validationFailed(problems);
+    }
     await this.schedules.sync({ ...row, status: 'active' });
     if (row.status !== 'active') await this.setStatus(id, 'active');
     return this.get(principal, id);
@@ -291,6 +355,17 @@ export class WorkflowService {
     await this.schedules.remove(row);
     await this.sql.query('delete from workflows where id = ?', [id]);
     return { id, status: 'purged' };
+  }
+
+  /** Whether every one of `userIds` may see the workflow (owner, shared with, or administrator); false when it does not exist. */
+  async visibleToAll(id: number, userIds: number[]): Promise<boolean> {
+    const people = [...new Set(userIds)];
+    const [row] = await this.sql.query<{ visible: boolean }>(
+      `select count(*) = cardinality(?::int[]) and coalesce(bool_and(u.role = 'administrator' or u.id = w.owner_id or u.id = any(w.shared_with)), false) as visible
+         from workflows w join users u on u.id = any(?::int[]) where w.id = ?`,
+      [people, people, id],
+    );
+    return row?.visible === true;
   }
 
   /** The definition of one version, for the engine. */

@@ -8,12 +8,14 @@ import { generateMasterKey } from '../../src/platform/crypto.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { startStack, type Stack } from '../../src/stack.js';
 import { OpenApiChecker } from './openapi-check.js';
+import { TARGET_HOST } from './http-target.js';
 import { HttpClient, type Credentials } from './http.js';
 
 export const ADMIN_PASSWORD = 'admin-password-for-tests';
 export const ADMIN_APP_PASSWORD = 'abcd efgh ijkm npqr stuv wxyz';
 
 export interface TestUser {
+  id: number;
   login: string;
   password: string;
   appPassword: string;
@@ -86,6 +88,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     SVC_ADMIN_APP_PASSWORD: ADMIN_APP_PASSWORD,
     PORT: '0',
     HOST: '127.0.0.1',
+    // The suite's HTTP targets and fake model providers listen there; nothing else on loopback is reachable.
+    SVC_EGRESS_ALLOW: TARGET_HOST,
     ...options.env,
   });
   const logs = options.logs;
@@ -110,9 +114,9 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     client,
     async createUser(role, login = `${role}${++users}`) {
       const password = `pw-${randomBytes(8).toString('hex')}`;
-      await stack.services.users.createUser({ login, role, password });
+      const created = await stack.services.users.createUser({ login, role, password });
       const app = await stack.services.users.createAppPassword(login, 'tests');
-      return { login, password, appPassword: app.password, client: client({ login, password: app.password }) };
+      return { id: created.id, login, password, appPassword: app.password, client: client({ login, password: app.password }) };
     },
     async sql(text, params = []) {
       return (await pool.query(text, params)).rows;

@@ -1,4 +1,5 @@
 import type { HttpClient } from './http.js';
+import { TARGET_HOST } from './http-target.js';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 
 /** One scripted answer of a fake model provider. */
@@ -59,11 +60,11 @@ async function serve(path: string, write: Writer): Promise<FakeProvider> {
       await write(seen, step, res, ++calls);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, TARGET_HOST, resolve));
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${TARGET_HOST}:${port}`,
     requests,
     script: (...steps) => void queue.push(...steps),
     close: () =>
@@ -198,6 +199,19 @@ export function parseSse(text: string): { event: string; data: any }[] {
         .join('\n');
       return { event, data: data ? JSON.parse(data) : null };
     });
+}
+
+/**
+ * Shares connections with users (a connection is usable by its owner, the users it is shared with
+ * and administrators), keeping whom they were shared with before.
+ */
+export async function shareConnections(admin: HttpClient, ids: number[], users: { id: number }[]): Promise<void> {
+  const items = (await admin.get('/api/workflow/v1/connections')).body.data.items as { id: number; shared_with: number[] }[];
+  for (const id of ids) {
+    const current = items.find((c) => c.id === id)?.shared_with ?? [];
+    const res = await admin.patch(`/api/workflow/v1/connections/${id}`, { shared_with: [...new Set([...current, ...users.map((u) => u.id)])] });
+    if (res.status !== 200) throw new Error(`connection ${id} not shared (${res.status}): ${res.text}`);
+  }
 }
 
 /** Stores an `openai` or `anthropic` connection pointing at a fake provider; returns its id. */

@@ -15,9 +15,16 @@ export interface HttpTarget {
   close(): Promise<void>;
 }
 
+/**
+ * Where the suite's stand-ins for the outside world listen: a loopback address of their own, which
+ * every test app names in SVC_EGRESS_ALLOW. Everything else on loopback (127.0.0.1: PostgreSQL,
+ * Temporal, the codec listener) stays out of reach of workflows, as it is in production.
+ */
+export const TARGET_HOST = '127.0.0.2';
+
 type Handler = (req: SeenRequest) => { status?: number; body?: unknown; delayMs?: number; headers?: Record<string, string> } | undefined;
 
-/** A scripted HTTP server on loopback that records every request (to count side effects). */
+/** A scripted HTTP server on the targets' loopback address that records every request (to count side effects). */
 export async function startHttpTarget(handler: Handler = () => undefined): Promise<HttpTarget> {
   const requests: SeenRequest[] = [];
   const server: Server = createServer((req, res) => {
@@ -33,11 +40,11 @@ export async function startHttpTarget(handler: Handler = () => undefined): Promi
       res.end(typeof payload === 'string' ? payload : JSON.stringify(payload));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, TARGET_HOST, resolve));
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${TARGET_HOST}:${port}`,
     requests,
     count: (path) => requests.filter((r) => r.url.split('?')[0] === path).length,
     close: () =>
@@ -66,7 +73,7 @@ export async function eventually<T>(fn: () => Promise<T | undefined | false>, ti
 
 /**
  * Local HTTP servers with a fixed behaviour (a broken proxy, a hung backend, a replayed answer),
- * each started on a free loopback port and all closed together.
+ * each started on a free port of the targets' loopback address and all closed together.
  */
 export function fixedServers() {
   const servers: Server[] = [];
@@ -74,9 +81,9 @@ export function fixedServers() {
     async start(handler: Parameters<typeof createServer>[1]): Promise<string> {
       const server = createServer(handler);
       servers.push(server);
-      await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+      await new Promise<void>((ok) => server.listen(0, TARGET_HOST, ok));
       const address = server.address();
-      return `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+      return `http://${TARGET_HOST}:${typeof address === 'object' && address ? address.port : 0}`;
     },
     async closeAll(): Promise<void> {
       for (const server of servers) server.closeAllConnections();

@@ -52,7 +52,7 @@ export class HttpClient {
     let parsed: unknown = text;
     if (contentType.includes('json')) parsed = text ? JSON.parse(text) : undefined;
     if (!options.unchecked) {
-      const problems = this.checker.check(method, path, response.status, contentType, parsed);
+      const problems = this.checker.check(method, path, response.status, contentType, parsed, response.headers);
       if (problems.length) throw new Error(`Response does not match the OpenAPI document:\n${problems.join('\n')}\nbody: ${text.slice(0, 2000)}`);
     }
     return { status: response.status, headers: response.headers, body: parsed as T, text };

@@ -7,7 +7,7 @@ import { cleanEnv, projectRoot } from './cli.js';
  * A Temporal worker in its own process, as `svc worker` runs in production, serving `app`'s
  * database, task queue, key and id prefix.
  */
-export function startWorkerProcess(app: TestApp): ChildProcess {
+export function startWorkerProcess(app: TestApp, extraEnv: Record<string, string> = {}): ChildProcess {
   return spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'worker'], {
     cwd: projectRoot,
     env: {
@@ -18,6 +18,10 @@ export function startWorkerProcess(app: TestApp): ChildProcess {
       SVC_INSTANCE_ID: app.config.SVC_INSTANCE_ID,
       SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!,
       SVC_WORKFLOW_BUNDLE: inject('workflowBundle'),
+      SVC_EGRESS_ALLOW: app.config.SVC_EGRESS_ALLOW ?? '',
+      // Several worker processes run at once: none takes the metrics port unless a test asks.
+      SVC_METRICS_PORT: 'off',
+      ...extraEnv,
       LOG_LEVEL: 'warn',
     },
     stdio: ['ignore', 'ignore', 'inherit'],

@@ -9,15 +9,18 @@
  * are the runs in flight on earlier code that the current code must still finish.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
+import type { ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { historyToJSON, type History } from '@temporalio/common/lib/proto-utils.js';
+import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { readNodeEvents } from '../../src/executions/reset-point.js';
 import { agentSessionWorkflowId } from '../../workflows/defs.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { providerConnection, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from '../helpers/fake-providers.js';
-import { eventually, startHttpTarget, type HttpTarget } from '../helpers/http-target.js';
+import { eventually, fixedServers, startHttpTarget, type HttpTarget } from '../helpers/http-target.js';
 
 const set = process.env.HISTORY_SET;
 if (!set || !/^[a-z0-9][a-z0-9.-]*$/.test(set)) throw new Error('HISTORY_SET must name the set (lower case, digits, dots and dashes)');
@@ -33,6 +36,7 @@ let regular: TestApp;
 let target: HttpTarget;
 let openai: FakeProvider;
 let anthropic: FakeProvider;
+const servers = fixedServers();
 let flaky = 0;
 let vendorCalls = 0;
 /** Scenario name -> Temporal workflow ids whose runs it recorded. */
@@ -64,6 +68,7 @@ afterAll(async () => {
   await target?.close();
   await openai?.close();
   await anthropic?.close();
+  await servers.closeAll();
 });
 
 /** Every Payload in a history, decrypted in place (failures, memos and headers included). */
@@ -84,6 +89,17 @@ async function decryptPayloads(value: unknown, client: TestApp): Promise<void> {
       await decryptPayloads(child, client);
     }
   }
+}
+
+/** Writes one history, as it is now (a run in flight too), under the scenario's name. */
+async function saveRun(scenario: string, from: TestApp, workflowId: string, runId: string, type: string) {
+  const history = (await from.stack.services.temporal.client.workflow.getHandle(workflowId, runId).fetchHistory()) as History;
+  await decryptPayloads(history, from);
+  const name = `${scenario}.01.${type}.json`;
+  await writeFile(join(outDir, name), historyToJSON(history) + '\n');
+  manifest[name] = workflowId;
+  recorded.set(scenario, [workflowId]);
+  await writeFile(join(outDir, 'workflow-ids.json'), JSON.stringify(manifest, null, 2) + '\n');
 }
 
 /** Writes every closed run of the given Temporal workflow ids under the scenario's name. */
@@ -245,6 +261,54 @@ it('records a failed run, both replays of it, a cancelled run and a terminated r
   await temporal.client.workflow.getHandle(workflowId).cancel();
   await settled(app, started.body.data.execution_id);
   await save('graph-cancelled-in-activity', app, [workflowId]);
+});
+
+it('records a run whose last workflow task outlives its record: read while the task is open, and closed after a task heartbeat', async () => {
+  // `hold` waits for this server's answer; then one workflow task runs `b` and `check` (local
+  // activities), skips `never` and ends with finishExecution, whose last write (`never` skipped)
+  // waits on a row held here. The record says success while Temporal has not written the task.
+  let answer!: (res: ServerResponse) => void;
+  const asked = new Promise<ServerResponse>((resolve) => (answer = resolve));
+  const url = await servers.start((_req, res) => answer(res));
+  const http = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'held', cred: 'tok-history', extra: { base_url: url } })).body.data.id;
+  const id = await create(app, {
+    nodes: [
+      { id: 'hold', type: 'http_request', connection_id: http, config: { method: 'GET', path: '/hold' } },
+      { id: 'b', type: 'transform', config: { value: '{{ execution.id }}' } },
+      { id: 'check', type: 'condition', config: { expression: false } },
+      { id: 'never', type: 'transform', config: { value: 'never' } },
+    ],
+    edges: [
+      { from: 'hold', to: 'b' },
+      { from: 'b', to: 'check' },
+      { from: 'check', to: 'never', branch: 'true' },
+    ],
+  });
+  const started = await app.admin.post(`${W}/${id}/run`, { payload: {} });
+  expect(started.status, started.text).toBe(202);
+  const executionId = started.body.data.execution_id as number;
+  const temporal = app.stack.services.temporal;
+  const workflowId = temporal.executionWorkflowId(executionId);
+  const held = await asked;
+  const db = new pg.Client({ connectionString: app.databaseUrl });
+  await db.connect();
+  try {
+    await db.query('begin');
+    await db.query(`insert into execution_nodes (execution_id, node_id, node_type, status) values ($1, 'never', 'transform', 'skipped')`, [executionId]);
+    held.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+    const record = await settled(app, executionId);
+    const runId = record.temporal.run_id;
+    expect((await readNodeEvents(temporal, workflowId, runId)).started.has('b')).toBe(false);
+    await saveRun('graph-last-task-open', app, workflowId, runId, 'runGraph');
+    // Past 80% of the workflow task timeout the worker completes the task so far (b's start and
+    // end in it) and asks for a new one for finishExecution's result: a task heartbeat.
+    await eventually(async () => (await readNodeEvents(temporal, workflowId, runId)).started.has('b'), 60_000, 'the task heartbeat');
+    await db.query('rollback');
+    await temporal.client.workflow.getHandle(workflowId, runId).result();
+    await save('graph-last-task-heartbeat', app, [workflowId]);
+  } finally {
+    await db.end();
+  }
 });
 
 it('records an agent session: answer, approve, reject, a failed model call, continue-as-new', async () => {
