@@ -87,6 +87,9 @@ interface Topology {
 }
 
 /** `npm start` as a user runs it, in its own process with its own data directory and ports. */
+/** The benchmark's HTTP target, which the service may call only when SVC_EGRESS_ALLOW names it. */
+let targetHost = '';
+
 async function embeddedDefault(): Promise<Topology> {
   const dir = scratchDir('svc-bench-embedded-');
   const port = await freePort();
@@ -106,6 +109,7 @@ async function embeddedDefault(): Promise<Topology> {
       SVC_EMBEDDED_PG_PORT: String(await freePort()),
       SVC_ENCRYPTION_KEY: key,
       SVC_ADMIN_APP_PASSWORD: APP_PASSWORD,
+      SVC_EGRESS_ALLOW: targetHost,
       LOG_LEVEL: 'warn',
       ...(process.env.TEMPORAL_CLI ? { TEMPORAL_CLI: process.env.TEMPORAL_CLI } : {}),
     },
@@ -186,12 +190,12 @@ async function cluster(name: string, deployDir?: string): Promise<Topology> {
       temporalWorker: await freePort(),
       membership: { frontend: await low(), history: await low(), matching: await low(), worker: await low() },
       temporalMetrics: await freePort(),
+      workerMetrics: [await freePort(), await freePort()],
       ui: await freePort(),
     },
-    workers: 2,
     serviceLogs: 'files',
     supervise: false,
-    baseEnv: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'warn' },
+    baseEnv: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'warn', SVC_EGRESS_ALLOW: targetHost },
     ...(deployDir ? { deployDir } : {}),
   });
   const connection = await Connection.connect({ address: handle.temporalAddress });
@@ -234,6 +238,7 @@ async function main() {
   const target = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'));
   await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
   const targetUrl = `http://127.0.0.1:${(target.address() as { port: number }).port}`;
+  targetHost = targetUrl.replace('http://', '');
   process.stderr.write('cluster bench: starting the embedded default and the cluster\n');
   // BENCH_CLUSTER_VARIANTS=before=/tmp/deploy-before,after=deploy runs one cluster per variant of
   // the deploy/ files beside the embedded default (how the settings in deploy/ were compared).

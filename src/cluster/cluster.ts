@@ -35,6 +35,8 @@ export interface ClusterPorts {
   membership: { frontend: number; history: number; matching: number; worker: number };
   /** Temporal's Prometheus metrics. */
   temporalMetrics: number;
+  /** Each worker process's metrics port (SVC_METRICS_PORT): one per worker, `off` for none. */
+  workerMetrics: (number | 'off')[];
   ui: number;
 }
 
@@ -43,10 +45,12 @@ export interface ClusterPorts {
  * on TEMPORAL_PORT (7233) with its other services beside it as in Temporal's own defaults
  * (history +1, matching +2, worker +6, metrics +7, membership 300 below each), the Web UI on
  * TEMPORAL_UI_PORT (8233), PostgreSQL on SVC_EMBEDDED_PG_PORT (5488): those of `npm start`, so one
- * of the two runs at a time unless the ports are set.
+ * of the two runs at a time unless the ports are set. Worker i serves its metrics on
+ * SVC_METRICS_PORT + i - 1 (9464, 9465).
  */
-export function clusterPorts(config: Config, apis = 2): ClusterPorts {
+export function clusterPorts(config: Config, apis = 2, workers = 2): ClusterPorts {
   const t = config.TEMPORAL_PORT;
+  const metrics = config.SVC_METRICS_PORT;
   return {
     api: Array.from({ length: apis }, (_, i) => config.PORT + i),
     postgres: config.SVC_EMBEDDED_PG_PORT,
@@ -56,6 +60,7 @@ export function clusterPorts(config: Config, apis = 2): ClusterPorts {
     temporalWorker: t + 6,
     membership: { frontend: t - 300, history: t - 299, matching: t - 298, worker: t - 294 },
     temporalMetrics: t + 7,
+    workerMetrics: Array.from({ length: workers }, (_, i) => (metrics === 'off' ? 'off' : metrics + i)),
     ui: config.TEMPORAL_UI_PORT,
   };
 }
@@ -65,9 +70,8 @@ export interface ClusterOptions {
   logger: Logger;
   /** State: the embedded PostgreSQL, the generated key, logs, the workflow bundle. */
   dataDir: string;
-  /** One API process per port of `ports.api`. */
+  /** One API process per port of `ports.api`, one worker per port of `ports.workerMetrics`. */
   ports: ClusterPorts;
-  workers: number;
   /**
    * Where the API and worker processes' JSON log lines go: this command's stdout (each line
    * tagged with its process), or `<dataDir>/logs/<process>.log`. Temporal's, the UI's and the
@@ -89,7 +93,7 @@ export interface ClusterOptions {
 }
 
 export interface Cluster {
-  urls: { apis: string[]; ui: string; temporal: string; temporalMetrics: string; database: string; logs: string };
+  urls: { apis: string[]; ui: string; temporal: string; temporalMetrics: string; workerMetrics: string[]; database: string; logs: string };
   /** The service's database, unmasked (tests). */
   databaseUrl: string;
   /** The PostgreSQL server holding it and Temporal's two databases. */
@@ -287,6 +291,9 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       ['Temporal (TEMPORAL_PORT)', ports.temporal],
       ['Temporal Web UI (TEMPORAL_UI_PORT)', ports.ui],
       ...ports.api.map((port, i) => [`API ${i + 1} (PORT${i ? ` + ${i}` : ''})`, port] as const),
+      ...ports.workerMetrics.flatMap((port, i) =>
+        port === 'off' ? [] : [[`worker ${i + 1}'s metrics (SVC_METRICS_PORT${i ? ` + ${i}` : ''})`, port] as const],
+      ),
     ] as const)
       if (await isPortOpen(port)) throw new Error(`${what}: port ${port} is already in use (is \`npm start\` or another cluster running?)`);
 
@@ -390,7 +397,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
           command: process.execPath,
           args: ['--import', 'tsx', 'src/main.ts', role],
           cwd: projectRoot,
-          env: serviceEnv(role === 'api' ? { PORT: String(ports.api[index - 1]) } : {}),
+          env: serviceEnv(role === 'api' ? { PORT: String(ports.api[index - 1]) } : { SVC_METRICS_PORT: String(ports.workerMetrics[index - 1]) }),
           ready:
             role === 'api'
               ? httpReady(`http://127.0.0.1:${ports.api[index - 1]}/readyz`)
@@ -402,7 +409,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
         }),
       );
     };
-    const workers = Array.from({ length: options.workers }, (_, i) => service('worker', i + 1));
+    const workers = ports.workerMetrics.map((_, i) => service('worker', i + 1));
     const apis = ports.api.map((_, i) => service('api', i + 1));
     logger.info(`starting ${workers.length} workers and ${apis.length} APIs`);
     const started = await Promise.allSettled([...workers, ...apis].map((p) => p.start(logger)));
@@ -441,6 +448,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
         ui: uiUrl,
         temporal: temporalAddress,
         temporalMetrics: `http://127.0.0.1:${ports.temporalMetrics}/metrics`,
+        workerMetrics: ports.workerMetrics.filter((p) => p !== 'off').map((p) => `http://${config.SVC_METRICS_HOST}:${p}/metrics`),
         database: mask(databaseUrl),
         logs: logDir,
       },

@@ -18,8 +18,7 @@ export async function runClusterCommand(config: Config, logger: Logger, json: bo
     config,
     logger,
     dataDir,
-    ports: clusterPorts(config, CLUSTER_APIS),
-    workers: CLUSTER_WORKERS,
+    ports: clusterPorts(config, CLUSTER_APIS, CLUSTER_WORKERS),
     serviceLogs: 'stdout',
     supervise: true,
   });
@@ -31,6 +30,7 @@ export async function runClusterCommand(config: Config, logger: Logger, json: bo
       ...cluster.urls.apis.map((url, i) => `${pad(`API ${i + 1}:`)}${url}${i === 0 ? `  (OpenAPI: ${url}/api/openapi.json)` : ''}`),
       `${pad('Temporal Web UI:')}${cluster.urls.ui}  (decodes through API 1's /api/temporal-codec: sign in with an application password)`,
       `${pad('Temporal:')}${cluster.urls.temporal}  (metrics: ${cluster.urls.temporalMetrics})`,
+      `${pad('Metrics:')}the APIs' /metrics${cluster.urls.workerMetrics.length ? `, the workers' ${cluster.urls.workerMetrics.join(' ')}` : ''}`,
       `${pad('PostgreSQL:')}${cluster.urls.database}  (Temporal's: temporal, temporal_visibility)`,
       `${pad('Processes:')}${[...cluster.apis, ...cluster.workers, cluster.temporal, cluster.ui].map((p) => `${p.name} ${p.pid}`).join(', ')}${cluster.postgres ? `, postgres ${cluster.postgres.pid()}` : ''}`,
       `${pad('Logs:')}${relative(process.cwd(), cluster.urls.logs) || '.'}/  (Temporal, Web UI, schema; API and worker lines here)`,

@@ -155,6 +155,7 @@ const ports = async (): Promise<ClusterPorts> => {
     temporalWorker: await p(),
     membership: { frontend: await low(), history: await low(), matching: await low(), worker: await low() },
     temporalMetrics: await p(),
+    workerMetrics: [await p(), await p()],
     ui: await p(),
   };
 };
@@ -192,7 +193,6 @@ export async function startSuite(): Promise<Suite> {
       logger,
       dataDir,
       ports: p,
-      workers: 2,
       serviceLogs: 'files',
       supervise: false,
       baseEnv: { ...cleanEnv(), LOG_LEVEL: 'warn', SVC_EGRESS_ALLOW: targets.egressAllow },
