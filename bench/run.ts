@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: runs every benchmark of DESIGN.md section 9 one after another, each against
  * its baseline side by side, then prints one table of all of them (baseline, ours, ratio,
- * target) and writes it to bench/results/latest.md. `npm run bench -- records` runs a subset.
+ * target) and writes it to bench/results/latest.md. `npm run bench -- records` runs a subset and
+ * writes bench/results/records.md.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { table, type BenchRow } from './lib.js';
 
 const dir = fileURLToPath(new URL('.', import.meta.url));
-const benchmarks = ['workflows.bench.ts', 'records-list.ts', 'license-verify.ts', 'agent.bench.ts'];
+const benchmarks = ['workflows.bench.ts', 'records-list.ts', 'license-verify.ts', 'agent.bench.ts', 'cluster.bench.ts'];
 const only = process.argv.slice(2);
 const chosen = benchmarks.filter((f) => !only.length || only.some((name) => f.includes(name)));
 const resultsFile = join(tmpdir(), `svc-bench-${process.pid}.jsonl`);
@@ -44,5 +45,6 @@ const summary = [
 ].join('\n');
 process.stdout.write('\n' + summary);
 mkdirSync(join(dir, 'results'), { recursive: true });
-writeFileSync(join(dir, 'results', 'latest.md'), summary);
+// The whole run is latest.md; a subset (`npm run bench -- cluster`) writes its own file beside it.
+writeFileSync(join(dir, 'results', only.length ? `${only.join('-')}.md` : 'latest.md'), summary);
 process.exitCode = failed.length ? 1 : 0;

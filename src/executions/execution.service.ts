@@ -88,8 +88,9 @@ export class ExecutionService {
   /**
    * Creates the execution record (with its Idempotency-Key, when the call has one), then starts
    * its Temporal workflow. A key already used answers with its execution (`replayed`), starting
-   * nothing new; when that execution's start was never confirmed, the start is sent again under
-   * the same Temporal workflow id, so Temporal itself keeps it to one run.
+   * nothing new; when that execution's start was never confirmed (or not yet: no run has claimed
+   * it), the start is sent again under the same Temporal workflow id, so Temporal itself keeps it
+   * to one run.
    */
   async start(
     workflow: WorkflowRow,
@@ -164,7 +165,18 @@ export class ExecutionService {
           const unconfirmed = found.temporal_run_id === null && found.status === 'failed' && (code === 'start_failed' || code === 'reset_failed');
           // A reset sent again is a reset like any other: not while another replay of the run runs.
           if (unconfirmed && found.request.kind === 'reset') await before?.(tx);
-          return { executionId: Number(found.id), temporalWorkflowId: found.temporal_workflow_id, replayed: true, launch: found.request, unconfirmed };
+          // A start no run has claimed yet may never have reached Temporal: the first call's API
+          // process died between writing the record and starting the run (its client retries on
+          // another API). The start is sent again; under the same workflow id Temporal keeps it to
+          // one run, and a start that did happen answers "already started".
+          const unclaimedStart = found.temporal_run_id === null && found.status === 'running' && found.request.kind === 'start';
+          return {
+            executionId: Number(found.id),
+            temporalWorkflowId: found.temporal_workflow_id,
+            replayed: true,
+            launch: found.request,
+            unconfirmed: unconfirmed || unclaimedStart,
+          };
         }
         await tx.query('delete from idempotency_keys where workflow_id = ? and key = ?', [workflowId, idempotency.key]);
       }
