@@ -202,6 +202,12 @@ export const AGENT_DECISION_NOT_STORED_PATCH = 'agent-decision-not-stored';
 /** patched() id: an expiry that could not be stored is tried again a minute later. */
 export const AGENT_EXPIRY_RETRY_PATCH = 'agent-expiry-retry';
 
+/**
+ * patched() id: a message turn's first model call stores the user's message itself (no step
+ * before it), and a turn that ends with the model's answer needs no closing step.
+ */
+export const AGENT_LEAN_TURN_PATCH = 'agent-lean-turn';
+
 /** Who may decide a session's pending actions (chosen when the session is created). */
 export const AGENT_APPROVAL_POLICIES = ['owner', 'others', 'any'] as const;
 export type AgentApprovalPolicy = (typeof AGENT_APPROVAL_POLICIES)[number];
@@ -312,6 +318,8 @@ export interface AgentModelCallInput {
   /** Index of this model call within the turn; part of the idempotency key of its stored message. */
   step: number;
   streamChannel?: string;
+  /** The first call of a message turn: the user's message, stored before the conversation is read. */
+  userMessage?: string;
 }
 
 export interface AgentModelCallResult {
