@@ -153,8 +153,15 @@ describe('Idempotency-Key on run', () => {
     try {
       await holder.query('begin');
       await holder.query('select id from executions where id = $1 for update', [executionId]);
+      const holderPid = (await holder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
       worker = await startWorker(app.stack.services, inject('temporalAddress'), { bundlePath: inject('workflowBundle') });
-      await new Promise((resolve) => setTimeout(resolve, 1500));
+      // Let go only once the run's first activity is waiting for the row (its claim is blocked by us).
+      await eventually(
+        async () =>
+          (await app.sql<{ n: number }>('select count(*)::int as n from pg_stat_activity where $1 = any(pg_blocking_pids(pid))', [holderPid]))[0]!.n > 0,
+        60_000,
+        'the run to wait for the held record',
+      );
       await holder.query('commit');
     } finally {
       await holder.end();
