@@ -1,4 +1,5 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { AgentActionStore } from './agent/agent-action.store.js';
 import { AgentGateService } from './agent/agent.gate.js';
 import { AgentService } from './agent/agent.service.js';
 import { TurnStreamHub } from './agent/agent.stream.js';
@@ -70,6 +71,8 @@ export interface Services {
   agent: AgentService;
   /** The agent's side-effect gate: decisions, the inbox, the audit trail. */
   agentGate: AgentGateService;
+  /** The gate's actions and their state machine (the one writer of agent_actions). */
+  agentActions: AgentActionStore;
   /** LISTEN side of agent turn streams (one dedicated PostgreSQL connection, opened on first use). */
   agentStreams: TurnStreamHub;
 }
@@ -89,12 +92,10 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const em = orm.em;
   const sql = new Sql(em.getKnex());
   const limiter = new RateLimiter(sql);
+  const agentActions = new AgentActionStore(sql);
   const metrics = new Metrics({
     pool: () => (em.getKnex().client as { pool?: PoolProbe }).pool,
-    pendingActions: async () => {
-      const [row] = await sql.query<{ n: number }>(`select count(*)::int as n from agent_actions where status = 'pending'`);
-      return row!.n;
-    },
+    pendingActions: () => agentActions.countPending(),
   });
   const tracing = installTracing({ endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: config.OTEL_SERVICE_NAME, role: config.SVC_ROLE });
   const temporal = connectTemporal(config, endpoints.temporalAddress, keys, { traced: tracing.enabled });
@@ -142,8 +143,9 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     entities,
     records,
     recordEvents,
-    agent: new AgentService(sql, connections, temporal, config, limiter, metrics),
-    agentGate: new AgentGateService(sql, temporal, { records, entities, workflows, executions }, metrics),
+    agent: new AgentService(sql, agentActions, connections, temporal, config, limiter, metrics),
+    agentGate: new AgentGateService(sql, agentActions, temporal, { records, entities, workflows, executions }, metrics),
+    agentActions,
     agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER),
   };
 }
