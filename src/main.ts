@@ -2,16 +2,13 @@ import { writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, loadDotEnv, type Config } from './config.js';
 import { withDatabase } from './cli/database.js';
-import { UsersService } from './auth/users.service.js';
 import { migrate } from './db/orm.js';
 import { createLicenseBody, type LicenseView } from './licenses/license.schemas.js';
-import { LicenseKeyService } from './licenses/license.keys.js';
-import { LicenseService } from './licenses/license.service.js';
 import type { PublicKeyEntry } from './licenses/license.signature.js';
-import { Sql } from './db/sql.js';
 import { AppError, validationFailed } from './platform/errors.js';
 import { createLogger, type Logger } from './platform/logger.js';
 import { loadKeyRing, startStack } from './stack.js';
+import { createCommandServices } from './services.js';
 import { findTemporalCli } from './platform/temporal-cli.js';
 import { bundleWorkflows } from './temporal/worker.js';
 import { runClusterCommand } from './cluster/command.js';
@@ -187,7 +184,7 @@ async function main(argv: string[]): Promise<void> {
     case 'user':
       if (sub !== 'create') break;
       return withDatabase(config, logger, async (orm) => {
-        const created = await new UsersService(orm.em).createUser({
+        const created = await createCommandServices(orm, config).users.createUser({
           login: required(flags, 'login'),
           role: required(flags, 'role'),
           ...(typeof flags.password === 'string' ? { password: flags.password } : {}),
@@ -198,7 +195,7 @@ async function main(argv: string[]): Promise<void> {
     case 'app-password':
       if (sub === 'create') {
         return withDatabase(config, logger, async (orm) => {
-          const created = await new UsersService(orm.em).createAppPassword(required(flags, 'login'), required(flags, 'name'));
+          const created = await createCommandServices(orm, config).users.createAppPassword(required(flags, 'login'), required(flags, 'name'));
           output(
             flags,
             { login: created.login, name: created.name, password: created.password },
@@ -208,7 +205,7 @@ async function main(argv: string[]): Promise<void> {
       }
       if (sub === 'revoke') {
         return withDatabase(config, logger, async (orm) => {
-          const users = new UsersService(orm.em);
+          const users = createCommandServices(orm, config).users;
           const user = await users.findByLogin(required(flags, 'login'));
           if (!user) throw new AppError(404, 'not_found', `User ${flags.login} not found`);
           await users.revokeAppPassword(user.id, { name: required(flags, 'name') });
@@ -220,14 +217,14 @@ async function main(argv: string[]): Promise<void> {
       if (sub === 'create') {
         const input = licenseInput(flags);
         return withDatabase(config, logger, async (orm) => {
-          const issued = await new LicenseService(orm.em, new Sql(orm.em.getKnex())).create(input);
+          const issued = await createCommandServices(orm, config).licenses.create(input);
           output(flags, { ...issued }, `${describeLicense(issued)}\n  token: ${issued.token}\n  It is shown once; store it now.`);
         });
       }
       if (sub === 'keys' || sub === 'rotate-key') {
         const keyRing = await loadKeyRing(config, !config.DATABASE_URL);
         return withDatabase(config, logger, async (orm) => {
-          const signer = new LicenseKeyService(new Sql(orm.em.getKnex()), keyRing, Math.round(config.SVC_LICENSE_SIGNATURE_TTL_DAYS * 86_400));
+          const signer = createCommandServices(orm, config).licenseKeys(keyRing);
           if (sub === 'keys') {
             const keys = await signer.list();
             return output(flags, { keys }, describeKeys(keys));
@@ -245,7 +242,7 @@ async function main(argv: string[]): Promise<void> {
       const key = positionals[2] ?? flags.key;
       if (typeof key !== 'string' || !key) throw new AppError(400, 'invalid_request', `license ${sub} needs a token or reference id (or --key)`);
       return withDatabase(config, logger, async (orm) => {
-        const licenses = new LicenseService(orm.em, new Sql(orm.em.getKnex()));
+        const { licenses } = createCommandServices(orm, config);
         const license = sub === 'show' ? await licenses.getByKey(key) : await licenses.revoke(key);
         output(flags, { ...license }, describeLicense(license));
       });

@@ -5,6 +5,7 @@ import { AgentService } from './agent/agent.service.js';
 import { TurnStreamHub } from './agent/agent.stream.js';
 import { ActingUsers } from './auth/acting.js';
 import { AuthService } from './auth/auth.service.js';
+import { UserStore } from './auth/user.store.js';
 import { UsersService } from './auth/users.service.js';
 import type { Config } from './config.js';
 import { ConnectionService } from './connections/connection.service.js';
@@ -87,12 +88,47 @@ export interface ServiceOptions {
   clock?: () => number;
 }
 
+/**
+ * The stores: each is the one module that writes its tables (docs/data-access.md). Everything
+ * else reaches those tables through them.
+ */
+export interface Stores {
+  users: UserStore;
+  agentActions: AgentActionStore;
+}
+
+export function createStores(orm: MikroORM, sql: Sql): Stores {
+  return {
+    users: new UserStore(orm.em, sql),
+    agentActions: new AgentActionStore(sql),
+  };
+}
+
+/** Seconds a licence signature stays valid (SVC_LICENSE_SIGNATURE_TTL_DAYS). */
+const signatureTtl = (config: Config) => Math.round(config.SVC_LICENSE_SIGNATURE_TTL_DAYS * 86_400);
+
+/**
+ * What the one-shot commands and the cluster's bootstrap use: the services over the database
+ * alone (no Temporal). Licence changes made here still write their webhook deliveries; the
+ * worker's sweep starts them.
+ */
+export function createCommandServices(orm: MikroORM, config: Config) {
+  const sql = new Sql(orm.em.getKnex());
+  const stores = createStores(orm, sql);
+  return {
+    users: new UsersService(stores.users),
+    licenses: new LicenseService(orm.em, sql),
+    licenseKeys: (keys: KeyRing) => new LicenseKeyService(sql, keys, signatureTtl(config)),
+  };
+}
+
 export async function createServices(config: Config, logger: Logger, keys: KeyRing, endpoints: Endpoints, options: ServiceOptions = {}): Promise<Services> {
   const orm = await openOrm(endpoints.databaseUrl, logger);
   const em = orm.em;
   const sql = new Sql(em.getKnex());
+  const stores = createStores(orm, sql);
+  const { agentActions } = stores;
   const limiter = new RateLimiter(sql);
-  const agentActions = new AgentActionStore(sql);
   const metrics = new Metrics({
     pool: () => (em.getKnex().client as { pool?: PoolProbe }).pool,
     pendingActions: () => agentActions.countPending(),
@@ -100,7 +136,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const tracing = installTracing({ endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: config.OTEL_SERVICE_NAME, role: config.SVC_ROLE });
   const temporal = connectTemporal(config, endpoints.temporalAddress, keys, { traced: tracing.enabled });
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
-  const auth = new AuthService(em, sql, keys, limiter, config, options.clock);
+  const auth = new AuthService(stores.users, keys, limiter, config, options.clock);
   const acting = new ActingUsers(sql, auth);
   const recordsDb = sql.withRowTypes(recordRowTypes);
   const entityCache = new EntityCache<StoredEntity>(endpoints.databaseUrl, logger);
@@ -131,14 +167,14 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     }),
     auth,
     acting,
-    users: new UsersService(em),
+    users: new UsersService(stores.users),
     temporal,
     connections,
     workflows,
     executionMirror,
     executions,
     licenses: new LicenseService(em, sql, licenseWebhooks),
-    licenseKeys: new LicenseKeyService(sql, keys, Math.round(config.SVC_LICENSE_SIGNATURE_TTL_DAYS * 86_400)),
+    licenseKeys: new LicenseKeyService(sql, keys, signatureTtl(config)),
     licenseWebhooks,
     entities,
     records,
