@@ -14,8 +14,10 @@ import { Sql } from './db/sql.js';
 import { ExecutionMirror } from './executions/execution.mirror.js';
 import { ExecutionService } from './executions/execution.service.js';
 import { LicenseKeyService } from './licenses/license.keys.js';
+import { LicenseWebhookStore } from './licenses/license-webhook.store.js';
 import { LicenseWebhookService } from './licenses/license-webhooks.service.js';
 import { LicenseService } from './licenses/license.service.js';
+import { LicenseStore } from './licenses/license.store.js';
 import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { EgressPolicy } from './platform/egress.js';
@@ -72,8 +74,8 @@ export interface Services {
   agent: AgentService;
   /** The agent's side-effect gate: decisions, the inbox, the audit trail. */
   agentGate: AgentGateService;
-  /** The gate's actions and their state machine (the one writer of agent_actions). */
-  agentActions: AgentActionStore;
+  /** The one writer of each table (docs/data-access.md). */
+  stores: Stores;
   /** LISTEN side of agent turn streams (one dedicated PostgreSQL connection, opened on first use). */
   agentStreams: TurnStreamHub;
 }
@@ -94,13 +96,18 @@ export interface ServiceOptions {
  */
 export interface Stores {
   users: UserStore;
+  /** The gate's actions and their state machine. */
   agentActions: AgentActionStore;
+  licenseWebhooks: LicenseWebhookStore;
+  licenses: LicenseStore;
 }
 
 export function createStores(orm: MikroORM, sql: Sql): Stores {
   return {
     users: new UserStore(orm.em, sql),
     agentActions: new AgentActionStore(sql),
+    licenseWebhooks: new LicenseWebhookStore(sql),
+    licenses: new LicenseStore(orm.em, sql),
   };
 }
 
@@ -117,7 +124,7 @@ export function createCommandServices(orm: MikroORM, config: Config) {
   const stores = createStores(orm, sql);
   return {
     users: new UsersService(stores.users),
-    licenses: new LicenseService(orm.em, sql),
+    licenses: new LicenseService(stores.licenses),
     licenseKeys: (keys: KeyRing) => new LicenseKeyService(sql, keys, signatureTtl(config)),
   };
 }
@@ -145,7 +152,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const egress = EgressPolicy.fromConfig(config);
   const connections = new ConnectionService(sql, keys, egress);
   const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror, { connections, entities, acting });
-  const licenseWebhooks = new LicenseWebhookService(sql, keys, temporal, config, logger);
+  const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
   const records = new RecordService(recordsDb, entities, new RecordValidator(), recordEvents);
   const executions = new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS, metrics);
   return {
@@ -173,7 +180,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     workflows,
     executionMirror,
     executions,
-    licenses: new LicenseService(em, sql, licenseWebhooks),
+    licenses: new LicenseService(stores.licenses, licenseWebhooks),
     licenseKeys: new LicenseKeyService(sql, keys, signatureTtl(config)),
     licenseWebhooks,
     entities,
@@ -181,7 +188,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     recordEvents,
     agent: new AgentService(sql, agentActions, connections, temporal, config, limiter, metrics),
     agentGate: new AgentGateService(sql, agentActions, temporal, { records, entities, workflows, executions }, metrics),
-    agentActions,
+    stores,
     agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER),
   };
 }
