@@ -47,7 +47,7 @@ const notApproved = (message: string, details?: { stored: 'pending' }) =>
  */
 export interface AgentActivityPorts extends AgentToolPorts {
   sql: Sql;
-  agentActions: AgentActionStore;
+  stores: { agentActions: AgentActionStore };
   config: Pick<Config, 'SVC_AGENT_GATE_TTL' | 'SVC_AGENT_PRICES' | 'SVC_AGENT_PROVIDER_TIMEOUT_MS'>;
   connections: Pick<ConnectionService, 'resolve'>;
   users: Pick<UsersService, 'byId'>;
@@ -56,7 +56,8 @@ export interface AgentActivityPorts extends AgentToolPorts {
 }
 
 export function agentActivities(services: AgentActivityPorts) {
-  const { sql, agentActions } = services;
+  const { sql } = services;
+  const { agentActions } = services.stores;
 
   const insertMessage = (row: Parameters<typeof storeMessage>[1]) => storeMessage(sql, row);
 
