@@ -1,0 +1,58 @@
+// The pure steps of running a node (runNode in graph.activities.ts): how what a node threw becomes
+// the failure Temporal records and the error the timeline shows, and the checks on its config and
+// output. No I/O, so they are unit tested on their own.
+import { ApplicationFailure, CancelledFailure } from '@temporalio/activity';
+import { NODE_REFUSALS, type NodeError, type NodeErrorCode } from '../workflows/defs.js';
+import { ExpressionError } from '../src/nodes/expressions.js';
+import { ExpressionLimitError } from '../src/nodes/expression-sandbox.js';
+import { AppError } from '../src/platform/errors.js';
+
+/**
+ * Turns anything a node threw into the failure Temporal records, classified by NODE_ERRORS: a
+ * refusal (bad input, a 4xx of the service's own features) is final; anything unexpected is
+ * `node_failed` and retried under the node's retry policy.
+ */
+export function toFailure(err: unknown): Error {
+  if (err instanceof CancelledFailure) return err;
+  if (err instanceof ApplicationFailure) {
+    const refusal = NODE_REFUSALS.includes(err.type ?? '');
+    return refusal && !err.nonRetryable
+      ? ApplicationFailure.create({ message: err.message, type: err.type ?? undefined, nonRetryable: true, details: err.details as unknown[] })
+      : err;
+  }
+  if (err instanceof ExpressionError) return ApplicationFailure.nonRetryable(err.message, 'expression_error');
+  if (err instanceof ExpressionLimitError) return ApplicationFailure.nonRetryable(err.message, 'expression_limit');
+  if (err instanceof AppError) {
+    const retryable = err.status >= 500;
+    return retryable ? ApplicationFailure.retryable(err.message, err.code) : ApplicationFailure.nonRetryable(err.message, err.code);
+  }
+  return ApplicationFailure.retryable(err instanceof Error ? err.message : String(err), 'node_failed' satisfies NodeErrorCode);
+}
+
+/** The error a node's timeline entry shows for a failure from toFailure. */
+export function errorOf(failure: Error): NodeError {
+  return {
+    code: failure instanceof ApplicationFailure ? (failure.type ?? 'node_failed') : failure instanceof CancelledFailure ? 'cancelled' : 'node_failed',
+    message: failure.message,
+  };
+}
+
+/** A node's configuration, after its expressions were evaluated, failed its type's schema. */
+export function invalidConfig(issues: { path: PropertyKey[]; message: string }[]): ApplicationFailure {
+  const detail = issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ');
+  return ApplicationFailure.nonRetryable(`Configuration after evaluating expressions is invalid: ${detail}`, 'validation_failed');
+}
+
+/** Refuses a node output over `limit` bytes of JSON (SVC_NODE_OUTPUT_LIMIT): the history would carry it. */
+export function checkOutputSize(output: unknown, limit: number): void {
+  const size = Buffer.byteLength(JSON.stringify(output ?? null));
+  if (size > limit) {
+    throw ApplicationFailure.nonRetryable(`Node output is ${size} bytes, over the limit of ${limit} (SVC_NODE_OUTPUT_LIMIT)`, 'output_too_large');
+  }
+}
+
+/** The model usage an llm_prompt node reports in its output, to be counted in the metrics. */
+export function modelUsageOf(nodeType: string, output: unknown): { tokens_in?: number; tokens_out?: number; cost_usd?: number } | undefined {
+  const usage = (output as { usage?: { tokens_in?: number; tokens_out?: number; cost_usd?: number } } | null)?.usage;
+  return nodeType === 'llm_prompt' && usage ? usage : undefined;
+}
