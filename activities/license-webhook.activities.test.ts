@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { webhookSignature } from './license-webhook.activities.js';
+import { unreachableMessage, webhookSignature } from './license-webhook.activities.js';
 
 // What a vendor checks on each delivery (Svc-Signature, documented on the webhooks route): the
 // HMAC-SHA256, in hex, of `<unix time>.<body>` under the webhook's secret, as Stripe signs.
@@ -22,5 +22,14 @@ describe('Svc-Signature of a licence webhook delivery', () => {
     const header = webhookSignature('s3cret', 1700000000, body);
     const { t, v1 } = Object.fromEntries(header.split(',').map((part) => part.split('=') as [string, string]));
     expect(v1).toBe(createHmac('sha256', 's3cret').update(`${t}.${body}`).digest('hex'));
+  });
+});
+
+describe("what an attempt's record says when the webhook could not be reached", () => {
+  it('gives the error with its cause, as fetch reports a refused connection', () => {
+    const refused = new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED 127.0.0.1:9') });
+    expect(unreachableMessage(refused)).toBe('fetch failed: connect ECONNREFUSED 127.0.0.1:9');
+    expect(unreachableMessage(new Error('The operation was aborted due to timeout'))).toBe('The operation was aborted due to timeout');
+    expect(unreachableMessage('socket hang up')).toBe('socket hang up');
   });
 });
