@@ -14,7 +14,19 @@ import { provisionTemporalCli } from '../platform/temporal-server.js';
 import { EMBEDDED_DATABASE, ensureDatabase, loadKeyRing } from '../stack.js';
 import { bundleWorkflows } from '../temporal/worker.js';
 import { TEMPORAL_SERVER, TEMPORAL_UI, provisionGoModule } from './binaries.js';
-import { ManagedProcess } from './process.js';
+import { ManagedProcess, type ProcessSpec } from './process.js';
+import {
+  checkMembershipPorts,
+  mask,
+  portsToCheck,
+  postgresEnv,
+  serviceEnv,
+  tagLine,
+  temporalServerSpec,
+  temporalUiSpec,
+  type ClusterLayout,
+  type ServiceEndpoints,
+} from './cluster-specs.js';
 
 /** The repository: deploy/ holds the files docker-compose.yml mounts, src/main.ts the service. */
 export const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
@@ -134,8 +146,6 @@ export async function postgresSettings(file = join(deployDir, 'postgresql.conf')
   return settings;
 }
 
-const mask = (url: string) => url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
-
 /**
  * Runs deploy/temporal-setup.sh (the same script as docker-compose.yml's temporal-setup job).
  * `abort` is polled while it runs: a reason stops it (the server it waits for has exited).
@@ -178,6 +188,29 @@ async function runSetupScript(
 
 const httpReady = (url: string) => async () => (await fetch(url, { signal: AbortSignal.timeout(2000) }).catch(() => undefined))?.status === 200;
 
+/** A cluster being started: where it lives, what it started so far, and how to stop that again. */
+interface Startup {
+  options: ClusterOptions;
+  logger: Logger;
+  /** The cluster's files: deploy/ or the variant of `options.deployDir`. */
+  files: string;
+  dataDir: string;
+  logDir: string;
+  children: ManagedProcess[];
+  /** What stops each part started so far, in order of start. */
+  cleanups: (() => Promise<void>)[];
+  stopping: boolean;
+  /** The password of the `admin` user this start created (shown once). */
+  createdAdmin?: string;
+}
+
+/** Where the service's data lives: its database, and the PostgreSQL server that holds it and Temporal's. */
+interface Databases {
+  serverUrl: string;
+  databaseUrl: string;
+  postgres?: Cluster['postgres'];
+}
+
 /**
  * Brings up the production topology on this machine: PostgreSQL (embedded, or the server of
  * DATABASE_URL) with the service's and Temporal's databases, Temporal's schema by its sql tool,
@@ -186,299 +219,270 @@ const httpReady = (url: string) => async () => (await fetch(url, { signal: Abort
  * half-way stops what had started.
  */
 export async function startCluster(options: ClusterOptions): Promise<Cluster> {
-  const { config, logger, ports } = options;
-  const files = resolve(options.deployDir ?? deployDir);
   const dataDir = resolve(options.dataDir);
-  const logDir = join(dataDir, 'logs');
-  await mkdir(logDir, { recursive: true });
-  const children: ManagedProcess[] = [];
-  const cleanups: (() => Promise<void>)[] = [];
-  let stopping = false;
-  let createdAdmin: string | undefined;
-  const stopAll = async () => {
-    stopping = true;
-    for (const cleanup of cleanups.reverse()) await cleanup().catch((err) => logger.error({ err }, 'error while stopping'));
-    cleanups.length = 0;
+  const run: Startup = {
+    options,
+    logger: options.logger,
+    files: resolve(options.deployDir ?? deployDir),
+    dataDir,
+    logDir: join(dataDir, 'logs'),
+    children: [],
+    cleanups: [],
+    stopping: false,
   };
-
+  await mkdir(run.logDir, { recursive: true });
   try {
-    const membership = Object.values(ports.membership);
-    if (membership.some((p) => p < 1 || p > 32_767))
-      throw new ConfigError(
-        'TEMPORAL_PORT',
-        `Temporal's membership ports (${membership.join(', ')}) must lie between 1 and 32767: Temporal stores them as smallint`,
-      );
-    // The key every process shares: SVC_ENCRYPTION_KEY, or one generated into the data dir.
-    if (config.DATABASE_URL && !config.SVC_ENCRYPTION_KEY)
-      throw new ConfigError('SVC_ENCRYPTION_KEY', 'required when DATABASE_URL is set (every process must share the key)');
-    await loadKeyRing({ ...config, SVC_DATA_DIR: dataDir }, !config.DATABASE_URL);
-    const encryptionKey = config.SVC_ENCRYPTION_KEY ?? (await readFile(join(dataDir, 'encryption.key'), 'utf8')).trim();
-
-    // Binaries (built once per machine) while PostgreSQL starts.
-    const binaries = Promise.all([
-      provisionGoModule(TEMPORAL_SERVER, logger),
-      provisionGoModule(TEMPORAL_UI, logger),
-      provisionTemporalCli(logger, config.TEMPORAL_CLI),
-    ]);
-    binaries.catch(() => undefined);
-
-    let serverUrl: string;
-    let databaseUrl: string;
-    let postgres: Cluster['postgres'];
-    if (config.DATABASE_URL) {
-      databaseUrl = config.DATABASE_URL;
-      serverUrl = config.DATABASE_URL;
-    } else {
-      if (await isPortOpen(ports.postgres))
-        throw new Error(`PostgreSQL (SVC_EMBEDDED_PG_PORT): port ${ports.postgres} is already in use (is \`npm start\` or another cluster running?)`);
-      const pg = new EmbeddedPostgres({
-        dataDir: join(dataDir, 'pg'),
-        port: ports.postgres,
-        logger,
-        detached: true,
-        settings: await postgresSettings(join(files, 'postgresql.conf')),
-        ...(options.ephemeralPostgres ? { ephemeral: true } : {}),
-      });
-      logger.info('starting PostgreSQL');
-      serverUrl = await pg.start();
-      cleanups.push(() => pg.stop());
-      postgres = { stop: () => pg.stop(), start: async () => void (await pg.start()), pid: () => pg.pid };
-      databaseUrl = await ensureDatabase(serverUrl, EMBEDDED_DATABASE);
-    }
-    const pgUrl = new URL(serverUrl);
-    const pgEnv = {
-      POSTGRES_SEEDS: pgUrl.hostname,
-      DB_PORT: pgUrl.port || '5432',
-      POSTGRES_USER: decodeURIComponent(pgUrl.username),
-      POSTGRES_PWD: decodeURIComponent(pgUrl.password),
-    };
-
-    // The service's migrations and first user, once, before any API or worker starts.
-    const prepared = (async () => {
-      const orm = await openOrm(databaseUrl, logger, 2);
-      try {
-        const applied = await migrate(orm);
-        if (applied.length) logger.info({ migrations: applied }, 'migrations applied');
-        const admin = await createCommandServices(orm, config).users.bootstrapAdmin(config.SVC_ADMIN_PASSWORD, config.SVC_ADMIN_APP_PASSWORD);
-        createdAdmin = admin.password;
-        return admin;
-      } finally {
-        await orm.close(true);
-      }
-    })();
-    prepared.catch(() => undefined);
-    const bundled = (async () => {
-      if (config.SVC_WORKFLOW_BUNDLE) return config.SVC_WORKFLOW_BUNDLE;
-      const file = join(dataDir, 'workflow-bundle.js');
-      await writeFile(file, (await bundleWorkflows()).code);
-      return file;
-    })();
-    bundled.catch(() => undefined);
-
-    const [server, ui, cli] = await binaries;
-    const toolPath = [dirname(server['temporal-server']!), dirname(cli), process.env.PATH ?? ''].join(':');
-    const baseChildEnv = {
-      PATH: toolPath,
-      HOME: process.env.HOME ?? '',
-      ...(process.env.XDG_CACHE_HOME ? { XDG_CACHE_HOME: process.env.XDG_CACHE_HOME } : {}),
-    };
-    const temporalAddress = `127.0.0.1:${ports.temporal}`;
-
-    logger.info('creating or upgrading the Temporal schema (deploy/temporal-setup.sh schema)');
-    await runSetupScript(files, 'schema', { ...baseChildEnv, ...pgEnv }, join(logDir, 'temporal-setup.log'));
-
-    for (const [what, port] of [
-      ['Temporal (TEMPORAL_PORT)', ports.temporal],
-      ['Temporal Web UI (TEMPORAL_UI_PORT)', ports.ui],
-      ...ports.api.map((port, i) => [`API ${i + 1} (PORT${i ? ` + ${i}` : ''})`, port] as const),
-      ...ports.workerMetrics.flatMap((port, i) =>
-        port === 'off' ? [] : [[`worker ${i + 1}'s metrics (SVC_METRICS_PORT${i ? ` + ${i}` : ''})`, port] as const],
-      ),
-    ] as const)
-      if (await isPortOpen(port)) throw new Error(`${what}: port ${port} is already in use (is \`npm start\` or another cluster running?)`);
-
-    const supervise = (p: ManagedProcess) => {
-      p.onUnexpectedExit = (why) => {
-        if (stopping || !options.supervise) return;
-        logger.error({ process: p.name, output: why.slice(-800) }, `${p.name} stopped unexpectedly; starting it again`);
-        const again = (delay: number) =>
-          setTimeout(() => {
-            if (stopping || p.running) return;
-            p.start(logger).catch((err) => {
-              logger.error({ process: p.name, err: (err as Error).message }, `${p.name} did not start again; retrying`);
-              again(Math.min(delay * 2, 30_000));
-            });
-          }, delay).unref();
-        again(1000);
-      };
-      children.push(p);
-      return p;
-    };
-
-    const temporal = supervise(
-      new ManagedProcess({
-        name: 'temporal-server',
-        command: server['temporal-server']!,
-        args: ['--root', '/', '--config', files, '--env', 'temporal-server', '--allow-no-auth', 'start'],
-        cwd: projectRoot,
-        env: {
-          ...baseChildEnv,
-          ...pgEnv,
-          BIND_ON_IP: '127.0.0.1',
-          FRONTEND_GRPC_PORT: String(ports.temporal),
-          HISTORY_GRPC_PORT: String(ports.temporalHistory),
-          MATCHING_GRPC_PORT: String(ports.temporalMatching),
-          WORKER_GRPC_PORT: String(ports.temporalWorker),
-          FRONTEND_MEMBERSHIP_PORT: String(ports.membership.frontend),
-          HISTORY_MEMBERSHIP_PORT: String(ports.membership.history),
-          MATCHING_MEMBERSHIP_PORT: String(ports.membership.matching),
-          WORKER_MEMBERSHIP_PORT: String(ports.membership.worker),
-          PROMETHEUS_ENDPOINT: `127.0.0.1:${ports.temporalMetrics}`,
-          DYNAMIC_CONFIG_FILE_PATH: join(files, 'temporal-dynamicconfig.yaml'),
-          LOG_LEVEL: 'info',
-        },
-        ready: () => isPortOpen(ports.temporal),
-        readyTimeoutMs: 120_000,
-        logFile: join(logDir, 'temporal-server.log'),
-        stopGraceMs: 20_000,
-      }),
-    );
-    logger.info('starting the Temporal server');
-    await temporal.start(logger);
-    cleanups.push(() => temporal.stop().then(() => temporal.close()));
-    logger.info('registering the namespace (deploy/temporal-setup.sh namespace)');
-    await runSetupScript(
-      files,
-      'namespace',
-      { ...baseChildEnv, TEMPORAL_ADDRESS: temporalAddress, TEMPORAL_NAMESPACE: config.TEMPORAL_NAMESPACE },
-      join(logDir, 'temporal-setup.log'),
-      () => (temporal.running ? undefined : `the Temporal server exited: ${temporal.recentOutput.slice(-1500)}`),
-    );
-
-    const admin = await prepared;
-    const workflowBundle = await bundled;
-    const uiUrl = config.TEMPORAL_UI_URL ?? `http://localhost:${ports.ui}`;
-    const host = config.HOST === '0.0.0.0' ? 'localhost' : config.HOST;
-    const apiUrls = ports.api.map((port) => `http://${host}:${port}`);
-
-    // API and worker processes: the user's environment, the cluster's endpoints and key.
-    const serviceEnv = (extra: Record<string, string>) => {
-      const env: NodeJS.ProcessEnv = { ...(options.baseEnv ?? process.env) };
-      for (const key of ['SVC_ROLE', 'SVC_DATA_DIR', 'TEMPORAL_CLI']) delete env[key];
-      return {
-        ...env,
-        DATABASE_URL: databaseUrl,
-        TEMPORAL_ADDRESS: temporalAddress,
-        TEMPORAL_UI_URL: uiUrl,
-        HOST: config.HOST,
-        SVC_ENCRYPTION_KEY: encryptionKey,
-        SVC_WORKFLOW_BUNDLE: workflowBundle,
-        ...extra,
-      };
-    };
-    const stdoutLines = (name: string) =>
-      options.serviceLogs === 'stdout'
-        ? (line: string) => {
-            let out = line;
-            try {
-              out = JSON.stringify({ process: name, ...JSON.parse(line) });
-            } catch {
-              // not a JSON line: as it is
-            }
-            process.stdout.write(out + '\n');
-          }
-        : undefined;
-    const service = (role: 'api' | 'worker', index: number) => {
-      const name = `${role}-${index}`;
-      const onStdoutLine = stdoutLines(name);
-      return supervise(
-        new ManagedProcess({
-          name,
-          command: process.execPath,
-          args: ['--import', 'tsx', 'src/main.ts', role],
-          cwd: projectRoot,
-          env: serviceEnv(role === 'api' ? { PORT: String(ports.api[index - 1]) } : { SVC_METRICS_PORT: String(ports.workerMetrics[index - 1]) }),
-          ready:
-            role === 'api'
-              ? httpReady(`http://127.0.0.1:${ports.api[index - 1]}/readyz`)
-              : async (p) => p.stderrSeen.includes('Workflow automation service is up.'),
-          readyTimeoutMs: 180_000,
-          ...(onStdoutLine ? { onStdoutLine } : {}),
-          logFile: join(logDir, `${name}.log`),
-          stopGraceMs: 30_000,
-        }),
-      );
-    };
-    const workers = ports.workerMetrics.map((_, i) => service('worker', i + 1));
-    const apis = ports.api.map((_, i) => service('api', i + 1));
-    logger.info(`starting ${workers.length} workers and ${apis.length} APIs`);
-    const started = await Promise.allSettled([...workers, ...apis].map((p) => p.start(logger)));
-    cleanups.push(() => Promise.all(workers.map((w) => w.stop().then(() => w.close()))).then(() => undefined));
-    cleanups.push(() => Promise.all(apis.map((a) => a.stop().then(() => a.close()))).then(() => undefined));
-    const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-    if (failed) throw failed.reason;
-
-    const webUi = supervise(
-      new ManagedProcess({
-        name: 'temporal-ui',
-        command: ui['ui-server']!,
-        args: ['--root', '/', '--config', files, '--env', 'temporal-ui', 'start'],
-        cwd: projectRoot,
-        env: {
-          ...baseChildEnv,
-          TEMPORAL_ADDRESS: temporalAddress,
-          TEMPORAL_UI_HOST: '127.0.0.1',
-          TEMPORAL_UI_PORT: String(ports.ui),
-          TEMPORAL_UI_URL: uiUrl,
-          TEMPORAL_DEFAULT_NAMESPACE: config.TEMPORAL_NAMESPACE,
-          // The operator's browser calls API 1 (there is no load balancer on one machine).
-          TEMPORAL_CODEC_ENDPOINT: `http://localhost:${ports.api[0]}/api/temporal-codec`,
-        },
-        ready: () => isPortOpen(ports.ui),
-        readyTimeoutMs: 60_000,
-        logFile: join(logDir, 'temporal-ui.log'),
-      }),
-    );
-    await webUi.start(logger);
-    cleanups.push(() => webUi.stop().then(() => webUi.close()));
-
-    return {
-      urls: {
-        apis: apiUrls,
-        ui: uiUrl,
-        temporal: temporalAddress,
-        temporalMetrics: `http://127.0.0.1:${ports.temporalMetrics}/metrics`,
-        workerMetrics: ports.workerMetrics.filter((p) => p !== 'off').map((p) => `http://${config.SVC_METRICS_HOST}:${p}/metrics`),
-        database: mask(databaseUrl),
-        logs: logDir,
-      },
-      databaseUrl,
-      postgresServerUrl: serverUrl,
-      temporalAddress,
-      encryptionKey,
-      workflowBundle,
-      ...(admin.password ? { adminPassword: admin.password } : {}),
-      ...(postgres ? { postgres } : {}),
-      temporal,
-      ui: webUi,
-      apis,
-      workers,
-      async restart(p, env = {}) {
-        await p.stop();
-        p.spec = { ...p.spec, env: { ...p.spec.env, ...env } };
-        await p.start(logger);
-      },
-      stop: stopAll,
-      async killAll() {
-        stopping = true;
-        await Promise.all(children.map((c) => c.kill()));
-        await postgres?.stop();
-      },
-    };
+    return await bringUp(run);
   } catch (err) {
-    await stopAll();
+    await stopAll(run);
     // The generated password is shown once: a start that fails after creating the user says it.
-    if (createdAdmin && err instanceof Error) err.message += `\n(user "admin" was created with password ${createdAdmin}; it is shown once)`;
+    if (run.createdAdmin && err instanceof Error) err.message += `\n(user "admin" was created with password ${run.createdAdmin}; it is shown once)`;
     throw err;
   }
+}
+
+/** Everything started so far, in reverse order of start. */
+async function stopAll(run: Startup): Promise<void> {
+  run.stopping = true;
+  for (const cleanup of run.cleanups.reverse()) await cleanup().catch((err) => run.logger.error({ err }, 'error while stopping'));
+  run.cleanups.length = 0;
+}
+
+/** The steps of startCluster, in order; the slow independent ones (binaries, migrations, bundle) run meanwhile. */
+async function bringUp(run: Startup): Promise<Cluster> {
+  const { config, ports } = run.options;
+  checkMembershipPorts(ports);
+  const encryptionKey = await clusterKey(config, run.dataDir);
+  // Binaries (built once per machine) while PostgreSQL starts.
+  const binaries = Promise.all([
+    provisionGoModule(TEMPORAL_SERVER, run.logger),
+    provisionGoModule(TEMPORAL_UI, run.logger),
+    provisionTemporalCli(run.logger, config.TEMPORAL_CLI),
+  ]);
+  binaries.catch(() => undefined);
+  const db = await startDatabase(run);
+  const pgEnv = postgresEnv(db.serverUrl);
+  const prepared = background(prepareDatabase(run, db.databaseUrl));
+  const bundled = background(workflowBundleFile(config, run.dataDir));
+
+  const [server, ui, cli] = await binaries;
+  const layout: ClusterLayout = {
+    files: run.files,
+    logDir: run.logDir,
+    projectRoot,
+    baseChildEnv: {
+      PATH: [dirname(server['temporal-server']!), dirname(cli), process.env.PATH ?? ''].join(':'),
+      HOME: process.env.HOME ?? '',
+      ...(process.env.XDG_CACHE_HOME ? { XDG_CACHE_HOME: process.env.XDG_CACHE_HOME } : {}),
+    },
+    temporalAddress: `127.0.0.1:${ports.temporal}`,
+  };
+  run.logger.info('creating or upgrading the Temporal schema (deploy/temporal-setup.sh schema)');
+  await runSetupScript(run.files, 'schema', { ...layout.baseChildEnv, ...pgEnv }, join(run.logDir, 'temporal-setup.log'));
+  for (const [what, port] of portsToCheck(ports))
+    if (await isPortOpen(port)) throw new Error(`${what}: port ${port} is already in use (is \`npm start\` or another cluster running?)`);
+  const temporal = await startTemporal(run, layout, server['temporal-server']!, pgEnv);
+
+  const admin = await prepared;
+  const endpoints: ServiceEndpoints = {
+    databaseUrl: db.databaseUrl,
+    temporalAddress: layout.temporalAddress,
+    uiUrl: config.TEMPORAL_UI_URL ?? `http://localhost:${ports.ui}`,
+    host: config.HOST,
+    encryptionKey,
+    workflowBundle: await bundled,
+  };
+  const { workers, apis } = await startServices(run, endpoints);
+  const webUi = supervise(
+    run,
+    new ManagedProcess({
+      ...temporalUiSpec(layout, ui['ui-server']!, ports, { url: endpoints.uiUrl, namespace: config.TEMPORAL_NAMESPACE }),
+      ready: () => isPortOpen(ports.ui),
+    }),
+  );
+  await webUi.start(run.logger);
+  run.cleanups.push(() => webUi.stop().then(() => webUi.close()));
+  return clusterHandle(run, { db, endpoints, admin, temporal, ui: webUi, apis, workers });
+}
+
+/** A promise awaited later: its rejection is handled where it is awaited, not reported as unhandled meanwhile. */
+function background<T>(promise: Promise<T>): Promise<T> {
+  promise.catch(() => undefined);
+  return promise;
+}
+
+/** The key every process shares: SVC_ENCRYPTION_KEY, or one generated into the data dir. */
+async function clusterKey(config: Config, dataDir: string): Promise<string> {
+  if (config.DATABASE_URL && !config.SVC_ENCRYPTION_KEY)
+    throw new ConfigError('SVC_ENCRYPTION_KEY', 'required when DATABASE_URL is set (every process must share the key)');
+  await loadKeyRing({ ...config, SVC_DATA_DIR: dataDir }, !config.DATABASE_URL);
+  return config.SVC_ENCRYPTION_KEY ?? (await readFile(join(dataDir, 'encryption.key'), 'utf8')).trim();
+}
+
+/** The server of DATABASE_URL, or the embedded PostgreSQL (configured from postgresql.conf) with the service's database. */
+async function startDatabase(run: Startup): Promise<Databases> {
+  const { config, ports } = run.options;
+  if (config.DATABASE_URL) return { databaseUrl: config.DATABASE_URL, serverUrl: config.DATABASE_URL };
+  if (await isPortOpen(ports.postgres))
+    throw new Error(`PostgreSQL (SVC_EMBEDDED_PG_PORT): port ${ports.postgres} is already in use (is \`npm start\` or another cluster running?)`);
+  const pg = new EmbeddedPostgres({
+    dataDir: join(run.dataDir, 'pg'),
+    port: ports.postgres,
+    logger: run.logger,
+    detached: true,
+    settings: await postgresSettings(join(run.files, 'postgresql.conf')),
+    ...(run.options.ephemeralPostgres ? { ephemeral: true } : {}),
+  });
+  run.logger.info('starting PostgreSQL');
+  const serverUrl = await pg.start();
+  run.cleanups.push(() => pg.stop());
+  const postgres = { stop: () => pg.stop(), start: async () => void (await pg.start()), pid: () => pg.pid };
+  return { serverUrl, postgres, databaseUrl: await ensureDatabase(serverUrl, EMBEDDED_DATABASE) };
+}
+
+/** The service's migrations and first user, once, before any API or worker starts. */
+async function prepareDatabase(run: Startup, databaseUrl: string): Promise<{ password?: string }> {
+  const { config } = run.options;
+  const orm = await openOrm(databaseUrl, run.logger, 2);
+  try {
+    const applied = await migrate(orm);
+    if (applied.length) run.logger.info({ migrations: applied }, 'migrations applied');
+    const admin = await createCommandServices(orm, config).users.bootstrapAdmin(config.SVC_ADMIN_PASSWORD, config.SVC_ADMIN_APP_PASSWORD);
+    run.createdAdmin = admin.password;
+    return admin;
+  } finally {
+    await orm.close(true);
+  }
+}
+
+/** SVC_WORKFLOW_BUNDLE, or the workflow code bundled once into the data dir for every worker. */
+async function workflowBundleFile(config: Config, dataDir: string): Promise<string> {
+  if (config.SVC_WORKFLOW_BUNDLE) return config.SVC_WORKFLOW_BUNDLE;
+  const file = join(dataDir, 'workflow-bundle.js');
+  await writeFile(file, (await bundleWorkflows()).code);
+  return file;
+}
+
+/** A child the cluster watches: one that exits on its own is started again (with `supervise`), backing off up to 30 s. */
+function supervise(run: Startup, p: ManagedProcess): ManagedProcess {
+  const { logger } = run;
+  p.onUnexpectedExit = (why) => {
+    if (run.stopping || !run.options.supervise) return;
+    logger.error({ process: p.name, output: why.slice(-800) }, `${p.name} stopped unexpectedly; starting it again`);
+    const again = (delay: number) =>
+      setTimeout(() => {
+        if (run.stopping || p.running) return;
+        p.start(logger).catch((err) => {
+          logger.error({ process: p.name, err: (err as Error).message }, `${p.name} did not start again; retrying`);
+          again(Math.min(delay * 2, 30_000));
+        });
+      }, delay).unref();
+    again(1000);
+  };
+  run.children.push(p);
+  return p;
+}
+
+/** Temporal's server, then its namespace (deploy/temporal-setup.sh namespace) once it serves. */
+async function startTemporal(run: Startup, layout: ClusterLayout, command: string, pgEnv: Record<string, string>): Promise<ManagedProcess> {
+  const { config, ports } = run.options;
+  const temporal = supervise(run, new ManagedProcess({ ...temporalServerSpec(layout, command, ports, pgEnv), ready: () => isPortOpen(ports.temporal) }));
+  run.logger.info('starting the Temporal server');
+  await temporal.start(run.logger);
+  run.cleanups.push(() => temporal.stop().then(() => temporal.close()));
+  run.logger.info('registering the namespace (deploy/temporal-setup.sh namespace)');
+  await runSetupScript(
+    run.files,
+    'namespace',
+    { ...layout.baseChildEnv, TEMPORAL_ADDRESS: layout.temporalAddress, TEMPORAL_NAMESPACE: config.TEMPORAL_NAMESPACE },
+    join(run.logDir, 'temporal-setup.log'),
+    () => (temporal.running ? undefined : `the Temporal server exited: ${temporal.recentOutput.slice(-1500)}`),
+  );
+  return temporal;
+}
+
+/** The worker and API processes, started together; the first that fails to start fails the cluster. */
+async function startServices(run: Startup, endpoints: ServiceEndpoints): Promise<{ workers: ManagedProcess[]; apis: ManagedProcess[] }> {
+  const { ports } = run.options;
+  const workers = ports.workerMetrics.map((_, i) => supervise(run, new ManagedProcess(serviceSpec(run, endpoints, 'worker', i + 1))));
+  const apis = ports.api.map((_, i) => supervise(run, new ManagedProcess(serviceSpec(run, endpoints, 'api', i + 1))));
+  run.logger.info(`starting ${workers.length} workers and ${apis.length} APIs`);
+  const started = await Promise.allSettled([...workers, ...apis].map((p) => p.start(run.logger)));
+  run.cleanups.push(() => Promise.all(workers.map((w) => w.stop().then(() => w.close()))).then(() => undefined));
+  run.cleanups.push(() => Promise.all(apis.map((a) => a.stop().then(() => a.close()))).then(() => undefined));
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return { workers, apis };
+}
+
+/** API or worker process `index` (from 1): the user's environment, the cluster's endpoints and key, its own port. */
+function serviceSpec(run: Startup, endpoints: ServiceEndpoints, role: 'api' | 'worker', index: number): ProcessSpec {
+  const { options } = run;
+  const { ports } = options;
+  const name = `${role}-${index}`;
+  const extra: Record<string, string> = role === 'api' ? { PORT: String(ports.api[index - 1]) } : { SVC_METRICS_PORT: String(ports.workerMetrics[index - 1]) };
+  return {
+    name,
+    command: process.execPath,
+    args: ['--import', 'tsx', 'src/main.ts', role],
+    cwd: projectRoot,
+    env: serviceEnv(options.baseEnv ?? process.env, endpoints, extra),
+    ready:
+      role === 'api' ? httpReady(`http://127.0.0.1:${ports.api[index - 1]}/readyz`) : async (p) => p.stderrSeen.includes('Workflow automation service is up.'),
+    readyTimeoutMs: 180_000,
+    ...(options.serviceLogs === 'stdout' ? { onStdoutLine: (line: string) => void process.stdout.write(tagLine(name, line) + '\n') } : {}),
+    logFile: join(run.logDir, `${name}.log`),
+    stopGraceMs: 30_000,
+  };
+}
+
+/** The started cluster: its URLs, its processes, and how to restart, stop or kill them. */
+function clusterHandle(
+  run: Startup,
+  parts: {
+    db: Databases;
+    endpoints: ServiceEndpoints;
+    admin: { password?: string };
+    temporal: ManagedProcess;
+    ui: ManagedProcess;
+    apis: ManagedProcess[];
+    workers: ManagedProcess[];
+  },
+): Cluster {
+  const { config, ports } = run.options;
+  const { db, endpoints, admin } = parts;
+  const host = config.HOST === '0.0.0.0' ? 'localhost' : config.HOST;
+  return {
+    urls: {
+      apis: ports.api.map((port) => `http://${host}:${port}`),
+      ui: endpoints.uiUrl,
+      temporal: endpoints.temporalAddress,
+      temporalMetrics: `http://127.0.0.1:${ports.temporalMetrics}/metrics`,
+      workerMetrics: ports.workerMetrics.filter((p) => p !== 'off').map((p) => `http://${config.SVC_METRICS_HOST}:${p}/metrics`),
+      database: mask(db.databaseUrl),
+      logs: run.logDir,
+    },
+    databaseUrl: db.databaseUrl,
+    postgresServerUrl: db.serverUrl,
+    temporalAddress: endpoints.temporalAddress,
+    encryptionKey: endpoints.encryptionKey,
+    workflowBundle: endpoints.workflowBundle,
+    ...(admin.password ? { adminPassword: admin.password } : {}),
+    ...(db.postgres ? { postgres: db.postgres } : {}),
+    temporal: parts.temporal,
+    ui: parts.ui,
+    apis: parts.apis,
+    workers: parts.workers,
+    async restart(p, env = {}) {
+      await p.stop();
+      p.spec = { ...p.spec, env: { ...p.spec.env, ...env } };
+      await p.start(run.logger);
+    },
+    stop: () => stopAll(run),
+    async killAll() {
+      run.stopping = true;
+      await Promise.all(run.children.map((c) => c.kill()));
+      await db.postgres?.stop();
+    },
+  };
 }
