@@ -10,7 +10,8 @@ import { workflowVisibility, type WorkflowRow, type WorkflowService } from '../w
 import type { Idempotency } from './idempotency.js';
 import { findIdempotencyKey, forgetIdempotencyKey, lockIdempotencyKey, purgeIdempotencyKeys, rememberIdempotencyKey } from './idempotency.store.js';
 import type { Metrics } from '../platform/metrics.js';
-import { findResetPoint, RunStillOpen } from './reset-point.js';
+import { findResetPoint } from './reset-point.js';
+import { replayMode, replaySeed, resetPointFailure } from './replay.js';
 import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
 
 /** What Temporal is asked to do for a prepared record; kept with an Idempotency-Key to send again. */
@@ -374,8 +375,7 @@ export class ExecutionService {
   ): Promise<Started> {
     const started = await this.startReplay(principal, executionId, body, idempotency);
     if (!started.replayed) {
-      const mode = body.from_node_id === undefined ? 'rerun' : body.with_payload !== undefined ? 'rerun_seeded' : 'reset';
-      this.metrics?.replays.inc({ mode });
+      this.metrics?.replays.inc({ mode: replayMode(body) });
     }
     return started;
   }
@@ -398,39 +398,25 @@ export class ExecutionService {
     const fromNode = body.from_node_id;
     if (!graph.nodes.some((n) => n.id === fromNode))
       throw invalidRequest(`Node ${fromNode} is not in version ${original.workflow_version} of the workflow`, { field: 'from_node_id' });
-    const timeline = await this.mirror.timeline(Number(original.id));
-    const upstream = ancestors(graph, fromNode);
-    if (body.with_payload !== undefined) {
-      const seed: Record<string, unknown> = {};
-      for (const t of timeline) if (upstream.has(t.node_id) && t.status === 'success') seed[t.node_id] = t.output;
-      for (const id of upstream) {
-        if (!(id in seed) && !timeline.some((t) => t.node_id === id && t.status === 'skipped')) {
-          throw conflict('node_not_run', `Upstream node ${id} has no recorded output in execution ${original.id}`);
-        }
-      }
-      return this.start(
-        workflow,
-        { payload, trigger: 'replay', replayOf: Number(original.id), version: original.workflow_version, seed, startAt: fromNode },
-        principal.id,
-        idempotency,
-        { from: Number(original.id), nodeIds: Object.keys(seed) },
-      );
-    }
+    if (body.with_payload === undefined) return this.resetFrom(principal, original, fromNode, idempotency);
+    // A rerun from the node, seeded with the outputs its upstream nodes recorded.
+    const seed = replaySeed(await this.mirror.timeline(Number(original.id)), ancestors(graph, fromNode), original.id);
+    return this.start(
+      workflow,
+      { payload, trigger: 'replay', replayOf: Number(original.id), version: original.workflow_version, seed, startAt: fromNode },
+      principal.id,
+      idempotency,
+      { from: Number(original.id), nodeIds: Object.keys(seed) },
+    );
+  }
+
+  /** A replay from `fromNode` by a Temporal reset of the original run to the point that node started. */
+  private async resetFrom(principal: Principal, original: ExecutionRow, fromNode: string, idempotency?: Idempotency): Promise<Started> {
     if (!original.temporal_run_id) throw conflict('node_not_run', 'The execution has no Temporal run to reset');
     // The record is final a moment before Temporal closes the run (longer under load): the reset
     // point is read once Temporal has, so a node started in the run's last task has one too.
     const point = await findResetPoint(this.temporal, original.temporal_workflow_id, original.temporal_run_id, fromNode).catch((err: unknown) => {
-      if (err instanceof RunStillOpen) {
-        throw conflict(
-          'execution_running',
-          `Temporal has not closed the run of execution ${original.id} yet (its last workflow task is still in progress); try again shortly`,
-        );
-      }
-      if (temporalFailure(err)?.kind !== 'missing') throw err;
-      throw conflict(
-        'node_not_run',
-        `Temporal no longer has the history of execution ${original.id} (past the namespace's retention); replay it with with_payload instead`,
-      );
+      throw resetPointFailure(err, original.id);
     });
     if (!point) throw conflict('node_not_run', `Node ${fromNode} did not start in execution ${original.id}; nothing to reset to`);
     const reason = `replay of execution ${original.id} from node ${fromNode}`;
@@ -452,20 +438,24 @@ export class ExecutionService {
         const launch: Launch = { kind: 'reset', runId: original.temporal_run_id!, eventId: point.eventId, reason };
         return { id, temporalWorkflowId: original.temporal_workflow_id, launch };
       },
-      // One reset at a time per Temporal workflow id: the lock orders simultaneous requests, the
-      // check refuses the later ones while the earlier replay runs.
-      async (tx) => {
-        await tx.query('select pg_advisory_xact_lock(hashtext(?))', [`reset:${original.temporal_workflow_id}`]);
-        const running = await this.mirror.runningOf(tx, original.temporal_workflow_id);
-        if (running !== undefined) {
-          throw conflict('replay_in_progress', `Execution ${running} is a replay of this run that is still running; wait for it or cancel it first`, {
-            execution_id: running,
-          });
-        }
-      },
+      (tx) => this.refuseConcurrentReset(tx, original.temporal_workflow_id),
     );
     if (prepared.replayed && !prepared.unconfirmed) return prepared;
     await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch, prepared.unconfirmed);
     return prepared;
+  }
+
+  /**
+   * One reset at a time per Temporal workflow id: the lock orders simultaneous requests, the
+   * check refuses the later ones while the earlier replay runs.
+   */
+  private async refuseConcurrentReset(tx: Queryable, temporalWorkflowId: string): Promise<void> {
+    await tx.query('select pg_advisory_xact_lock(hashtext(?))', [`reset:${temporalWorkflowId}`]);
+    const running = await this.mirror.runningOf(tx, temporalWorkflowId);
+    if (running !== undefined) {
+      throw conflict('replay_in_progress', `Execution ${running} is a replay of this run that is still running; wait for it or cancel it first`, {
+        execution_id: running,
+      });
+    }
   }
 }

@@ -7,7 +7,7 @@ import { notFound } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import type { TemporalHandle } from '../temporal/connection.js';
 import type { LicenseEvent } from './license-webhooks.schemas.js';
-import type { LicenseWebhookStore, WebhookRow } from './license-webhook.store.js';
+import type { AttemptRow, DeliveryRow, LicenseWebhookStore, WebhookRow } from './license-webhook.store.js';
 
 export interface WebhookView {
   id: number;
@@ -48,6 +48,31 @@ interface Page<T> {
   page: number;
   per_page: number;
 }
+
+/** A delivery as the API shows it, with its attempts (those of `attempts` that are its own, in their order). */
+export function deliveryView(r: DeliveryRow, attempts: AttemptRow[]): DeliveryView {
+  return {
+    id: r.id,
+    event_id: r.event_id,
+    event: r.event,
+    status: r.status,
+    attempt_count: r.attempts,
+    last_status: r.last_status,
+    last_error: r.last_error,
+    created_at: toIso(r.created_at)!,
+    finished_at: toIso(r.finished_at),
+    payload: r.payload,
+    attempts: attempts.filter((a) => a.delivery_id === r.id).map(attemptView),
+  };
+}
+
+const attemptView = (a: AttemptRow): AttemptView => ({
+  attempt: a.attempt,
+  started_at: toIso(a.started_at)!,
+  duration_ms: a.duration_ms,
+  response_status: a.response_status,
+  error: a.error,
+});
 
 const webhookView = (row: WebhookRow): WebhookView => ({
   id: row.id,
@@ -118,32 +143,7 @@ export class LicenseWebhookService {
   async deliveries(webhookId: number, filter: { status?: DeliveryView['status'] | undefined; page: number; per_page: number }): Promise<Page<DeliveryView>> {
     await this.get(webhookId);
     const { rows, total, attempts } = await this.store.deliveries(webhookId, filter);
-    return {
-      items: rows.map((r) => ({
-        id: r.id,
-        event_id: r.event_id,
-        event: r.event,
-        status: r.status,
-        attempt_count: r.attempts,
-        last_status: r.last_status,
-        last_error: r.last_error,
-        created_at: toIso(r.created_at)!,
-        finished_at: toIso(r.finished_at),
-        payload: r.payload,
-        attempts: attempts
-          .filter((a) => a.delivery_id === r.id)
-          .map((a) => ({
-            attempt: a.attempt,
-            started_at: toIso(a.started_at)!,
-            duration_ms: a.duration_ms,
-            response_status: a.response_status,
-            error: a.error,
-          })),
-      })),
-      total,
-      page: filter.page,
-      per_page: filter.per_page,
-    };
+    return { items: rows.map((r) => deliveryView(r, attempts)), total, page: filter.page, per_page: filter.per_page };
   }
 
   workflowId(deliveryId: string): string {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { FilterQuery } from '@mikro-orm/core';
 import { randomToken, sha256 } from '../platform/crypto.js';
 import { invalidRequest, notFound } from '../platform/errors.js';
-import { siteDomain } from './domain.js';
+import { siteDomain, type SiteDomain } from './domain.js';
 import type { ActivationStatus, License, LicenseActivation } from './license.entities.js';
 import { activationNotFound, alreadyDeactivated, licenseExpired, licenseInactive, licenseNotFound, siteLimitReached } from './license.errors.js';
 import type { LicenseEvent } from './license-webhooks.schemas.js';
@@ -25,6 +25,15 @@ export interface SiteInput {
   wpVersion?: string | undefined;
   phpVersion?: string | undefined;
   pluginVersion?: string | undefined;
+}
+
+/** The versions a site reported, those it sent only: a missing one leaves the recorded one as it is. */
+export function siteVersions(site: SiteInput): { wpVersion?: string; phpVersion?: string; pluginVersion?: string } {
+  return {
+    ...(site.wpVersion !== undefined ? { wpVersion: site.wpVersion } : {}),
+    ...(site.phpVersion !== undefined ? { phpVersion: site.phpVersion } : {}),
+    ...(site.pluginVersion !== undefined ? { pluginVersion: site.pluginVersion } : {}),
+  };
 }
 
 /** What verify answers (and activate describes): SPEC's verify fields, exactly what is signed. */
@@ -95,6 +104,15 @@ const eventLicense = (license: License) => ({
 });
 
 /** Starts the delivery of events whose deliveries a committed transaction wrote. */
+/** What activate answers. */
+type Activated = { activation_id: string; reactivated?: true; license: VerifyResult };
+/** Writes an event's outbox rows in the caller's transaction. */
+type Emit = (type: LicenseEvent, data: Record<string, unknown>) => Promise<void>;
+/** Set when activate refused a site for the licence's domain limit (its event is written after the rollback). */
+interface Refusal {
+  refused?: { license: License; limit: number };
+}
+
 export interface LicenseEventDispatcher {
   dispatch(deliveryIds: string[]): void;
 }
@@ -245,62 +263,16 @@ export class LicenseService {
    * Activates a site. The licence row is locked for the whole decision, so concurrent
    * activations are counted one after another and never exceed the domain limit.
    */
-  async activate(key: string, site: SiteInput): Promise<{ activation_id: string; reactivated?: true; license: VerifyResult }> {
+  async activate(key: string, site: SiteInput): Promise<Activated> {
     const place = siteDomain(site.siteUrl);
     if (!place) throw invalidRequest('site_url: names no usable domain', { errors: [{ field: 'site_url', message: 'names no usable domain', in: 'body' }] });
-    let refused: { license: License; limit: number } | undefined;
+    const refusal: Refusal = {};
     try {
-      return await this.withEvents(async (unit, emit) => {
-        const license = await unit.lock(keyFilter(key));
-        if (!license) throw licenseNotFound();
-        assertUsable(license);
-        const existing = await unit.activation(license, site.siteFingerprint);
-        const versions = {
-          ...(site.wpVersion !== undefined ? { wpVersion: site.wpVersion } : {}),
-          ...(site.phpVersion !== undefined ? { phpVersion: site.phpVersion } : {}),
-          ...(site.pluginVersion !== undefined ? { pluginVersion: site.pluginVersion } : {}),
-        };
-        // The same site again: nothing to count, only its recorded versions change.
-        if (existing?.status === 'active' && existing.domain === place.domain) {
-          unit.change(existing, { ...versions, siteUrl: site.siteUrl });
-          return { activation_id: existing.id, reactivated: true as const, license: describe(license, true) };
-        }
-        if (!place.local) {
-          const domains = await unit.slotDomains(license, existing?.id);
-          // A domain that already holds a slot (another plugin of the suite) takes no new one.
-          if (!domains.has(place.domain) && domains.size >= license.domainLimit) {
-            refused = { license, limit: license.domainLimit };
-            throw siteLimitReached(license.domainLimit);
-          }
-        }
-        const now = new Date();
-        const fields = { siteUrl: site.siteUrl, domain: place.domain, countsSlot: !place.local, status: 'active' as const, deactivatedAt: null };
-        if (existing) {
-          const wasActive = existing.status === 'active';
-          unit.change(existing, { ...fields, ...versions, ...(wasActive ? {} : { activatedAt: now }) });
-          if (wasActive) return { activation_id: existing.id, reactivated: true as const, license: describe(license, true) };
-          await unit.save();
-          await emit('license.activated', { license: eventLicense(license), activation: activationView(existing) });
-          return { activation_id: existing.id, license: describe(license, true) };
-        }
-        const created = unit.addActivation({
-          id: randomId('act_'),
-          license,
-          siteFingerprint: site.siteFingerprint,
-          ...fields,
-          wpVersion: site.wpVersion ?? null,
-          phpVersion: site.phpVersion ?? null,
-          pluginVersion: site.pluginVersion ?? null,
-          activatedAt: now,
-        });
-        await unit.save();
-        await emit('license.activated', { license: eventLicense(license), activation: activationView(created) });
-        return { activation_id: created.id, license: describe(license, true) };
-      });
+      return await this.withEvents((unit, emit) => this.activateIn(unit, emit, key, site, place, refusal));
     } catch (err) {
       // The refusal rolled its transaction back; its event is written on its own.
-      if (refused) {
-        const { license, limit } = refused;
+      if (refusal.refused) {
+        const { license, limit } = refusal.refused;
         await this.withEvents((_unit, emit) =>
           emit('license.limit_reached', {
             license: eventLicense(license),
@@ -311,6 +283,50 @@ export class LicenseService {
       }
       throw err;
     }
+  }
+
+  /** activate's decision, inside the transaction that holds the licence's row lock. */
+  private async activateIn(unit: LicenseUnit, emit: Emit, key: string, site: SiteInput, place: SiteDomain, refusal: Refusal): Promise<Activated> {
+    const license = await unit.lock(keyFilter(key));
+    if (!license) throw licenseNotFound();
+    assertUsable(license);
+    const existing = await unit.activation(license, site.siteFingerprint);
+    const versions = siteVersions(site);
+    // The same site again: nothing to count, only its recorded versions change.
+    if (existing?.status === 'active' && existing.domain === place.domain) {
+      unit.change(existing, { ...versions, siteUrl: site.siteUrl });
+      return { activation_id: existing.id, reactivated: true as const, license: describe(license, true) };
+    }
+    if (!place.local) {
+      const domains = await unit.slotDomains(license, existing?.id);
+      // A domain that already holds a slot (another plugin of the suite) takes no new one.
+      if (!domains.has(place.domain) && domains.size >= license.domainLimit) {
+        refusal.refused = { license, limit: license.domainLimit };
+        throw siteLimitReached(license.domainLimit);
+      }
+    }
+    const fields = { siteUrl: site.siteUrl, domain: place.domain, countsSlot: !place.local, status: 'active' as const, deactivatedAt: null };
+    if (existing) {
+      const wasActive = existing.status === 'active';
+      unit.change(existing, { ...fields, ...versions, ...(wasActive ? {} : { activatedAt: new Date() }) });
+      if (wasActive) return { activation_id: existing.id, reactivated: true as const, license: describe(license, true) };
+      await unit.save();
+      await emit('license.activated', { license: eventLicense(license), activation: activationView(existing) });
+      return { activation_id: existing.id, license: describe(license, true) };
+    }
+    const created = unit.addActivation({
+      id: randomId('act_'),
+      license,
+      siteFingerprint: site.siteFingerprint,
+      ...fields,
+      wpVersion: site.wpVersion ?? null,
+      phpVersion: site.phpVersion ?? null,
+      pluginVersion: site.pluginVersion ?? null,
+      activatedAt: new Date(),
+    });
+    await unit.save();
+    await emit('license.activated', { license: eventLicense(license), activation: activationView(created) });
+    return { activation_id: created.id, license: describe(license, true) };
   }
 
   /**
