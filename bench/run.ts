@@ -1,31 +1,45 @@
 /**
  * `npm run bench`: runs every benchmark of DESIGN.md section 9 one after another, each against
  * its baseline side by side, then prints one table of all of them (baseline, ours, ratio,
- * target) and writes it to bench/results/latest.md. `npm run bench -- records` runs a subset.
+ * target) and writes it to bench/results/latest.md. `npm run bench -- records` runs a subset;
+ * `npm run bench -- cost` only the workflow engine's time-and-cost workloads (a few minutes).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { table, type BenchRow } from './lib.js';
+import { tables, type BenchRow } from './lib.js';
 
 const dir = fileURLToPath(new URL('.', import.meta.url));
-const benchmarks = ['workflows.bench.ts', 'records-list.ts', 'license-verify.ts', 'agent.bench.ts'];
+interface Benchmark {
+  name: string;
+  file: string;
+  env?: Record<string, string>;
+  /** Run only when named (its rows are part of another's). */
+  onRequest?: boolean;
+}
+const benchmarks: Benchmark[] = [
+  { name: 'workflows', file: 'workflows.bench.ts' },
+  { name: 'cost', file: 'workflows.bench.ts', env: { BENCH_WORKLOADS: 'cost' }, onRequest: true },
+  { name: 'records-list', file: 'records-list.ts' },
+  { name: 'license-verify', file: 'license-verify.ts' },
+  { name: 'agent', file: 'agent.bench.ts' },
+];
 const only = process.argv.slice(2);
-const chosen = benchmarks.filter((f) => !only.length || only.some((name) => f.includes(name)));
+const chosen = benchmarks.filter((b) => (only.length ? only.some((name) => b.name.includes(name)) : !b.onRequest));
 const resultsFile = join(tmpdir(), `svc-bench-${process.pid}.jsonl`);
 rmSync(resultsFile, { force: true });
 writeFileSync(resultsFile, '');
 
 const failed: string[] = [];
-for (const file of chosen) {
-  process.stdout.write(`\n## ${file}\n`);
+for (const { name, file, env } of chosen) {
+  process.stdout.write(`\n## ${name} (${file})\n`);
   const result = spawnSync(process.execPath, ['--import', 'tsx', join(dir, file)], {
     stdio: 'inherit',
-    env: { ...process.env, BENCH_RESULTS_FILE: resultsFile },
+    env: { ...process.env, ...env, BENCH_RESULTS_FILE: resultsFile },
   });
-  if (result.status !== 0) failed.push(file);
+  if (result.status !== 0) failed.push(name);
 }
 
 const rows = readFileSync(resultsFile, 'utf8')
@@ -38,7 +52,7 @@ const summary = [
   ``,
   `Run on ${new Date().toISOString()} (${process.platform}/${process.arch}, Node ${process.version}). Ratios are ours / baseline, run side by side on the same machine.`,
   ``,
-  table(rows),
+  tables(rows),
   ...(failed.length ? ['', `Failed to run: ${failed.join(', ')}`] : []),
   '',
 ].join('\n');
