@@ -104,6 +104,11 @@ export function agentActivities(services: AgentActivityPorts) {
     /** One model call: loads the conversation, calls the provider (streaming when asked), stores the answer. */
     async agentCallModel(input: AgentModelCallInput): Promise<AgentModelCallResult> {
       const stepKey = `model:${input.turnId}:${input.step}`;
+      // A turn's first call stores the user's message (as agentBeginTurn did before it), so the
+      // conversation read below holds it; a retry finds it stored.
+      if (input.userMessage !== undefined) {
+        await insertMessage({ sessionId: input.sessionId, stepKey: `user:${input.turnId}`, turnId: input.turnId, role: 'user', content: input.userMessage });
+      }
       // The three reads are independent: one round trip of waiting, not three.
       const [[done], session, messages] = await Promise.all([
         sql.query<{ content: string; tool_calls: AgentToolCall[] | null; telemetry: { tokens_in: number; tokens_out: number; cost_usd: number } | null }>(

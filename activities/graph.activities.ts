@@ -1,5 +1,6 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import {
+  LEAN_HISTORY,
   NODE_REFUSALS,
   childWorkflowId,
   type BeganExecution,
@@ -172,7 +173,12 @@ export function graphActivities(services: GraphActivityPorts) {
 
   const control = {
     /** First step of every run: claims or creates the execution record and loads the graph. */
-    async beginExecution(input: RunGraphInput, runId: string): Promise<BeganExecution> {
+    async beginExecution(
+      input: RunGraphInput,
+      runId: string,
+      /** What the calling workflow code can read; earlier code asks for nothing (see LEAN_HISTORY). */
+      understands: { history?: number } = {},
+    ): Promise<BeganExecution> {
       const { workflowId: temporalWorkflowId } = runOf();
       // The record is claimed first: a run that then fails (its definition unreadable through a
       // long database outage) is one the mirror can close, knowing its run id.
@@ -203,6 +209,7 @@ export function graphActivities(services: GraphActivityPorts) {
         // these: they must run every node the way runModes says.
         localPureNodes: services.config.SVC_LOCAL_PURE_NODES,
         pureTypes: [...nodeTypes.values()].filter((n) => n.pure).map((n) => n.type),
+        ...(understands.history === LEAN_HISTORY ? { history: LEAN_HISTORY } : {}),
       };
     },
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Prints CI's one result line, `N passed, M failed`, summed over every checker `.ci/run` ran:
-// the vitest suite (its JSON report: one count per test), the fuzz run (its JUnit report: one
+// the vitest suite and the cluster scenario suite (their JSON reports: one count per test), the fuzz run (its JUnit report: one
 // count per OpenAPI operation) and each single-verdict check (type check, compose file, lint),
 // which .ci/run records as `name pass|fail` lines. A report that is missing counts as one failure,
 // so a checker that crashed before writing one can never read as green.
@@ -27,21 +27,27 @@ if (existsSync(checks)) {
   }
 }
 
-const vitest = join(dir, 'vitest.json');
-if (existsSync(vitest)) {
-  const report = JSON.parse(readFileSync(vitest, 'utf8'));
-  // Failed files that never reached their tests (an import error, a failing beforeAll) count too.
-  const brokenFiles = (report.testResults ?? []).filter(
-    (file) => file.status === 'failed' && (file.assertionResults ?? []).every((t) => t.status !== 'failed'),
-  ).length;
-  passed += report.numPassedTests;
-  failed += report.numFailedTests + brokenFiles;
-  lines.push(
-    `vitest: ${report.numPassedTests} passed, ${report.numFailedTests} failed, ${report.numPendingTests + report.numTodoTests} skipped, ${brokenFiles} files failed outside a test`,
-  );
-} else if (existsSync(join(dir, 'vitest.expected'))) {
-  failed += 1;
-  lines.push('vitest: no report (the suite did not finish)');
+// The vitest runs: `npm test` and the cluster scenario suite (`npm run test:cluster`).
+for (const [name, report, expected] of [
+  ['vitest', 'vitest.json', 'vitest.expected'],
+  ['cluster', 'cluster.json', 'cluster.expected'],
+]) {
+  const file = join(dir, report);
+  if (existsSync(file)) {
+    const result = JSON.parse(readFileSync(file, 'utf8'));
+    // Failed files that never reached their tests (an import error, a failing beforeAll) count too.
+    const brokenFiles = (result.testResults ?? []).filter(
+      (f) => f.status === 'failed' && (f.assertionResults ?? []).every((t) => t.status !== 'failed'),
+    ).length;
+    passed += result.numPassedTests;
+    failed += result.numFailedTests + brokenFiles;
+    lines.push(
+      `${name}: ${result.numPassedTests} passed, ${result.numFailedTests} failed, ${result.numPendingTests + result.numTodoTests} skipped, ${brokenFiles} files failed outside a test`,
+    );
+  } else if (existsSync(join(dir, expected))) {
+    failed += 1;
+    lines.push(`${name}: no report (the suite did not finish)`);
+  }
 }
 
 const junit = join(dir, 'fuzz.xml');

@@ -14,6 +14,8 @@ import { createLogger, type Logger } from './platform/logger.js';
 import { loadKeyRing, startStack } from './stack.js';
 import { findTemporalCli } from './platform/temporal-cli.js';
 import { bundleWorkflows } from './temporal/worker.js';
+import { runClusterCommand } from './cluster/command.js';
+import { TEMPORAL_SERVER, TEMPORAL_UI, provisionGoModule } from './cluster/binaries.js';
 
 const usage = `Usage: svc <command> [options]   (npm run svc -- <command>)
 
@@ -22,6 +24,8 @@ Commands:
                                  when DATABASE_URL / TEMPORAL_ADDRESS are unset
   api                            the HTTP API only (needs DATABASE_URL and TEMPORAL_ADDRESS)
   worker                         the Temporal worker only (needs DATABASE_URL and TEMPORAL_ADDRESS)
+  cluster                        the production topology on this machine (npm run cluster): PostgreSQL,
+                                 the Temporal server and Web UI, 2 APIs and 2 workers (docs/operators.md)
   migrate                        apply pending database migrations
   user create --login L --role R [--password P] [--email E]
   app-password create --login L --name N
@@ -34,6 +38,7 @@ Commands:
   license rotate-key             retire the signing key and make a new one, endorsed by the old
   bundle-workflows --out FILE    prebuild the workflow bundle (SVC_WORKFLOW_BUNDLE)
   temporal-cli                   find, download or build the Temporal CLI and print its path
+  cluster-binaries               find or build the Temporal server, sql tool and Web UI of npm run cluster
 
 Every command accepts --json and then prints exactly one JSON object on stdout.`;
 
@@ -157,7 +162,7 @@ async function main(argv: string[]): Promise<void> {
   }
   loadDotEnv();
   const config = loadConfig();
-  const serverCommand = command === 'start' || command === 'api' || command === 'worker';
+  const serverCommand = command === 'start' || command === 'api' || command === 'worker' || command === 'cluster';
   // Server logs go to stdout; one-shot commands keep stdout for their result.
   const logger = createLogger(
     serverCommand ? config.LOG_LEVEL : flags.json ? 'warn' : config.LOG_LEVEL,
@@ -173,6 +178,8 @@ async function main(argv: string[]): Promise<void> {
       return runServer(config, logger, { api: true, worker: false }, false, flags);
     case 'worker':
       return runServer(config, logger, { api: false, worker: true }, false, flags);
+    case 'cluster':
+      return runClusterCommand(config, logger, Boolean(flags.json));
     case 'migrate': {
       const applied = await withDatabase(config, logger, async (orm) => migrate(orm));
       return output(flags, { applied }, applied.length ? `Applied: ${applied.join(', ')}` : 'Database is up to date.');
@@ -246,6 +253,11 @@ async function main(argv: string[]): Promise<void> {
     case 'temporal-cli': {
       const cli = await findTemporalCli(logger, { explicit: config.TEMPORAL_CLI });
       return output(flags, { ...cli }, cli.path);
+    }
+    case 'cluster-binaries': {
+      const [server, ui] = await Promise.all([provisionGoModule(TEMPORAL_SERVER, logger), provisionGoModule(TEMPORAL_UI, logger)]);
+      const paths = { ...server, ...ui };
+      return output(flags, paths, Object.values(paths).join('\n'));
     }
     case 'bundle-workflows': {
       const out = required(flags, 'out');

@@ -79,7 +79,12 @@ export interface Endpoints {
   temporalAddress: string;
 }
 
-export async function createServices(config: Config, logger: Logger, keys: KeyRing, endpoints: Endpoints): Promise<Services> {
+export interface ServiceOptions {
+  /** The clock sessions and nonces expire by; Date.now unless a test moves it on. */
+  clock?: () => number;
+}
+
+export async function createServices(config: Config, logger: Logger, keys: KeyRing, endpoints: Endpoints, options: ServiceOptions = {}): Promise<Services> {
   const orm = await openOrm(endpoints.databaseUrl, logger);
   const em = orm.em;
   const sql = new Sql(em.getKnex());
@@ -94,7 +99,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const tracing = installTracing({ endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: config.OTEL_SERVICE_NAME, role: config.SVC_ROLE });
   const temporal = connectTemporal(config, endpoints.temporalAddress, keys, { traced: tracing.enabled });
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
-  const auth = new AuthService(em, sql, keys, limiter, config);
+  const auth = new AuthService(em, sql, keys, limiter, config, options.clock);
   const acting = new ActingUsers(sql, auth);
   const recordsDb = sql.withRowTypes(recordRowTypes);
   const entityCache = new EntityCache<StoredEntity>(endpoints.databaseUrl, logger);

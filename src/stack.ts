@@ -28,6 +28,8 @@ export interface StackOptions {
   roles: { api: boolean; worker: boolean };
   /** Prebuilt workflow bundle (tests and production images). */
   workflowBundle?: string;
+  /** The clock sessions and nonces expire by (tests move it on instead of waiting); Date.now by default. */
+  clock?: () => number;
 }
 
 export interface Stack {
@@ -150,7 +152,7 @@ export async function startStack(config: Config, logger: Logger, options: StackO
       cleanups.push(() => devServer.stop());
       childPids.push(devServer.pid!);
     }
-    const services = await createServices(config, logger, keys, { databaseUrl, temporalAddress });
+    const services = await createServices(config, logger, keys, { databaseUrl, temporalAddress }, { clock: options.clock });
     cleanups.push(() => closeServices(services));
     const applied = await migrate(services.orm);
     if (applied.length) logger.info({ migrations: applied }, 'migrations applied');

@@ -105,7 +105,11 @@ describe('agent across processes', () => {
     const actionId = gate.body.data.pending_action.action_id;
     await Promise.all(workers.map(kill));
     // The deadline passes while no worker runs; the timer lives in Temporal, not in a process.
-    await new Promise((r) => setTimeout(r, 4000));
+    await eventually(
+      async () => (await app.sql<{ past: boolean }>('select expires_at <= now() as past from agent_actions where action_id = $1', [actionId]))[0]?.past,
+      30_000,
+      'the action’s deadline to pass',
+    );
     const late = await editor.client.get(`${A}/actions/${actionId}`);
     expect(late.body.data.status).toBe('pending');
     // Past its deadline it can no longer be decided, even before the timer's expiry is stored.

@@ -256,12 +256,18 @@ describe('what one user may hold open', () => {
     await shareConnections(capped.admin, [providerId], [user]);
     const ids: string[] = [];
     for (let i = 0; i < 2; i++) ids.push((await user.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm' })).body.data.session_id);
-    provider.script({ text: 'slow answer', delayMs: 1500 });
+    let release!: () => void;
+    provider.script({ text: 'slow answer', until: new Promise<void>((r) => (release = r)) });
     const first = user.client.post(`${A}/sessions/${ids[0]}/messages`, { content: 'hi', stream: true });
-    await eventually(async () => provider.requests.length > 0 || undefined);
-    const second = await user.client.post(`${A}/sessions/${ids[1]}/messages`, { content: 'hi too', stream: true });
-    expect(second.status).toBe(429);
-    expect(second.body.error).toBe('rate_limited');
+    try {
+      // The first stream is open while its model call is held.
+      await eventually(async () => provider.requests.length > 0 || undefined);
+      const second = await user.client.post(`${A}/sessions/${ids[1]}/messages`, { content: 'hi too', stream: true });
+      expect(second.status).toBe(429);
+      expect(second.body.error).toBe('rate_limited');
+    } finally {
+      release();
+    }
     // Once the first stream ends, the next one is taken.
     expect((await first).status).toBe(200);
     const again = await user.client.post(`${A}/sessions/${ids[1]}/messages`, { content: 'now', stream: true });

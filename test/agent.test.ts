@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 import { providerConnection, shareConnections, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
+import { eventually } from './helpers/http-target.js';
 
 const A = '/api/agent/v1';
 const M = '/api/management/v1';
@@ -261,12 +262,19 @@ describe('turns', () => {
 
   it('refuses a second message while a turn runs', async () => {
     const id = await session(openaiId);
-    openai.script({ text: 'slow answer', delayMs: 1500 });
+    let release!: () => void;
+    const seen = openai.requests.length;
+    openai.script({ text: 'slow answer', until: new Promise<void>((r) => (release = r)) });
     const first = say(id, 'one');
-    await new Promise((r) => setTimeout(r, 400));
-    const second = await say(id, 'two');
-    expect(second.status).toBe(409);
-    expect(second.body.error).toBe('turn_in_progress');
+    try {
+      // The first turn is running once its model call arrives; the model answers when released.
+      await eventually(async () => openai.requests.length > seen, 30_000, 'the first turn’s model call');
+      const second = await say(id, 'two');
+      expect(second.status).toBe(409);
+      expect(second.body.error).toBe('turn_in_progress');
+    } finally {
+      release();
+    }
     expect((await first).body.data.assistant_message).toBe('slow answer');
   });
 

@@ -112,9 +112,13 @@ describe('a worker killed in the middle of a run', () => {
     ).body.data;
     const worker = workers.at(-1)!;
     const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: {} })).body.data.execution_id;
-    await eventually(async () => target.count('/k2-before') > 0, 30_000, 'the first node');
+    // Killed once the delay has begun: the first node is done and the timer is Temporal's.
+    await eventually(
+      async () => (await app.sql(`select 1 from execution_nodes where execution_id = $1 and node_id = 'pause' and status = 'running'`, [run])).length > 0,
+      30_000,
+      'the delay to begin',
+    );
     await kill(worker);
-    await new Promise((r) => setTimeout(r, 1000));
     startWorker();
     const done = await finished(run);
     expect(done.status).toBe('success');

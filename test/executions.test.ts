@@ -1,3 +1,4 @@
+import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
@@ -194,6 +195,36 @@ describe('runs', () => {
     const execution = await runAndWait(id);
     expect(nodeOf(execution, 'pause')).toMatchObject({ status: 'success', output: { waited_ms: 300 } });
     expect(nodeOf(execution, 'pause').duration_ms).toBeGreaterThanOrEqual(250);
+  });
+});
+
+describe('the history a run leaves in Temporal', () => {
+  it("a one-node HTTP run: the bare activity workflow's 11 events, its first step's and its finish's markers, nothing per node", async () => {
+    const id = await create({ nodes: [{ id: 'fetch', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } }] });
+    const done = await runAndWait(id);
+    expect(done.status).toBe('success');
+    const handle = app.stack.services.temporal.client.workflow.getHandle(done.temporal.workflow_id, done.temporal.run_id);
+    await handle.result();
+    const { EventType } = proto.temporal.api.enums.v1;
+    const types = ((await handle.fetchHistory()).events ?? []).map((e) => EventType[e.eventType!].replace(/^EVENT_TYPE_/, ''));
+    expect(types).toEqual([
+      'WORKFLOW_EXECUTION_STARTED',
+      'WORKFLOW_TASK_SCHEDULED',
+      'WORKFLOW_TASK_STARTED',
+      'WORKFLOW_TASK_COMPLETED',
+      'MARKER_RECORDED',
+      'ACTIVITY_TASK_SCHEDULED',
+      'ACTIVITY_TASK_STARTED',
+      'ACTIVITY_TASK_COMPLETED',
+      'WORKFLOW_TASK_SCHEDULED',
+      'WORKFLOW_TASK_STARTED',
+      'WORKFLOW_TASK_COMPLETED',
+      'MARKER_RECORDED',
+      'WORKFLOW_EXECUTION_COMPLETED',
+    ]);
+    // A replay from that node still finds where it started.
+    const replay = await app.admin.post(`${E}/${done.id}/replay`, { from_node_id: 'fetch' });
+    expect(replay.status, replay.text).toBe(202);
   });
 });
 

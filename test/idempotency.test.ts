@@ -153,8 +153,15 @@ describe('Idempotency-Key on run', () => {
     try {
       await holder.query('begin');
       await holder.query('select id from executions where id = $1 for update', [executionId]);
+      const holderPid = (await holder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
       worker = await startWorker(app.stack.services, inject('temporalAddress'), { bundlePath: inject('workflowBundle') });
-      await new Promise((resolve) => setTimeout(resolve, 1500));
+      // Let go only once the run's first activity is waiting for the row (its claim is blocked by us).
+      await eventually(
+        async () =>
+          (await app.sql<{ n: number }>('select count(*)::int as n from pg_stat_activity where $1 = any(pg_blocking_pids(pid))', [holderPid]))[0]!.n > 0,
+        60_000,
+        'the run to wait for the held record',
+      );
       await holder.query('commit');
     } finally {
       await holder.end();
@@ -186,6 +193,38 @@ describe('Idempotency-Key on run', () => {
     expect(retried.status, retried.text).toBe(202);
     expect(retried.body.data.execution_id).toBe(Number(row!.id));
     expect(await finished(Number(row!.id))).toMatchObject({ status: 'success', output: 7, error: null });
+    expect(await runsOf(wf.id)).toBe(1);
+  });
+
+  it('a start whose API process died before sending it is sent by the retry (on any API), once', async () => {
+    const wf = await create();
+    // As if the first call wrote its record and key, then its API process was killed: the record
+    // is running, no run has claimed it, Temporal never heard of it.
+    const [row] = await app.sql<{ id: string }>(
+      `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id)
+       values ($1, 1, 'running', 'manual', '{"n":9}', 'pending') returning id`,
+      [wf.id],
+    );
+    const executionId = Number(row!.id);
+    const temporalWorkflowId = app.stack.services.temporal.executionWorkflowId(executionId);
+    await app.sql('update executions set temporal_workflow_id = $1 where id = $2', [temporalWorkflowId, executionId]);
+    const input: RunGraphInput = { workflowId: wf.id, version: 1, payload: { n: 9 }, trigger: 'manual' };
+    const { idempotencyOf } = await import('../src/executions/idempotency.js');
+    const { fingerprint } = idempotencyOf({ 'idempotency-key': 'api-died' }, 'run', { payload: { n: 9 } })!;
+    await app.sql(`insert into idempotency_keys (workflow_id, key, fingerprint, execution_id, request) values ($1, 'api-died', $2, $3, $4)`, [
+      wf.id,
+      fingerprint,
+      executionId,
+      JSON.stringify({ kind: 'start', input }),
+    ]);
+    const retried = await run(wf.id, { n: 9 }, 'api-died');
+    expect(retried.status, retried.text).toBe(202);
+    expect(retried.body.data.execution_id).toBe(executionId);
+    expect(retried.headers.get('idempotent-replayed')).toBe('true');
+    expect(await finished(executionId)).toMatchObject({ status: 'success', output: 9, error: null });
+    // Retried again once the run exists: answered, nothing started.
+    expect((await run(wf.id, { n: 9 }, 'api-died')).body.data.execution_id).toBe(executionId);
+    expect(await temporalRuns(temporalWorkflowId)).toHaveLength(1);
     expect(await runsOf(wf.id)).toBe(1);
   });
 });

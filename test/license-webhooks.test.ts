@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { runCli } from './helpers/cli.js';
 import { eventually, startHttpTarget, type HttpTarget, type SeenRequest } from './helpers/http-target.js';
@@ -180,8 +181,15 @@ describe('licence webhooks: delivery', () => {
     await app.stack.services.licenseWebhooks.sweep(0);
     const handle = app.stack.services.temporal.client.workflow.getHandle(app.stack.services.licenseWebhooks.workflowId(record.items[0].id));
     expect(await handle.result()).toEqual({ deliveryId: record.items[0].id, status: 'delivered', attempts: 2 });
-    app.stack.services.licenseWebhooks.dispatch([record.items[0].id]);
-    await new Promise((r) => setTimeout(r, 1500));
+    const starts = vi.spyOn(app.stack.services.temporal.client.workflow, 'start');
+    try {
+      app.stack.services.licenseWebhooks.dispatch([record.items[0].id]);
+      // Temporal refuses the second start of the delivery's workflow: nothing can send it again.
+      await eventually(async () => starts.mock.results.length > 0, 30_000, 'the dispatch to start the delivery');
+      await expect(starts.mock.results[0]!.value).rejects.toBeInstanceOf(WorkflowExecutionAlreadyStartedError);
+    } finally {
+      starts.mockRestore();
+    }
     expect(seen('/flaky')).toHaveLength(2);
   });
 
@@ -201,8 +209,17 @@ describe('licence webhooks: delivery', () => {
     expect((await app.admin.patch(`/api/management/v1/licenses/${license.id}`, { status: 'revoked', domain_limit: 2 })).status).toBe(200);
 
     const types = () => seen('/events').map((r) => JSON.parse(r.body).type);
-    await eventually(async () => types().length >= 4, 30_000, 'four events');
-    await new Promise((r) => setTimeout(r, 1000));
+    // Each event is stored as a delivery in the licence change's own transaction: once every
+    // delivery of the webhook is delivered, nothing more will arrive.
+    const stored = await eventually(
+      async () => {
+        const page = await deliveries(everything.id);
+        return page.total > 0 && page.items.every((d: { status: string }) => d.status === 'delivered') ? page : undefined;
+      },
+      30_000,
+      'every delivery to /events',
+    );
+    expect(stored.total).toBe(4);
     expect(types().sort()).toEqual(['license.activated', 'license.deactivated', 'license.limit_reached', 'license.status_changed']);
     const byType = Object.fromEntries(seen('/events').map((r) => [JSON.parse(r.body).type, JSON.parse(r.body)]));
     expect(byType['license.limit_reached'].data).toMatchObject({

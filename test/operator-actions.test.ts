@@ -114,8 +114,10 @@ describe('cancel and terminate from the Temporal CLI', () => {
     expect(done.status).toBe('cancelled');
     expect(nodeOf(done, 'call')).toMatchObject({ status: 'cancelled' });
     expect(nodeOf(done, 'call').finished_at).not.toBeNull();
-    // The activity learns of the cancel at its next heartbeat; it must not turn the node back.
-    await new Promise((r) => setTimeout(r, 2_500));
+    // The activity learns of the cancel at its next heartbeat; once it has ended (the worker holds
+    // no activity any more), it must not have turned the node back.
+    const worker = app.stack.worker!.worker;
+    await eventually(async () => worker.getStatus().numInFlightNonLocalActivities === 0, 30_000, 'the cancelled activity to end');
     expect(nodeOf(await view(run.executionId), 'call').status).toBe('cancelled');
   });
 

@@ -1,18 +1,15 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { defaultPayloadConverter } from '@temporalio/common';
-import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { describe, expect, inject, it } from 'vitest';
-import { readNodeEvents, nodesFinishedBefore } from '../src/executions/reset-point.js';
-import type { TemporalHandle } from '../src/temporal/connection.js';
 
 /**
  * Runs in flight survive an upgrade: every recorded history (test/histories/<set>/, one set per
  * recording, see record.histories.ts) is replayed by today's workflow code. A change to the
  * commands a workflow issues that is not guarded by patched() makes its replay nondeterministic,
- * and this test fails.
+ * and this test fails. What a reset point reads from these histories is tested beside the code
+ * (src/executions/reset-point.test.ts).
  */
 // The replay workers' state changes are not news here; their failures are (collected below).
 Runtime.install({ logger: new DefaultLogger('WARN') });
@@ -48,30 +45,4 @@ describe('recorded histories replay on the current workflow code', () => {
       expect(failures).toEqual([]);
     });
   }
-});
-
-describe('reset points read from recorded histories', () => {
-  /** Serves one recorded (decrypted) history as Temporal would. */
-  const recorded = (set: string, file: string) => {
-    const { events } = historyFromJSON(JSON.parse(readFileSync(join(root, set, file), 'utf8')));
-    return {
-      namespace: 'default',
-      client: { workflowService: { getWorkflowExecutionHistory: async () => ({ history: { events } }) } },
-      decode: async (payload: never) => defaultPayloadConverter.fromPayload(payload),
-    } as unknown as TemporalHandle;
-  };
-
-  it('a node started in a task the worker completed early (a task heartbeat while a local activity ran) resets to that task', async () => {
-    const events = await readNodeEvents(recorded('2026-11-23-last-task', 'graph-last-task-heartbeat.01.runGraph.json'), 'w', 'r');
-    // The heartbeat completed the task at event 12 with b's start and end; finishExecution's
-    // result came in the next task.
-    expect(events.started.get('b')).toBe(12);
-    expect(events.started.get('check')).toBe(12);
-    expect(nodesFinishedBefore(events, 12, 'b')).toEqual(['hold']);
-  });
-
-  it('while the last task is still open, the history holds no start of the nodes started in it', async () => {
-    const events = await readNodeEvents(recorded('2026-11-23-last-task', 'graph-last-task-open.01.runGraph.json'), 'w', 'r');
-    expect([...events.started.keys()]).toEqual(['hold']);
-  });
 });

@@ -184,10 +184,15 @@ describe('secrets', () => {
 
 describe('browser sessions', () => {
   let short: TestApp;
+  /** How far the sessions' clock runs ahead of the real one: the test moves time on instead of waiting for it. */
+  let ahead = 0;
   beforeAll(async () => {
-    // Nonces live 4 seconds (their expiry is in whole seconds, so 3 to 4), sessions 10, cookies are
-    // Secure. Wide enough margins for a loaded machine.
-    short = await startTestApp({ env: { SVC_COOKIE_SECURE: 'true', SVC_NONCE_TTL_HOURS: String(4 / 3600), SVC_SESSION_TTL_HOURS: String(10 / 3600) } });
+    // Nonces live a minute (their expiry is in whole seconds, so 59 to 60 s), sessions two; cookies
+    // are Secure. The margins below leave seconds of real time for a loaded machine.
+    short = await startTestApp({
+      clock: () => Date.now() + ahead,
+      env: { SVC_COOKIE_SECURE: 'true', SVC_NONCE_TTL_HOURS: String(60 / 3600), SVC_SESSION_TTL_HOURS: String(120 / 3600) },
+    });
   });
   afterAll(async () => short?.close());
 
@@ -211,15 +216,21 @@ describe('browser sessions', () => {
   });
 
   it('refuses a nonce once it has expired, though its signature is good, and the cookie once the session has', async () => {
+    ahead = 0;
     const { cookie, nonce } = await login(short);
     expect(await me(short.client({ cookie, nonce }))).toBe(200);
-    await new Promise((r) => setTimeout(r, 5_000));
+    ahead = 50_000;
+    expect(await me(short.client({ cookie, nonce }))).toBe(200);
+    ahead = 61_000;
     expect(await me(short.client({ cookie, nonce }))).toBe(401);
     const fresh = await short.client({ cookie }).get('/api/auth/v1/nonce');
     expect(fresh.status).toBe(200);
     expect(await me(short.client({ cookie, nonce: fresh.body.data.nonce }))).toBe(200);
-    await new Promise((r) => setTimeout(r, 6_000));
+    ahead = 110_000;
+    expect((await short.client({ cookie }).get('/api/auth/v1/nonce')).status).toBe(200);
+    ahead = 121_000;
     expect((await short.client({ cookie }).get('/api/auth/v1/nonce')).status).toBe(401);
+    expect(await me(short.client({ cookie, nonce: fresh.body.data.nonce }))).toBe(401);
   });
 });
 

@@ -25,7 +25,7 @@ async function waitReady(url: string, child: ChildProcess, output: () => string)
     } catch {
       // not listening yet
     }
-    await new Promise((r) => setTimeout(r, 500));
+    await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`not ready in time:\n${output()}`);
 }

@@ -19,6 +19,7 @@ import {
   AGENT_DECISION_NOT_STORED_PATCH,
   AGENT_GATE_EXPIRY_PATCH,
   AGENT_EXPIRY_RETRY_PATCH,
+  AGENT_LEAN_TURN_PATCH,
   AGENT_LOCAL_BOOKKEEPING_PATCH,
   AGENT_REJECTION,
   isGatedTool,
@@ -68,6 +69,13 @@ interface Turn {
   queue: AgentToolCall[];
   toolsCalled: AgentToolCalled[];
   telemetry: AgentTelemetry;
+  /**
+   * Begun under AGENT_LEAN_TURN_PATCH: the first model call stores `userMessage`, and an answer
+   * ends the turn without a closing step. Turns begun before the patch keep both steps.
+   */
+  lean?: boolean;
+  /** A lean message turn's message, until its first model call has stored it. */
+  userMessage?: string;
 }
 
 function failureOf(err: unknown): { code: string; message: string } {
@@ -186,7 +194,12 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
       }
       let reply;
       try {
-        reply = await model.agentCallModel({ ...ids, step: turn.modelCalls, ...(streamChannel ? { streamChannel } : {}) });
+        reply = await model.agentCallModel({
+          ...ids,
+          step: turn.modelCalls,
+          ...(streamChannel ? { streamChannel } : {}),
+          ...(turn.userMessage !== undefined ? { userMessage: turn.userMessage } : {}),
+        });
       } catch (err) {
         const error = failureOf(err);
         turn.telemetry = spent();
@@ -194,6 +207,7 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
         return { outcome: 'failed', error, tools_called: turn.toolsCalled, telemetry: turn.telemetry };
       }
       turn.modelCalls++;
+      turn.userMessage = undefined;
       turn.telemetry.tokens_in += reply.tokensIn;
       turn.telemetry.tokens_out += reply.tokensOut;
       turn.telemetry.cost_usd = Math.round((turn.telemetry.cost_usd + reply.costUsd) * 1e6) / 1e6;
@@ -202,7 +216,8 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
         continue;
       }
       turn.telemetry = spent();
-      await bookkeeping().agentFinishTurn({ ...ids, step: turn.modelCalls, telemetry: turn.telemetry });
+      // The answer is stored with its call; the closing step of earlier turns wrote nothing more.
+      if (!turn.lean) await bookkeeping().agentFinishTurn({ ...ids, step: turn.modelCalls, telemetry: turn.telemetry });
       return { outcome: 'answered', assistant_message: reply.text, tools_called: turn.toolsCalled, telemetry: turn.telemetry };
     }
   }
@@ -213,13 +228,16 @@ export async function agentSession(input: AgentSessionInput): Promise<void> {
       busy = true;
       handled++;
       try {
-        await bookkeeping().agentBeginTurn({ sessionId: input.sessionId, turnId: args.turnId, content: args.content });
+        // A turn's first model call stores the message: the update goes straight to the model.
+        const lean = patched(AGENT_LEAN_TURN_PATCH);
+        if (!lean) await bookkeeping().agentBeginTurn({ sessionId: input.sessionId, turnId: args.turnId, content: args.content });
         const turn: Turn = {
           turnId: args.turnId,
           modelCalls: 0,
           queue: [],
           toolsCalled: [],
           telemetry: { tokens_in: 0, tokens_out: 0, wall_ms: 0, cost_usd: 0 },
+          ...(lean ? { lean, userMessage: args.content } : {}),
         };
         return await drive(turn, args.streamChannel);
       } finally {

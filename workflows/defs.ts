@@ -70,7 +70,23 @@ export interface BeganExecution {
   /** Earlier workflow code reads these instead: pure types run locally when this is set. */
   localPureNodes?: boolean;
   pureTypes?: string[];
+  /**
+   * How the run marks its nodes in its history (LEAN_HISTORY: only where Temporal's own events do
+   * not say it). Absent in answers recorded before it existed: those runs keep writing a memo for
+   * every node's start and finish, behind the `node-finished-memo` patch.
+   */
+  history?: typeof LEAN_HISTORY;
 }
+
+/**
+ * A run begun with this answer writes no memo for a node that runs as a regular activity (its
+ * ActivityTaskScheduled event, with activity id `node:<id>`, marks the task that started it, and
+ * its completion, failure, time-out or cancel marks its end) and no `patched()` marker: its
+ * history is read as exact. Timers, local activities and child runs still get their memos.
+ * The workflow asks for it and its first step's answer grants it; the answer is in the history,
+ * so a run begun on earlier code (which asked for nothing) replays as it was written.
+ */
+export const LEAN_HISTORY = 2;
 
 /** A run mode for a node type, also for runs begun before runModes existed (their recorded answer). */
 export function runModeOf(began: BeganExecution, type: string): NodeRunMode {
@@ -143,6 +159,8 @@ export const NODE_REFUSALS: readonly string[] = Object.entries(NODE_ERRORS)
 
 /** Memo key the workflow upserts when a node starts (the reset point of a replay from that node). */
 export const NODE_STARTED_MEMO = 'node';
+/** Memo key upserted with a node's start in a lean run (LEAN_HISTORY): its history is exact. */
+export const NODE_HISTORY_MEMO = 'history';
 /** Memo key upserted when a node finishes, so a reset knows what finished before it. */
 export const NODE_FINISHED_MEMO = 'finished';
 export interface NodeFinishedMemo {
@@ -183,6 +201,12 @@ export const AGENT_LOCAL_BOOKKEEPING_PATCH = 'agent-local-bookkeeping';
 export const AGENT_DECISION_NOT_STORED_PATCH = 'agent-decision-not-stored';
 /** patched() id: an expiry that could not be stored is tried again a minute later. */
 export const AGENT_EXPIRY_RETRY_PATCH = 'agent-expiry-retry';
+
+/**
+ * patched() id: a message turn's first model call stores the user's message itself (no step
+ * before it), and a turn that ends with the model's answer needs no closing step.
+ */
+export const AGENT_LEAN_TURN_PATCH = 'agent-lean-turn';
 
 /** Who may decide a session's pending actions (chosen when the session is created). */
 export const AGENT_APPROVAL_POLICIES = ['owner', 'others', 'any'] as const;
@@ -294,6 +318,8 @@ export interface AgentModelCallInput {
   /** Index of this model call within the turn; part of the idempotency key of its stored message. */
   step: number;
   streamChannel?: string;
+  /** The first call of a message turn: the user's message, stored before the conversation is read. */
+  userMessage?: string;
 }
 
 export interface AgentModelCallResult {

@@ -15,8 +15,10 @@ import {
 } from '@temporalio/workflow';
 import type { ControlActivities, NodeActivities } from '../activities/index.js';
 import {
+  LEAN_HISTORY,
   NODE_FINISHED_MEMO,
   NODE_FINISHED_MEMO_PATCH,
+  NODE_HISTORY_MEMO,
   NODE_REFUSALS,
   NODE_STARTED_MEMO,
   RUN_GRAPH_WORKFLOW,
@@ -75,8 +77,12 @@ function nodeErrorOf(err: unknown): NodeError {
  */
 export async function runGraph(input: RunGraphInput): Promise<RunGraphResult> {
   // Bookkeeping runs as local activities: no task round trip through the server for each.
-  const began = await localControl.beginExecution(input, workflowInfo().runId);
+  // The answer says how this run marks its nodes; it is in the history, so a replay reads it back.
+  const began = await localControl.beginExecution(input, workflowInfo().runId, { history: LEAN_HISTORY });
   const { graph } = began;
+  // Runs begun on earlier code (their first step's recorded answer has no `history`) mark every
+  // node with memos, as they were written; a lean run only nodes Temporal's events do not mark.
+  const lean = began.history === LEAN_HISTORY;
   const nodes = new Map(graph.nodes.map((n) => [n.id, n]));
   const state = new GraphState(graph);
   const outputs: Record<string, unknown> = {};
@@ -136,16 +142,26 @@ export async function runGraph(input: RunGraphInput): Promise<RunGraphResult> {
 
   const runsLocally = (node: GraphNode) => runModeOf(began, node.type) === 'local';
 
+  /** A regular activity's own events mark its start and end in the history of a lean run. */
+  const markedByTemporal = (node: GraphNode) => lean && runModeOf(began, node.type) === 'activity';
+
   /** A marker in history: a reset knows this node finished in this workflow task. */
   const markFinished = (node: GraphNode) => {
+    if (markedByTemporal(node)) return;
+    const memo = { [NODE_FINISHED_MEMO]: { node: node.id, local: runsLocally(node) } satisfies NodeFinishedMemo };
     // Added after runs were already in flight: their histories carry no such command.
-    if (patched(NODE_FINISHED_MEMO_PATCH)) upsertMemo({ [NODE_FINISHED_MEMO]: { node: node.id, local: runsLocally(node) } satisfies NodeFinishedMemo });
+    if (lean || patched(NODE_FINISHED_MEMO_PATCH)) upsertMemo(memo);
+  };
+
+  /** A marker in history: replay-from-node resets to the workflow task that started this node. */
+  const markStarted = (node: GraphNode) => {
+    if (markedByTemporal(node)) return;
+    upsertMemo(lean ? { [NODE_STARTED_MEMO]: node.id, [NODE_HISTORY_MEMO]: LEAN_HISTORY } : { [NODE_STARTED_MEMO]: node.id });
   };
 
   const runOne = async (id: string) => {
     const node = nodes.get(id)!;
-    // A marker in history: replay-from-node resets to the workflow task that started this node.
-    upsertMemo({ [NODE_STARTED_MEMO]: id });
+    markStarted(node);
     startedAt.set(id, Date.now());
     try {
       const result = await runNode(node);

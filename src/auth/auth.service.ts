@@ -49,6 +49,8 @@ export class AuthService {
     private readonly keys: KeyRing,
     private readonly limiter: RateLimiter,
     private readonly config: Config,
+    /** Milliseconds since the epoch, by which sessions and nonces expire (tests move it on instead of waiting). */
+    private readonly now: () => number = Date.now,
   ) {}
 
   principal(user: { id: number; login: string; role: string }, via: Principal['via'], sessionId?: string): Principal {
@@ -117,7 +119,7 @@ export class AuthService {
   }
 
   private accept(row: { user_id: number; login: string; role: string; ap_id: number }): Principal {
-    const now = Date.now();
+    const now = this.now();
     // last_used_at is informative; write it at most once a minute per password.
     if ((this.lastUsedWrites.get(row.ap_id) ?? 0) < now - 60_000) {
       this.lastUsedWrites.set(row.ap_id, now);
@@ -136,7 +138,7 @@ export class AuthService {
     });
     if (!user) throw unauthenticated('Invalid login or password');
     const id = randomToken(24);
-    const expiresAt = new Date(Date.now() + this.config.SVC_SESSION_TTL_HOURS * 3600_000);
+    const expiresAt = new Date(this.now() + this.config.SVC_SESSION_TTL_HOURS * 3600_000);
     em.create(Session, { id, user, expiresAt });
     await em.flush();
     const expiry = Math.floor(expiresAt.getTime() / 1000);
@@ -146,21 +148,21 @@ export class AuthService {
 
   /** A nonce is bound to one session and expires; it proves the request came from our page. */
   issueNonce(sessionId: string): string {
-    const expiry = Math.floor(Date.now() / 1000 + this.config.SVC_NONCE_TTL_HOURS * 3600);
+    const expiry = Math.floor(this.now() / 1000 + this.config.SVC_NONCE_TTL_HOURS * 3600);
     return `${expiry}.${this.keys.sign(`nonce|${sessionId}|${expiry}`)}`;
   }
 
   verifyNonce(sessionId: string, nonce: string | undefined): boolean {
     if (!nonce) return false;
     const [expiry, signature] = nonce.split('.');
-    if (!expiry || !signature || !/^\d+$/.test(expiry) || Number(expiry) * 1000 < Date.now()) return false;
+    if (!expiry || !signature || !/^\d+$/.test(expiry) || Number(expiry) * 1000 < this.now()) return false;
     return this.keys.verify(`nonce|${sessionId}|${expiry}`, signature);
   }
 
   /** Resolves a session cookie; returns undefined for a forged, expired or revoked one. */
   async sessionFromCookie(cookie: string): Promise<Principal | undefined> {
     const [id, expiry, signature] = cookie.split('.');
-    if (!id || !expiry || !signature || !/^\d+$/.test(expiry) || Number(expiry) * 1000 < Date.now()) return undefined;
+    if (!id || !expiry || !signature || !/^\d+$/.test(expiry) || Number(expiry) * 1000 < this.now()) return undefined;
     if (!this.keys.verify(`session|${id}|${expiry}`, signature)) return undefined;
     const rows = await this.sql.query<{ id: number; login: string; role: string }>(
       `select u.id, u.login, u.role from sessions s join users u on u.id = s.user_id

@@ -449,7 +449,7 @@ export class ExecutionMirror {
   async finish(executionId: number, result: { status: string; error?: unknown; lastOutput?: unknown }): Promise<{ seconds: number } | undefined> {
     const [row] = await this.sql.query<{ was: string; seconds: number }>(
       `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?, last_output = ?
-         from (select status as was from executions where id = ? for update) before
+         from (select status as was from executions where id = ? for no key update) before
         where e.id = ? returning before.was, extract(epoch from e.finished_at - e.started_at)::float8 as seconds`,
       [
         result.status,

@@ -88,8 +88,9 @@ export class ExecutionService {
   /**
    * Creates the execution record (with its Idempotency-Key, when the call has one), then starts
    * its Temporal workflow. A key already used answers with its execution (`replayed`), starting
-   * nothing new; when that execution's start was never confirmed, the start is sent again under
-   * the same Temporal workflow id, so Temporal itself keeps it to one run.
+   * nothing new; when that execution's start was never confirmed (or not yet: no run has claimed
+   * it), the start is sent again under the same Temporal workflow id, so Temporal itself keeps it
+   * to one run.
    */
   async start(
     workflow: WorkflowRow,
@@ -124,7 +125,7 @@ export class ExecutionService {
       reuse !== undefined,
     );
     if (prepared.replayed && !prepared.unconfirmed) return prepared;
-    await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch);
+    await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch, prepared.unconfirmed);
     return prepared;
   }
 
@@ -164,7 +165,18 @@ export class ExecutionService {
           const unconfirmed = found.temporal_run_id === null && found.status === 'failed' && (code === 'start_failed' || code === 'reset_failed');
           // A reset sent again is a reset like any other: not while another replay of the run runs.
           if (unconfirmed && found.request.kind === 'reset') await before?.(tx);
-          return { executionId: Number(found.id), temporalWorkflowId: found.temporal_workflow_id, replayed: true, launch: found.request, unconfirmed };
+          // A start no run has claimed yet may never have reached Temporal: the first call's API
+          // process died between writing the record and starting the run (its client retries on
+          // another API). The start is sent again; under the same workflow id Temporal keeps it to
+          // one run, and a start that did happen answers "already started".
+          const unclaimedStart = found.temporal_run_id === null && found.status === 'running' && found.request.kind === 'start';
+          return {
+            executionId: Number(found.id),
+            temporalWorkflowId: found.temporal_workflow_id,
+            replayed: true,
+            launch: found.request,
+            unconfirmed: unconfirmed || unclaimedStart,
+          };
         }
         await tx.query('delete from idempotency_keys where workflow_id = ? and key = ?', [workflowId, idempotency.key]);
       }
@@ -188,7 +200,13 @@ export class ExecutionService {
    * Both are safe to send again: a second start of the same workflow id is refused by Temporal
    * (REJECT_DUPLICATE), a second reset with the same request id is answered with the first run.
    */
-  private async launch(executionId: number, temporalWorkflowId: string, launch: Launch): Promise<void> {
+  private async launch(
+    executionId: number,
+    temporalWorkflowId: string,
+    launch: Launch,
+    /** The record was marked unconfirmed by an earlier attempt: once Temporal has the run, it is running again. */
+    resent: boolean,
+  ): Promise<void> {
     try {
       if (launch.kind === 'start') {
         try {
@@ -224,7 +242,9 @@ export class ExecutionService {
       await this.mirror.markUnconfirmed(executionId, code, message);
       throw err;
     }
-    await this.mirror.markConfirmed(executionId);
+    // Only an attempt that failed marks a record unconfirmed, and it does so before it answers:
+    // a record written by this call needs no write more.
+    if (resent) await this.mirror.markConfirmed(executionId);
   }
 
   /** Waits up to `timeoutMs` for a run's result; undefined when it is still running. */
@@ -453,7 +473,7 @@ export class ExecutionService {
       },
     );
     if (prepared.replayed && !prepared.unconfirmed) return prepared;
-    await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch);
+    await this.launch(prepared.executionId, prepared.temporalWorkflowId, prepared.launch, prepared.unconfirmed);
     return prepared;
   }
 }

@@ -1,13 +1,17 @@
 import { isGrpcDeadlineError } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { NODE_FINISHED_MEMO, NODE_STARTED_MEMO, childWorkflowId, nodeActivityId, type NodeFinishedMemo } from '../../workflows/defs.js';
+import { NODE_FINISHED_MEMO, NODE_HISTORY_MEMO, NODE_STARTED_MEMO, childWorkflowId, nodeActivityId, type NodeFinishedMemo } from '../../workflows/defs.js';
 import type { TemporalHandle } from '../temporal/connection.js';
 
 /**
- * Reading a run's history by node. The graph workflow upserts memo `{node: id}` in the workflow
- * task that starts a node, and (since the `node-finished-memo` patch) `{finished: {node, local}}`
- * in the task that sees it finish; with Temporal's own activity and child-workflow events these
- * say which nodes a reset keeps and which it runs again.
+ * Reading a run's history by node. A node that runs as a regular activity is marked by its own
+ * events: ActivityTaskScheduled (activity id `node:<id>`) names the workflow task that started it,
+ * its completion, failure, time-out or cancel its end. The graph workflow upserts memo
+ * `{node: id}` in the workflow task that starts any other node (a timer, a local activity, a child
+ * run), and `{finished: {node, local}}` in the task that sees it finish; runs begun before lean
+ * histories (see LEAN_HISTORY) upsert both for every node, the finished one since the
+ * `node-finished-memo` patch. With Temporal's child-workflow events these say which nodes a reset
+ * keeps and which it runs again.
  *
  * Those events are written when the workflow task that issued them completes. A run's last task
  * runs its last nodes' local activities and then finishExecution, which makes the execution record
@@ -39,7 +43,10 @@ export interface NodeEvents {
   finished: Map<string, { event?: number; task?: number; local?: boolean }>;
   /** Nodes Temporal tracks itself (activities, children): their end is a server event. */
   remote: Set<string>;
-  /** The history carries finished-memos (runs started after the patch). */
+  /**
+   * Every node that finished is marked so (runs started after the `node-finished-memo` patch, and
+   * lean runs): a node without an end did not finish.
+   */
   exact: boolean;
   /** For a run created by a reset: the run it came from, the reason, the last event it kept. */
   reset?: { baseRunId: string; reason: string; lastKeptEventId: number };
@@ -76,7 +83,8 @@ export async function readNodeEvents(handle: TemporalHandle, workflowId: string,
     const memo = event.workflowPropertiesModifiedEventAttributes;
     if (memo?.upsertedMemo?.fields) {
       const task = Number(memo.workflowTaskCompletedEventId);
-      const { [NODE_STARTED_MEMO]: node, [NODE_FINISHED_MEMO]: finished } = memo.upsertedMemo.fields;
+      const { [NODE_STARTED_MEMO]: node, [NODE_FINISHED_MEMO]: finished, [NODE_HISTORY_MEMO]: lean } = memo.upsertedMemo.fields;
+      if (lean) out.exact = true;
       if (node) {
         const nodeId = (await handle.decode(node)) as string;
         if (!out.started.has(nodeId)) out.started.set(nodeId, task);
@@ -88,10 +96,16 @@ export async function readNodeEvents(handle: TemporalHandle, workflowId: string,
         out.finished.set(value.node, { ...known, task: known?.task ?? task, local: value.local });
       }
     }
-    const activityId = event.activityTaskScheduledEventAttributes?.activityId;
+    const schedule = event.activityTaskScheduledEventAttributes;
+    const activityId = schedule?.activityId;
     if (activityId) {
       scheduled.set(id, activityId);
-      if (activityId.startsWith('node:')) out.remote.add(activityId.slice(5));
+      if (activityId.startsWith('node:')) {
+        const node = activityId.slice(5);
+        out.remote.add(node);
+        // In a lean run this is the node's only start mark; in others a memo of the same task came first.
+        if (!out.started.has(node)) out.started.set(node, Number(schedule.workflowTaskCompletedEventId));
+      }
     }
     const childStarted = event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId;
     if (childStarted?.startsWith(childPrefix)) out.remote.add(childStarted.slice(childPrefix.length));

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { chown, lstat, mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { arch, platform, userInfo } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
+import pg from 'pg';
 import { randomToken } from './crypto.js';
 import { isPortOpen, stopChild, tail, waitFor } from './child-process.js';
 import type { Logger } from './logger.js';
@@ -19,6 +20,13 @@ export interface EmbeddedPostgresOptions {
   logger: Logger;
   /** Trade durability for speed (tests): no fsync, no synchronous commit. */
   ephemeral?: boolean;
+  /**
+   * Run in a process group of its own, so a Ctrl-C in the terminal reaches only the command that
+   * started it, which stops it last (`npm run cluster`).
+   */
+  detached?: boolean;
+  /** More server settings (`-c name=value`), after the defaults above so they win. */
+  settings?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -60,9 +68,10 @@ export class EmbeddedPostgres {
     }
     const password = (await readFile(passwordFile, 'utf8')).trim();
     const flags = ['-D', this.dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'];
+    for (const [name, value] of Object.entries(this.options.settings ?? {})) flags.push('-c', `${name}=${value}`);
     if (this.options.ephemeral) flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
     const output = tail();
-    const child = spawn(bins.postgres, flags, { ...(owner ?? {}), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(bins.postgres, flags, { ...(owner ?? {}), stdio: ['ignore', 'pipe', 'pipe'], detached: Boolean(this.options.detached) });
     this.child = child;
     child.stdout!.on('data', (c) => output.push(c));
     child.stderr!.on('data', (c) => output.push(c));
@@ -71,13 +80,16 @@ export class EmbeddedPostgres {
       exited = `exited (${signal ?? code})`;
       if (this.child === child) logger.warn({ code, signal }, 'embedded PostgreSQL exited');
     });
+    const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+    // The port opens before the server accepts sessions ("the database system is starting up",
+    // longer after an unclean stop while it recovers): ready means a session can be opened.
     await waitFor(
       'embedded PostgreSQL',
-      () => isPortOpen(port),
+      async () => (await isPortOpen(port)) && acceptsSessions(url),
       60_000,
       () => (exited ? `${exited}: ${output.text}` : undefined),
     );
-    return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+    return url;
   }
 
   /** Fast shutdown (SIGINT): open transactions roll back, committed data is flushed. */
@@ -85,6 +97,24 @@ export class EmbeddedPostgres {
     const child = this.child;
     this.child = undefined;
     await stopChild(child, 'SIGINT', 20_000);
+  }
+}
+
+/** True once a session can be opened; false while the server is starting up or shutting down. */
+async function acceptsSessions(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    await client.query('select 1');
+    return true;
+  } catch (err) {
+    // 57P03 cannot_connect_now (starting up, recovering) or a connection cut short: not yet. Any
+    // other answer of the server (a refused password, say) will not change by waiting.
+    if (!(err instanceof pg.DatabaseError) || err.code === '57P03') return false;
+    throw err;
+  } finally {
+    await client.end().catch(() => undefined);
   }
 }
 

@@ -24,7 +24,7 @@ const MAX_BATCH = 500;
  * Bucket names carry caller-chosen text (login names, forwarded addresses). A long or unusual one
  * is stored under a digest, so that it fits the column and cannot fail a batch it shares.
  */
-function storedBucket(name: string, windowSeconds: number): string {
+export function storedBucket(name: string, windowSeconds: number): string {
   // The window length is part of the key: a 60 s and a 900 s window of the same name count apart.
   const bucket = `${name}@${windowSeconds}`;
   if (bucket.length <= 200 && /^[\x20-\x7e]*$/.test(bucket)) return bucket;

@@ -46,3 +46,90 @@ describe('validateGraph', () => {
     );
   });
 });
+
+describe('validateGraph, one rule at a time', () => {
+  const t = (id: string, value: unknown = 1) => ({ id, type: 'transform', config: { value } });
+  const check = (graph: Parameters<typeof validateGraph>[0], trigger: Parameters<typeof validateGraph>[1] = manual) => validateGraph(graph, trigger, nodeTypes);
+
+  it('refuses a duplicate node id at the second node', () => {
+    expect(check({ nodes: [t('a'), t('a')], edges: [] })).toEqual([{ field: 'nodes.1.id', message: 'duplicate node id "a"' }]);
+  });
+
+  it('names an unknown node type and the known ones', () => {
+    const [problem, ...rest] = check({ nodes: [{ id: 'x', type: 'shell', config: {} }], edges: [] });
+    expect(rest).toEqual([]);
+    expect(problem!.field).toBe('nodes.0.type');
+    expect(problem!.message).toMatch(/^unknown node type "shell" \(known: .*http_request.*transform.*\)$/);
+  });
+
+  it('refuses fields a node type does not have, naming them', () => {
+    expect(check({ nodes: [{ id: 'x', type: 'transform', config: { value: 1, vaule: 2 } }], edges: [] })).toEqual([
+      { field: 'nodes.0.config', message: 'unknown field(s) vaule' },
+    ]);
+  });
+
+  it('reports a malformed expression where it is written', () => {
+    const problems = check({ nodes: [t('x', { deep: ['ok', '{{ $sum( }}'] })], edges: [] });
+    expect(problems).toHaveLength(1);
+    expect(problems[0]!.field).toBe('nodes.0.config.value.deep.1');
+  });
+
+  it('asks a node that calls out for its connection', () => {
+    expect(check({ nodes: [{ id: 'call', type: 'http_request', config: { method: 'GET', path: '/x' } }], edges: [] })).toEqual([
+      { field: 'nodes.0.connection_id', message: 'a http_request node needs a connection_id' },
+    ]);
+    expect(check({ nodes: [{ id: 'call', type: 'http_request', connection_id: 4, config: { method: 'GET', path: '/x' } }], edges: [] })).toEqual([]);
+  });
+
+  it('refuses edges to nodes that do not exist, and duplicate edges', () => {
+    expect(check({ nodes: [t('a'), t('b')], edges: [{ from: 'a', to: 'ghost' }] })).toEqual([{ field: 'edges.0.to', message: 'no node "ghost"' }]);
+    expect(
+      check({
+        nodes: [t('a'), t('b')],
+        edges: [
+          { from: 'a', to: 'b' },
+          { from: 'a', to: 'b' },
+        ],
+      }),
+    ).toEqual([{ field: 'edges', message: 'duplicate edge a -> b' }]);
+  });
+
+  it('names the branches a source can take, and refuses branches on nodes without any', () => {
+    const cond = { id: 'if', type: 'condition', config: { expression: true } };
+    expect(check({ nodes: [cond, t('b')], edges: [{ from: 'if', to: 'b', branch: 'maybe' }] })).toEqual([
+      { field: 'edges.0.branch', message: '"maybe" is not a branch of if (true, false)' },
+    ]);
+    expect(check({ nodes: [t('a'), t('b')], edges: [{ from: 'a', to: 'b', branch: 'true' }] })).toEqual([
+      { field: 'edges.0.branch', message: 'transform nodes have no branches' },
+    ]);
+    // A switch's branches are its cases and `default`.
+    const sw = { id: 'sw', type: 'switch', config: { value: 1, cases: ['red', 'blue'] } };
+    expect(check({ nodes: [sw, t('b')], edges: [{ from: 'sw', to: 'b', branch: 'blue' }] })).toEqual([]);
+    expect(check({ nodes: [sw, t('b')], edges: [{ from: 'sw', to: 'b', branch: 'green' }] })[0]!.message).toBe(
+      '"green" is not a branch of sw (red, blue, default)',
+    );
+  });
+
+  it('finds a cycle, and looks for one only once the edges are otherwise sound', () => {
+    const ring = [
+      { from: 'a', to: 'b' },
+      { from: 'b', to: 'c' },
+      { from: 'c', to: 'a' },
+    ];
+    const [problem, ...rest] = check({ nodes: [t('a'), t('b'), t('c')], edges: ring });
+    expect(rest).toEqual([]);
+    expect(problem!.field).toBe('edges');
+    expect(problem!.message).toMatch(/^the graph has a cycle: /);
+    expect(check({ nodes: [t('a'), t('b'), t('c')], edges: [...ring, { from: 'a', to: 'ghost' }] }).map((p) => p.field)).toEqual(['edges.3.to']);
+  });
+
+  it('accepts cron lines of 5 or 6 fields and @-shorthands, and nothing else', () => {
+    const schedule = (cron: string) => check({ nodes: [t('a')], edges: [] }, { type: 'schedule', config: { cron, overlap: 'skip' } });
+    for (const cron of ['*/5 * * * *', '0 30 9 * * 1-5', '@daily', '@every 90s', ' @hourly ']) expect(schedule(cron), cron).toEqual([]);
+    for (const cron of ['* * * *', '@fortnightly', '', '* * * * * * *'])
+      expect(
+        schedule(cron).map((p) => p.field),
+        cron,
+      ).toEqual(['trigger.config.cron']);
+  });
+});

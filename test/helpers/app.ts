@@ -72,6 +72,8 @@ export interface TestAppOptions {
    * `env.TEMPORAL_ADDRESS: ''`, its own Temporal dev server with the Web UI and codec listener.
    */
   embedded?: boolean;
+  /** The clock sessions and nonces expire by, for a test that moves time on instead of waiting. */
+  clock?: () => number;
 }
 
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -98,6 +100,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     embedded: options.embedded ?? false,
     roles: { api: true, worker: options.worker ?? false },
     workflowBundle: inject('workflowBundle'),
+    ...(options.clock ? { clock: options.clock } : {}),
   });
   const url = stack.urls.api!;
   const checker = new OpenApiChecker(buildOpenApi(buildApp(stack.services).routes, 'test'));

@@ -11,6 +11,8 @@ export interface ScriptStep {
   /** Stream: send a broken event and end; JSON: send a body that is not JSON. */
   malformed?: boolean;
   delayMs?: number;
+  /** Hold the answer until this settles: a call kept in flight for exactly as long as the test needs. */
+  until?: Promise<unknown>;
   /** Pause between streamed chunks. */
   chunkDelayMs?: number;
   /** Stream this many text pieces `@<Date.now() at sending>;` instead of `text` (latency benchmarks). */
@@ -53,6 +55,7 @@ async function serve(path: string, write: Writer): Promise<FakeProvider> {
       requests.push(seen);
       const step = queue.shift() ?? { text: 'ok' };
       if (step.delayMs) await pause(step.delayMs);
+      if (step.until) await step.until.catch(() => undefined);
       if (step.status) {
         res.writeHead(step.status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `scripted ${step.status}` } }));
         return;

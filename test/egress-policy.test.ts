@@ -1,0 +1,167 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EgressDeniedError, EgressPolicy, TooManyRedirectsError, parseEgressAllow } from '../src/platform/egress.js';
+
+/**
+ * EgressPolicy.fetch against loopback servers, without the rest of the service: what it connects
+ * to, redirects and credentials. The address checks and SVC_EGRESS_ALLOW's parser are tested beside
+ * the code (src/platform/egress.test.ts); what a workflow, a probe or a webhook reaches through the
+ * running service is test/egress.test.ts.
+ */
+
+interface Seen {
+  url: string;
+  method: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** A loopback server on `host`, answering with `answer` and recording what it received. */
+async function server(host: string, answer: (req: Seen) => { status?: number; headers?: Record<string, string>; body?: string } = () => ({})) {
+  const seen: Seen[] = [];
+  const s: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      const request = { url: req.url ?? '/', method: req.method ?? 'GET', headers: req.headers, body };
+      seen.push(request);
+      const a = answer(request);
+      res.writeHead(a.status ?? 200, a.headers ?? {}).end(a.body ?? 'ok');
+    });
+  });
+  await new Promise<void>((ok) => s.listen(0, host, ok));
+  const port = (s.address() as { port: number }).port;
+  return { seen, port, url: `http://${host}:${port}`, close: () => new Promise<void>((ok) => (s.closeAllConnections(), s.close(() => ok()))) };
+}
+
+describe('EgressPolicy.fetch', () => {
+  let inside: Awaited<ReturnType<typeof server>>;
+  let allowed: Awaited<ReturnType<typeof server>>;
+  let other: Awaited<ReturnType<typeof server>>;
+  let policy: EgressPolicy;
+  beforeAll(async () => {
+    // Something on 127.0.0.1 no user may reach (as the codec listener or the Temporal UI are), and
+    // two targets on 127.0.0.2, which the allow list names.
+    inside = await server('127.0.0.1');
+    other = await server('127.0.0.2');
+    allowed = await server('127.0.0.2', (req) => {
+      // /hop/1 redirects to /hop/2 and so on up to /hop/7: six redirects.
+      const hop = /^\/hop\/(\d+)$/.exec(req.url);
+      if (hop && Number(hop[1]) < 7) return { status: 302, headers: { location: `/hop/${Number(hop[1]) + 1}` } };
+      const to = new URLSearchParams(req.url.split('?')[1] ?? '').get('to');
+      if (to) return { status: Number(new URLSearchParams(req.url.split('?')[1]).get('status') ?? 307), headers: { location: to } };
+      return {};
+    });
+    policy = new EgressPolicy(parseEgressAllow('127.0.0.2'), 5);
+  });
+  afterAll(async () => {
+    await Promise.all([inside.close(), allowed.close(), other.close(), policy.close()]);
+  });
+
+  const denied = (promise: Promise<unknown>) => expect(promise).rejects.toBeInstanceOf(EgressDeniedError);
+
+  it('refuses a reserved address written in the URL, in every spelling, before connecting', async () => {
+    const port = inside.port;
+    for (const url of [
+      `http://127.0.0.1:${port}/`,
+      `http://2130706433:${port}/`,
+      `http://0x7f.1:${port}/`,
+      `http://[::ffff:127.0.0.1]:${port}/`,
+      `http://0.0.0.0:${port}/`,
+    ]) {
+      await denied(policy.fetch(new URL(url), {}));
+    }
+    await denied(policy.fetch(new URL(`file:///etc/passwd`), {}));
+    expect(inside.seen).toEqual([]);
+  });
+
+  it('refuses a name that resolves to a reserved address, when it connects', async () => {
+    await denied(policy.fetch(new URL(`http://localhost:${inside.port}/`), {}));
+    expect(inside.seen).toEqual([]);
+  });
+
+  it('resolves a name when it connects and connects to the address it checked (DNS rebinding)', async () => {
+    let answers = 0;
+    // A name server that answers an allowed address first and loopback after.
+    const rebinding = new EgressPolicy(parseEgressAllow('127.0.0.2'), 5, async () => [{ address: answers++ === 0 ? '127.0.0.2' : '127.0.0.1', family: 4 }]);
+    try {
+      expect((await rebinding.fetch(new URL(`http://rebind.example:${allowed.port}/first`), {})).status).toBe(200);
+      expect(allowed.seen.at(-1)).toMatchObject({ url: '/first', headers: { host: `rebind.example:${allowed.port}` } });
+      await denied(rebinding.fetch(new URL(`http://rebind.example:${inside.port}/second`), {}));
+      // Several answers: the connection goes to one the policy allows, never to the others.
+      const mixed = new EgressPolicy(parseEgressAllow('127.0.0.2'), 5, async () => [
+        { address: '127.0.0.1', family: 4 },
+        { address: '127.0.0.2', family: 4 },
+      ]);
+      expect((await mixed.fetch(new URL(`http://mixed.example:${allowed.port}/mixed`), {})).status).toBe(200);
+      await mixed.close();
+    } finally {
+      await rebinding.close();
+    }
+    expect(inside.seen).toEqual([]);
+  });
+
+  it('follows redirects within the policy, checking every hop', async () => {
+    const ok = await policy.fetch(new URL(`${allowed.url}/?to=${encodeURIComponent(`${other.url}/landed`)}`), {});
+    expect(ok.status).toBe(200);
+    expect(other.seen.at(-1)!.url).toBe('/landed');
+    for (const to of [`http://127.0.0.1:${inside.port}/decode`, `http://localhost:${inside.port}/`, `http://[::1]:${inside.port}/`]) {
+      await denied(policy.fetch(new URL(`${allowed.url}/?to=${encodeURIComponent(to)}`), {}));
+    }
+    expect(inside.seen).toEqual([]);
+  });
+
+  it('caps redirects', async () => {
+    expect((await policy.fetch(new URL(`${allowed.url}/hop/1`), {}, { maxRedirects: 10 })).status).toBe(200);
+    await expect(policy.fetch(new URL(`${allowed.url}/hop/1`), {})).rejects.toBeInstanceOf(TooManyRedirectsError);
+    const unfollowed = await policy.fetch(new URL(`${allowed.url}/hop/1`), {}, { maxRedirects: 0 });
+    expect(unfollowed.status).toBe(302);
+  });
+
+  it('sends a credential to its own origin only, and drops Authorization and Cookie on leaving it', async () => {
+    const credential = { origin: allowed.url, apply: (h: Record<string, string>) => void (h['x-api-key'] = 'the-secret') };
+    const headers = { authorization: 'Bearer caller-token', cookie: 'a=b', 'x-trace': 'kept' };
+    other.seen.length = 0;
+    await policy.fetch(new URL(`${allowed.url}/?to=${encodeURIComponent(`${other.url}/away`)}`), { headers }, { credential });
+    expect(allowed.seen.at(-1)!.headers['x-api-key']).toBe('the-secret');
+    const away = other.seen.at(-1)!;
+    expect(away.headers['x-api-key']).toBeUndefined();
+    expect(away.headers.authorization).toBeUndefined();
+    expect(away.headers.cookie).toBeUndefined();
+    expect(away.headers['x-trace']).toBe('kept');
+    // A redirect that stays on the origin keeps the credential.
+    await policy.fetch(new URL(`${allowed.url}/?to=${encodeURIComponent('/same-origin')}`), { headers }, { credential });
+    expect(allowed.seen.at(-1)).toMatchObject({ url: '/same-origin', headers: { 'x-api-key': 'the-secret', authorization: 'Bearer caller-token' } });
+  });
+
+  it('turns a POST into a GET without body on 303, and keeps it on 307', async () => {
+    await policy.fetch(new URL(`${allowed.url}/?status=303&to=%2Fafter-303`), {
+      method: 'POST',
+      body: '{"x":1}',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(allowed.seen.at(-1)).toMatchObject({ url: '/after-303', method: 'GET', body: '' });
+    await policy.fetch(new URL(`${allowed.url}/?status=307&to=%2Fafter-307`), {
+      method: 'POST',
+      body: '{"x":1}',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(allowed.seen.at(-1)).toMatchObject({ url: '/after-307', method: 'POST', body: '{"x":1}' });
+  });
+
+  it('lets the allow list name a host, an address or a range, with or without a port', async () => {
+    const byName = new EgressPolicy(parseEgressAllow(`localhost:${inside.port}`), 5);
+    const byRange = new EgressPolicy(parseEgressAllow(`127.0.0.0/8:${inside.port}`), 5);
+    try {
+      expect((await byName.fetch(new URL(`http://localhost:${inside.port}/by-name`), {})).status).toBe(200);
+      // The name is allowed, not the address written out, nor another port.
+      await denied(byName.fetch(new URL(`http://127.0.0.1:${inside.port}/`), {}));
+      await denied(byName.fetch(new URL(`http://localhost:${allowed.port}/`), {}));
+      expect((await byRange.fetch(new URL(`http://127.0.0.1:${inside.port}/by-range`), {})).status).toBe(200);
+      await denied(byRange.fetch(new URL(`${allowed.url}/`), {}));
+    } finally {
+      await Promise.all([byName.close(), byRange.close()]);
+    }
+    expect(inside.seen.map((r) => r.url)).toEqual(['/by-name', '/by-range']);
+  });
+});
