@@ -67,6 +67,8 @@ const CONCURRENCY = 50;
 const RUNS_PER_ROUND = Math.max(2, Math.round(6 * scale));
 const THROUGHPUT_RUNS = Math.max(50, Math.round(200 * scale));
 const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
+/** The least and the most of a round's figures. */
+const range = (figures: number[]) => `${round(Math.min(...figures))}–${round(Math.max(...figures))}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Mean of `n` sequential calls, in ms. */
@@ -91,6 +93,8 @@ interface Spent {
   figures: number[];
   runs: number;
   cpu: { app: number; temporal: number; postgres: number };
+  /** The process's CPU ms per run of each round (ours; bare: worker and client). */
+  appCpuRounds: number[];
   persistenceWrites: number;
   temporalWritten: number;
   /** Exact at once: write transactions (transaction ids taken) and WAL. */
@@ -252,31 +256,35 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
     for (const [op, count] of b.persistence) if (isWriteOperation(op)) n += count - (a.persistence.get(op) ?? 0);
     return n;
   };
-  /** One side's rounds of a workload, between two readings; the histories it left, read after. */
-  const spend = async (appPid: number, roundOf: (runs: number) => Promise<number>, runsPerRound: number): Promise<Spent> => {
+  const emptySpent = (): Spent => ({
+    figures: [],
+    runs: 0,
+    cpu: { app: 0, temporal: 0, postgres: 0 },
+    appCpuRounds: [],
+    persistenceWrites: 0,
+    temporalWritten: 0,
+    pgInstant: { writeXacts: 0, walBytes: 0 },
+    history: { workflows: 0, events: 0, bytes: 0, stateTransitions: 0 },
+  });
+  /** One round of one side, between two readings, added to `s`; the histories it left, read after. */
+  const spendRound = async (s: Spent, appPid: number, roundOf: (runs: number) => Promise<number>, runs: number): Promise<void> => {
     const before = await reading(appPid);
-    const figures: number[] = [];
-    const perRound: number[] = [];
-    for (let i = 0; i < ROUNDS; i++) {
-      const cpu = cpuMs(appPid);
-      figures.push(await roundOf(runsPerRound));
-      perRound.push((cpuMs(appPid) - cpu) / runsPerRound);
-    }
+    s.figures.push(await roundOf(runs));
     const after = await reading(appPid);
-    logger.warn({ pid: appPid, figures: figures.map(round), cpuMsPerRunByRound: perRound.map(round) }, 'rounds');
-    return {
-      figures,
-      runs: ROUNDS * runsPerRound,
-      cpu: {
-        app: after.cpu.app - before.cpu.app,
-        temporal: after.cpu.temporal - before.cpu.temporal,
-        postgres: after.cpu.postgres - before.cpu.postgres,
-      },
-      persistenceWrites: persistenceWrites(before, after),
-      temporalWritten: after.temporalWritten - before.temporalWritten,
-      pgInstant: { writeXacts: after.pg.nextXid - before.pg.nextXid, walBytes: after.pg.walBytes - before.pg.walBytes },
-      history: await historiesBetween(temporal, before.at, after.at),
-    };
+    s.runs += runs;
+    s.cpu.app += after.cpu.app - before.cpu.app;
+    s.cpu.temporal += after.cpu.temporal - before.cpu.temporal;
+    s.cpu.postgres += after.cpu.postgres - before.cpu.postgres;
+    s.appCpuRounds.push((after.cpu.app - before.cpu.app) / runs);
+    s.persistenceWrites += persistenceWrites(before, after);
+    s.temporalWritten += after.temporalWritten - before.temporalWritten;
+    s.pgInstant.writeXacts += after.pg.nextXid - before.pg.nextXid;
+    s.pgInstant.walBytes += after.pg.walBytes - before.pg.walBytes;
+    const h = await historiesBetween(temporal, before.at, after.at);
+    s.history.workflows += h.workflows;
+    s.history.events += h.events;
+    s.history.bytes += h.bytes;
+    s.history.stateTransitions += h.stateTransitions;
   };
 
   // Warm every workload up on both sides, then let PostgreSQL's statistics settle (and read what
@@ -306,8 +314,8 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
     'idle: all processes up, no workload',
   );
 
-  // Each workload: the bare SDK's rounds, then ours. pg_stat_database's count of ours is read
-  // once it has settled, after the next workload's bare rounds (which write nothing to it).
+  // pg_stat_database's count of a workload is read once it has settled (10 s after ours' last
+  // transaction): all of it is ours' (the bare SDK writes nothing to PostgreSQL).
   const spent: { workload: Workload; bare: Spent; ours: Spent }[] = [];
   let settled = idleTo.pg;
   let lastOurs = 0;
@@ -318,11 +326,25 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
     if (previous && !previous.ours.pgSettled) previous.ours.pgSettled = { xacts: now.xacts - settled.xacts, rows: now.rows - settled.rows };
     settled = now;
   };
+  // Interleaved: a round of the bare SDK, a round of ours, and again, so that both meet the same
+  // machine (two cores, shared) in each stretch of time.
   for (const w of workloads) {
-    const b = await spend(bare.pid, w.bare, w.runsPerRound);
     await settle();
-    const o = await spend(w.ours.process.pid, w.ours.round, w.runsPerRound);
+    const b = emptySpent();
+    const o = emptySpent();
+    for (let i = 0; i < ROUNDS; i++) {
+      await spendRound(b, bare.pid, w.bare, w.runsPerRound);
+      await spendRound(o, w.ours.process.pid, w.ours.round, w.runsPerRound);
+    }
     lastOurs = Date.now();
+    logger.warn(
+      {
+        workload: w.name,
+        figures: { bare: b.figures.map(round), ours: o.figures.map(round) },
+        cpuMsPerRun: { bare: b.appCpuRounds.map(round), ours: o.appCpuRounds.map(round) },
+      },
+      'rounds',
+    );
     spent.push({ workload: w, bare: b, ours: o });
   }
   await settle();
@@ -330,7 +352,8 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
   // The table: the limit, each workload's time (pure nodes as local activities beside the no-op
   // chain's), then each workload's cost, then the time-only rows.
   for (const { workload: w, bare: b, ours: o } of spent) {
-    rows.push(w.timeRow(median(b.figures), median(o.figures)));
+    const time = w.timeRow(median(b.figures), median(o.figures));
+    rows.push({ ...time, metric: `${time.metric} (rounds: bare ${range(b.figures)}, ours ${range(o.figures)})` });
     if (w.nodesPerRun === CHAIN && !COST_ONLY) {
       await runOurs(pureChain);
       const localFigures: number[] = [];
@@ -359,11 +382,12 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       ratio: round(ov - bv),
       ...(max === undefined ? {} : { target: `<= +${max} ${unit}`, pass: ov - bv <= max }),
     });
+    const perNode = (v: number) => v / (w.per === 'node' ? w.nodesPerRun : 1);
     const cpuTotal = (s: Spent) => s.cpu.app + s.cpu.temporal + s.cpu.postgres;
     const out: BenchRow[] = [
       row(
         bench,
-        `CPU ms per ${u}: our process (API + worker) vs the bare SDK's (worker + client)`,
+        `CPU ms per ${u}: our process (API + worker) vs the bare SDK's (worker + client) (rounds: bare ${range(b.appCpuRounds.map(perNode))}, ours ${range(o.appCpuRounds.map(perNode))})`,
         'ms',
         per(b, b.cpu.app),
         per(o, o.cpu.app),
