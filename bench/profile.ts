@@ -231,6 +231,43 @@ function resolver(transform: Transform | undefined, dir: string) {
 
 const own = (area: string) => area === 'activities' || area === 'workflows' || area.startsWith('src/') || area === 'src';
 
+const TEMPORAL_SDK = /^(@temporalio\/|rxjs$|@grpc\/|protobufjs$|@protobufjs\/|long$|proto3-json-serializer$)/;
+const PG_CLIENT = /^(pg|pg-protocol|pg-pool|knex|tarn|@mikro-orm\/.*)$/;
+const isNodeOrV8 = (area: string) => area.startsWith('node:') || area.startsWith('(');
+
+/**
+ * What a sample of a thread was doing, in the terms the cost notes use (docs/performance.md):
+ * socket writes (by who wrote: the PostgreSQL client or an HTTP response), the payload codec,
+ * waiting for a run's result, egress checks and undici, the Temporal SDK's own code (its core
+ * bridge, worker, client, rxjs, gRPC over http2, protobuf and the workflow thread's postMessage),
+ * the PostgreSQL client, Koa, the rest of our code. A stack is read from its leaf up: Node's and
+ * V8's frames count for the nearest package or directory that called them.
+ */
+function categoryOf(stack: { area: string; name: string; fn: string; url: string }[]): string {
+  const leaf = stack[0]!;
+  const has = (test: (f: (typeof stack)[number]) => boolean) => stack.some(test);
+  if (leaf.fn === 'writev' || leaf.fn === 'writeGeneric' || leaf.fn === 'writevGeneric') {
+    if (has((f) => PG_CLIENT.test(f.area))) return 'socket writes (writev): PostgreSQL queries';
+    if (has((f) => f.area === 'koa' || f.area === 'src/http' || f.url.startsWith('node:_http'))) return 'socket writes (writev): HTTP responses';
+    return 'socket writes (writev): other';
+  }
+  if (has((f) => f.name.includes('src/temporal/codec.ts') || /^(encryptBytes|decryptBytes) /.test(f.name))) return 'payload codec (AES-GCM)';
+  if (has((f) => f.name.startsWith('waitForResult '))) return "waiting for a run's result (API)";
+  if (has((f) => f.name.includes('src/platform/egress.ts') || f.area === 'undici')) return "egress checks and undici (the node's HTTP call)";
+  if (leaf.fn === 'postMessage' || has((f) => f.url.startsWith('node:internal/worker'))) return 'Temporal SDK: workflow thread postMessage (activations)';
+  if (has((f) => f.url.startsWith('node:internal/http2'))) return 'Temporal SDK: gRPC over http2 (client)';
+  if (leaf.fn === '(garbage collector)') return '(garbage collector)';
+  if (leaf.fn === '(program)') return '(program: V8 and native, no JavaScript stack)';
+  const owner = stack.find((f) => !isNodeOrV8(f.area))?.area;
+  if (owner === undefined) return 'Node.js and V8 with no package on the stack (timers, microtasks, sockets)';
+  if (TEMPORAL_SDK.test(owner))
+    return `Temporal SDK: ${owner.startsWith('@temporalio/') ? owner : owner === 'rxjs' ? 'rxjs (worker)' : `${owner} (gRPC, protobuf)`}`;
+  if (PG_CLIENT.test(owner)) return 'PostgreSQL client (pg, knex, MikroORM), but for its writes';
+  if (owner === 'koa' || owner === '@koa/router' || owner.startsWith('koa-')) return 'Koa and its router';
+  if (own(owner)) return `our code: ${owner}`;
+  return `other packages: ${owner}`;
+}
+
 /** The profiles in `dir` restricted to [from, to] (µs, monotonic), summarised. */
 function summarise(transform: Transform | undefined, dir: string, w: Window): string {
   const { from, to } = w;
@@ -262,6 +299,7 @@ function summarise(transform: Transform | undefined, dir: string, w: Window): st
     const selfArea = new Map<string, number>();
     const inclusiveArea = new Map<string, number>();
     const inclusiveOwn = new Map<string, number>();
+    const category = new Map<string, number>();
     let busy = 0;
     let idle = 0;
     for (let i = 0; i < profile.samples.length - 1; i++) {
@@ -276,20 +314,26 @@ function summarise(transform: Transform | undefined, dir: string, w: Window): st
       const { area, name } = frameOf(node.callFrame);
       self.set(name, (self.get(name) ?? 0) + ms);
       selfArea.set(area, (selfArea.get(area) ?? 0) + ms);
+      const stack: { area: string; name: string; fn: string; url: string }[] = [];
       const seenArea = new Set<string>();
       const seenOwn = new Set<string>();
       for (let id: number | undefined = node.id; id !== undefined; id = parent.get(id)) {
         const f = byId.get(id)!.callFrame;
         if (f.functionName === '(root)') continue;
         const { area: a, name: n } = frameOf(f);
+        stack.push({ area: a, name: n, fn: f.functionName, url: f.url });
         seenArea.add(a);
         if (own(a)) seenOwn.add(n);
       }
       for (const a of seenArea) inclusiveArea.set(a, (inclusiveArea.get(a) ?? 0) + ms);
       for (const f of seenOwn) inclusiveOwn.set(f, (inclusiveOwn.get(f) ?? 0) + ms);
+      const c = stack.length ? categoryOf(stack) : '(root)';
+      category.set(c, (category.get(c) ?? 0) + ms);
     }
     sampledBusy += busy;
     if (busy < 1) continue;
+    const wall = (to - from) / 1000;
+    const temporalSdk = [...category.entries()].filter(([k]) => k.startsWith('Temporal SDK')).reduce((sum, [, v]) => sum + v, 0);
     const top = (m: Map<string, number>, n: number) =>
       [...m.entries()]
         .sort((a, b) => b[1] - a[1])
@@ -300,6 +344,23 @@ function summarise(transform: Transform | undefined, dir: string, w: Window): st
       `## ${file}`,
       '',
       `Busy ${round(busy)} ms (${round(busy / units)} ms per ${unit}), idle ${round(idle)} ms.`,
+      '',
+      `What the thread did, of its wall time over the window (${round(wall)} ms) and of its busy time (each sample counted once, in the first of these that fits: socket writes, the codec, waiting for a result, egress; else the nearest package or directory on its stack):`,
+      '',
+      `| what | ms | share of wall | share of busy | ms per ${unit} |`,
+      '|---|---|---|---|---|',
+      `| idle | ${round(idle)} | ${round((100 * idle) / wall)} % | – | – |`,
+      ...[...category.entries()]
+        .sort((a, b) => b[1] - a[1])
+        .reduce<[string, number][]>((list, [k, v]) => {
+          // The first 25 on their own, the rest in one row.
+          if (list.length < 25) list.push([k, v]);
+          else if (list.length === 25) list.push(['the rest', v]);
+          else list[25]![1] += v;
+          return list;
+        }, [])
+        .map(([k, v]) => `| ${k} | ${round(v)} | ${round((100 * v) / wall)} % | ${round((100 * v) / busy)} % | ${round(v / units)} |`),
+      `| **Temporal SDK in all** | ${round(temporalSdk)} | ${round((100 * temporalSdk) / wall)} % | ${round((100 * temporalSdk) / busy)} % | ${round(temporalSdk / units)} |`,
       '',
       'Self time by package or directory:',
       '',
