@@ -95,7 +95,15 @@ export async function startBare(temporalAddress: string, taskQueue: string, node
   let failed!: (err: Error) => void;
   const started = new Promise<void>((resolve, reject) => ((ready = resolve), (failed = reject)));
   createInterface({ input: child.stdout! }).on('line', (line) => {
-    const message = JSON.parse(line) as BareAnswer | { ready: true };
+    // The protocol's lines are JSON; anything else (the Temporal core's own log, which it prints
+    // to stdout as the worker shuts down) goes with stderr's tail.
+    let message: BareAnswer | { ready: true };
+    try {
+      message = JSON.parse(line) as BareAnswer | { ready: true };
+    } catch {
+      output.push(Buffer.from(line + '\n'));
+      return;
+    }
     if ('ready' in message) return ready();
     pending.get(message.id)?.(message);
     pending.delete(message.id);
