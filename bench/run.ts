@@ -70,7 +70,7 @@ const costSection = costRows.length
       COST_START,
       '## What a run costs',
       '',
-      `${costOnly ? when : 'From the run above.'} Each workload is run by ours and by the bare SDK in interleaved rounds; time figures are medians of the rounds (range in brackets in the log), cost figures the totals over the rounds divided by the runs (or nodes). Ratios are ours / bare SDK.`,
+      `${costOnly ? when : 'From the run above.'} Each workload is run by ours and by the bare SDK in interleaved rounds; time figures are medians of the rounds, cost figures the totals over the rounds divided by the runs (or nodes); "rounds:" in a metric gives the range of its figure over the rounds. Ratios are ours / bare SDK.`,
       '',
       tables(costRows),
       COST_END,
