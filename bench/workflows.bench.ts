@@ -33,6 +33,7 @@ import { rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
 import { bundleWorkflows } from '../src/temporal/worker.js';
@@ -349,6 +350,24 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
   }
   await settle();
 
+  // A check of the history counts read from the visibility store: a few one-node runs of each
+  // side, their whole histories fetched and their events listed (in the log).
+  const sample: Record<'bare' | 'ours', { events: number; types: string[] }[]> = { bare: [], ours: [] };
+  const eventsOf = async (workflowId: string) => {
+    const events = (await temporal.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+    return {
+      events: events.length,
+      types: events.map((e) => (proto.temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType)).replace(/^EVENT_TYPE_/, '')),
+    };
+  };
+  for (let i = 0; i < 3; i++) {
+    const [bareId] = (await bare.run({ type: 'bareHttpChain', args: [1, target.url], total: 1, concurrency: 1 })).workflowIds;
+    sample.bare.push(await eventsOf(bareId!));
+    sample.ours.push(await eventsOf(`bench-ours-execution-${await runOurs(oneHttp, { i })}`));
+  }
+  logger.warn({ sample }, 'one-node runs: their histories, fetched');
+  const sampledEvents = (side: 'bare' | 'ours') => median(sample[side].map((h) => h.events));
+
   // The table: the limit, each workload's time (pure nodes as local activities beside the no-op
   // chain's), then each workload's cost, then the time-only rows.
   for (const { workload: w, bare: b, ours: o } of spent) {
@@ -398,6 +417,14 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       row(bench, `CPU ms per ${u}: all three`, 'ms', per(b, cpuTotal(b)), per(o, cpuTotal(o)), {}),
       added(`PostgreSQL transactions per ${u} (xact_commit + xact_rollback)`, 'xacts', 0, per(o, o.pgSettled?.xacts ?? NaN)),
       added(`Temporal history events per ${u}`, 'events', per(b, b.history.events), per(o, o.history.events), oneNode ? 3 : undefined),
+      ...(oneNode
+        ? [
+            {
+              ...added('Temporal history events of 3 sampled runs, fetched whole (median)', 'events', sampledEvents('bare'), sampledEvents('ours')),
+              detail: true,
+            },
+          ]
+        : []),
       row(bench, `Temporal persistence writes per ${u}`, 'writes', per(b, b.persistenceWrites), per(o, o.persistenceWrites), {}),
       // Details: below the main table.
       { ...added(`PostgreSQL rows inserted + updated + deleted per ${u}`, 'rows', 0, per(o, o.pgSettled?.rows ?? NaN)), detail: true },
