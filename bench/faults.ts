@@ -60,7 +60,10 @@ export const defaultFaultOptions: FaultOptions = {
 };
 
 interface Attempt {
+  /** The phase the request was sent in. */
   phase: string;
+  /** The phase its answer (or its failure) came in: a dependency may have gone down in between. */
+  answeredIn?: string;
   /** The Idempotency-Key of the request this attempt belongs to. */
   key: string;
   at: number;
@@ -74,7 +77,11 @@ interface Attempt {
 export interface FaultReport {
   requests: number;
   accepted: number;
-  unavailable: { phase: string; dependency: string | undefined }[];
+  /**
+   * 503 answers, by the phase the answer came in (a request sent just before a dependency went
+   * down is answered while it is down) and the phase the request was sent in.
+   */
+  unavailable: { phase: string; sentIn: string; dependency: string | undefined }[];
   /** Requests answered with something other than 2xx or the 503 envelope, or not at all. */
   unexpected: Attempt[];
   hangs: Attempt[];
@@ -241,6 +248,7 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
             a.error = (err as Error).name === 'TimeoutError' ? 'hang' : (err as Error).message;
           } finally {
             a.ms = performance.now() - started;
+            a.answeredIn = phase;
           }
           if (a.executionId !== undefined || a.status !== 503 || !retrying) return;
           await sleep(1000);
@@ -345,7 +353,7 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
       recoveryMs: recovery,
       requests: attempts.length,
       accepted: accepted.length,
-      unavailable: refused.map((a) => ({ phase: a.phase, dependency: a.error })),
+      unavailable: refused.map((a) => ({ phase: a.answeredIn ?? a.phase, sentIn: a.phase, dependency: a.error })),
       unexpected: attempts.filter((a) => !(a.status >= 200 && a.status < 300) && !(a.status === 503 && a.envelope)),
       hangs: attempts.filter((a) => a.error === 'hang'),
       latency: { p50: Math.round(percentile(latencies, 50)), p99: Math.round(percentile(latencies, 99)), max: Math.round(Math.max(...latencies)) },
@@ -364,8 +372,8 @@ export async function runFaultScenario(partial: Partial<FaultOptions> = {}): Pro
       workerExits,
       problems,
     };
-    if (!refused.some((a) => a.phase === 'temporal down')) problems.push('no 503 while Temporal was down');
-    if (!refused.some((a) => a.phase === 'postgresql down')) problems.push('no 503 while PostgreSQL was down');
+    if (!report.unavailable.some((u) => u.phase === 'temporal down')) problems.push('no 503 while Temporal was down');
+    if (!report.unavailable.some((u) => u.phase === 'postgresql down')) problems.push('no 503 while PostgreSQL was down');
     if (report.unexpected.length) problems.push(`${report.unexpected.length} requests answered neither 2xx nor the 503 envelope`);
     if (report.hangs.length) problems.push(`${report.hangs.length} requests unanswered after ${o.hangMs} ms`);
     if (report.notFinished.length) problems.push(`${report.notFinished.length} runs still running after ${o.drainMs} ms`);

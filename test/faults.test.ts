@@ -25,7 +25,10 @@ describe('faults under load', () => {
     const refusedIn = new Set(report.unavailable.map((u) => u.phase));
     expect(refusedIn).toContain('temporal down');
     expect(refusedIn).toContain('postgresql down');
-    for (const phase of ['calm', 'worker down', 'after worker restart']) expect(refusedIn.has(phase), phase).toBe(false);
+    // A 503 counts in the phase its answer came in: a request sent in the last moment of a calm
+    // phase may be answered once the next outage has begun.
+    const refusals = JSON.stringify(report.unavailable);
+    for (const phase of ['calm', 'worker down', 'after worker restart']) expect(refusedIn.has(phase), `${phase}: ${refusals}`).toBe(false);
     expect(report.unavailable.every((u) => /^service_unavailable \((temporal|postgresql)\)$/.test(u.dependency ?? ''))).toBe(true);
   }, 420_000);
 });

@@ -1,4 +1,5 @@
 import { isGrpcDeadlineError } from '@temporalio/client';
+import type { Payload } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import { NODE_FINISHED_MEMO, NODE_HISTORY_MEMO, NODE_STARTED_MEMO, childWorkflowId, nodeActivityId, type NodeFinishedMemo } from '../../workflows/defs.js';
 import type { TemporalHandle } from '../temporal/connection.js';
@@ -68,71 +69,96 @@ async function* events(handle: TemporalHandle, workflowId: string, runId: string
   } while (nextPageToken?.length);
 }
 
+/** What a scan of one run's history carries from event to event. */
+export interface NodeEventScan {
+  out: NodeEvents;
+  /** Scheduled event id -> its activity id, to tell which node an activity's end belongs to. */
+  scheduled: Map<number, string>;
+  /** The workflow id this run's child runs start with (`childWorkflowId(workflowId, '')`). */
+  childPrefix: string;
+}
+
 /** Scans a run's history; with `untilReset`, stops at the event a reset run begins with. */
 export async function readNodeEvents(handle: TemporalHandle, workflowId: string, runId: string, options: { untilReset?: boolean } = {}): Promise<NodeEvents> {
-  const out: NodeEvents = { started: new Map(), finished: new Map(), remote: new Set(), exact: false };
-  const scheduled = new Map<number, string>();
-  const childPrefix = childWorkflowId(workflowId, '');
+  const scan: NodeEventScan = {
+    out: { started: new Map(), finished: new Map(), remote: new Set(), exact: false },
+    scheduled: new Map(),
+    childPrefix: childWorkflowId(workflowId, ''),
+  };
   for await (const event of events(handle, workflowId, runId)) {
-    const id = Number(event.eventId);
-    const failed = event.workflowTaskFailedEventAttributes;
-    if (failed && Number(failed.cause) === RESET_WORKFLOW_CAUSE) {
-      out.reset = { baseRunId: failed.baseRunId ?? '', reason: failed.failure?.message ?? '', lastKeptEventId: id - 1 };
-      if (options.untilReset) break;
-    }
-    const memo = event.workflowPropertiesModifiedEventAttributes;
-    if (memo?.upsertedMemo?.fields) {
-      const task = Number(memo.workflowTaskCompletedEventId);
-      const { [NODE_STARTED_MEMO]: node, [NODE_FINISHED_MEMO]: finished, [NODE_HISTORY_MEMO]: lean } = memo.upsertedMemo.fields;
-      if (lean) out.exact = true;
-      if (node) {
-        const nodeId = (await handle.decode(node)) as string;
-        if (!out.started.has(nodeId)) out.started.set(nodeId, task);
-      }
-      if (finished) {
-        const value = (await handle.decode(finished)) as NodeFinishedMemo;
-        out.exact = true;
-        const known = out.finished.get(value.node);
-        out.finished.set(value.node, { ...known, task: known?.task ?? task, local: value.local });
-      }
-    }
-    const schedule = event.activityTaskScheduledEventAttributes;
-    const activityId = schedule?.activityId;
-    if (activityId) {
-      scheduled.set(id, activityId);
-      if (activityId.startsWith('node:')) {
-        const node = activityId.slice(5);
-        out.remote.add(node);
-        // In a lean run this is the node's only start mark; in others a memo of the same task came first.
-        if (!out.started.has(node)) out.started.set(node, Number(schedule.workflowTaskCompletedEventId));
-      }
-    }
-    const childStarted = event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId;
-    if (childStarted?.startsWith(childPrefix)) out.remote.add(childStarted.slice(childPrefix.length));
-    const ended =
-      event.activityTaskCompletedEventAttributes ??
-      event.activityTaskFailedEventAttributes ??
-      event.activityTaskTimedOutEventAttributes ??
-      event.activityTaskCanceledEventAttributes;
-    if (ended) {
-      const node = scheduled.get(Number(ended.scheduledEventId))?.replace(/^node:/, '');
-      if (node !== undefined && nodeActivityId(node) === scheduled.get(Number(ended.scheduledEventId))) {
-        out.finished.set(node, { ...out.finished.get(node), event: out.finished.get(node)?.event ?? id });
-      }
-    }
-    const child =
-      event.childWorkflowExecutionCompletedEventAttributes ??
-      event.childWorkflowExecutionFailedEventAttributes ??
-      event.childWorkflowExecutionCanceledEventAttributes ??
-      event.childWorkflowExecutionTimedOutEventAttributes ??
-      event.childWorkflowExecutionTerminatedEventAttributes;
-    const childId = child?.workflowExecution?.workflowId;
-    if (childId?.startsWith(childPrefix)) {
-      const node = childId.slice(childPrefix.length);
-      out.finished.set(node, { ...out.finished.get(node), event: out.finished.get(node)?.event ?? id });
+    if (noteReset(scan.out, event) && options.untilReset) break;
+    await noteMemos(scan.out, event, (payload) => handle.decode(payload));
+    noteServerEvent(scan, event);
+  }
+  return scan.out;
+}
+
+/** Notes the event a reset run begins with (its first workflow task, failed for the reset); whether it is one. */
+export function noteReset(out: NodeEvents, event: HistoryEvent): boolean {
+  const failed = event.workflowTaskFailedEventAttributes;
+  if (!failed || Number(failed.cause) !== RESET_WORKFLOW_CAUSE) return false;
+  out.reset = { baseRunId: failed.baseRunId ?? '', reason: failed.failure?.message ?? '', lastKeptEventId: Number(event.eventId) - 1 };
+  return true;
+}
+
+/** Notes the node memos the graph workflow upserted: a node's start, its finish, a lean run. */
+export async function noteMemos(out: NodeEvents, event: HistoryEvent, decode: (payload: Payload) => Promise<unknown>): Promise<void> {
+  const memo = event.workflowPropertiesModifiedEventAttributes;
+  if (!memo?.upsertedMemo?.fields) return;
+  const task = Number(memo.workflowTaskCompletedEventId);
+  const { [NODE_STARTED_MEMO]: node, [NODE_FINISHED_MEMO]: finished, [NODE_HISTORY_MEMO]: lean } = memo.upsertedMemo.fields;
+  if (lean) out.exact = true;
+  if (node) {
+    const nodeId = (await decode(node)) as string;
+    if (!out.started.has(nodeId)) out.started.set(nodeId, task);
+  }
+  if (finished) {
+    const value = (await decode(finished)) as NodeFinishedMemo;
+    out.exact = true;
+    const known = out.finished.get(value.node);
+    out.finished.set(value.node, { ...known, task: known?.task ?? task, local: value.local });
+  }
+}
+
+/** Notes the events Temporal writes for nodes it tracks itself: activities of nodes, child runs. */
+export function noteServerEvent(scan: NodeEventScan, event: HistoryEvent): void {
+  const { out, scheduled, childPrefix } = scan;
+  const id = Number(event.eventId);
+  const schedule = event.activityTaskScheduledEventAttributes;
+  const activityId = schedule?.activityId;
+  if (activityId) {
+    scheduled.set(id, activityId);
+    if (activityId.startsWith('node:')) {
+      const node = activityId.slice(5);
+      out.remote.add(node);
+      // In a lean run this is the node's only start mark; in others a memo of the same task came first.
+      if (!out.started.has(node)) out.started.set(node, Number(schedule.workflowTaskCompletedEventId));
     }
   }
-  return out;
+  const childStarted = event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId;
+  if (childStarted?.startsWith(childPrefix)) out.remote.add(childStarted.slice(childPrefix.length));
+  const ended =
+    event.activityTaskCompletedEventAttributes ??
+    event.activityTaskFailedEventAttributes ??
+    event.activityTaskTimedOutEventAttributes ??
+    event.activityTaskCanceledEventAttributes;
+  if (ended) {
+    const node = scheduled.get(Number(ended.scheduledEventId))?.replace(/^node:/, '');
+    if (node !== undefined && nodeActivityId(node) === scheduled.get(Number(ended.scheduledEventId))) noteEnd(out, node, id);
+  }
+  const child =
+    event.childWorkflowExecutionCompletedEventAttributes ??
+    event.childWorkflowExecutionFailedEventAttributes ??
+    event.childWorkflowExecutionCanceledEventAttributes ??
+    event.childWorkflowExecutionTimedOutEventAttributes ??
+    event.childWorkflowExecutionTerminatedEventAttributes;
+  const childId = child?.workflowExecution?.workflowId;
+  if (childId?.startsWith(childPrefix)) noteEnd(out, childId.slice(childPrefix.length), id);
+}
+
+/** A server event that ended a node; the first one counts. */
+function noteEnd(out: NodeEvents, node: string, eventId: number): void {
+  out.finished.set(node, { ...out.finished.get(node), event: out.finished.get(node)?.event ?? eventId });
 }
 
 /**

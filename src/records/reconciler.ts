@@ -187,6 +187,10 @@ function castFor(name: string, from: FieldDefinition, to: FieldDefinition): { us
   return { refuse: `no safe cast from ${from.type} to ${to.type}; add a new field instead` };
 }
 
+/**
+ * The changes of one field kept under its name: its column first (type, default, required), then
+ * its facets (enum check, relation, unique, index); a refusal when its type cannot change.
+ */
 function fieldChanges(
   slug: string,
   name: string,
@@ -195,6 +199,13 @@ function fieldChanges(
   oldDef: EntityDefinition,
   newDef: EntityDefinition,
 ): Change[] | Refusal {
+  const column = columnChanges(slug, name, from, to);
+  if (!Array.isArray(column)) return column;
+  return [...column, ...facetChanges(slug, name, { field: from, def: oldDef }, { field: to, def: newDef })];
+}
+
+/** The changes of a field's column: its type (with the cast), its default, whether it is required. */
+export function columnChanges(slug: string, name: string, from: FieldDefinition, to: FieldDefinition): Change[] | Refusal {
   const table = qualifiedTable(slug);
   const col = ident(name);
   const changes: Change[] = [];
@@ -229,6 +240,22 @@ function fieldChanges(
   }
   if (from.required && !to.required)
     changes.push({ kind: 'drop_required', field: name, sql: `alter table ${table} alter column ${col} drop not null`, destructive: false });
+  return changes;
+}
+
+/**
+ * The changes of a field's facets, each dropped before it is added again: its enum check, its
+ * relation, its unique index, and its index (for relations and list sorts of its definition).
+ */
+export function facetChanges(
+  slug: string,
+  name: string,
+  old: { field: FieldDefinition; def: EntityDefinition },
+  next: { field: FieldDefinition; def: EntityDefinition },
+): Change[] {
+  const { field: from } = old;
+  const { field: to, def: newDef } = next;
+  const changes: Change[] = [];
   const oldValues = from.type === 'enum' ? JSON.stringify(from.values) : undefined;
   const newValues = to.type === 'enum' ? JSON.stringify(to.values) : undefined;
   if (oldValues && !newValues) changes.push({ kind: 'drop_enum', field: name, sql: dropConstraint(slug, name, 'enum'), destructive: false });
@@ -243,7 +270,7 @@ function fieldChanges(
   if (newTarget && oldTarget !== newTarget) changes.push(...facetAdditions(slug, name, to, newDef, false).filter((c) => c.kind === 'add_relation'));
   if (from.unique && !to.unique) changes.push({ kind: 'drop_unique', field: name, sql: dropIndex(slug, name, 'uq'), destructive: false });
   if (!from.unique && to.unique) changes.push(...facetAdditions(slug, name, to, newDef, false).filter((c) => c.kind === 'add_unique'));
-  const hadIndex = needsIndex(oldDef, name);
+  const hadIndex = needsIndex(old.def, name);
   const hasIndex = needsIndex(newDef, name);
   if (hadIndex && !hasIndex) changes.push({ kind: 'drop_index', field: name, sql: dropIndex(slug, name, 'idx'), destructive: false });
   if (!hadIndex && hasIndex) changes.push({ kind: 'add_index', field: name, sql: indexSql(slug, name), destructive: false });

@@ -1,0 +1,84 @@
+import { describe, expect, it } from 'vitest';
+import type { Graph, GraphNode } from './defs.js';
+import { GraphState } from './graph.js';
+import { notRunNodes, runStatus, seedRun } from './run-state.js';
+
+// start -> check -(true)-> yes, check -(false)-> no; yes -> end
+const graph: Graph = {
+  nodes: [
+    { id: 'start', type: 'transform', config: {} },
+    { id: 'check', type: 'condition', config: {} },
+    { id: 'yes', type: 'http_request', config: {} },
+    { id: 'no', type: 'transform', config: {} },
+    { id: 'end', type: 'delay', config: {} },
+  ],
+  edges: [
+    { from: 'start', to: 'check' },
+    { from: 'check', to: 'yes', branch: 'true' },
+    { from: 'check', to: 'no', branch: 'false' },
+    { from: 'yes', to: 'end' },
+  ],
+};
+const nodes = new Map<string, GraphNode>(graph.nodes.map((n) => [n.id, n]));
+
+describe('seedRun', () => {
+  it('counts seeded nodes as finished, on the branch a condition’s result names', () => {
+    const state = new GraphState(graph);
+    const outputs: Record<string, unknown> = {};
+    seedRun(state, outputs, { start: { value: 1 }, check: { result: true } });
+    expect(outputs).toEqual({ start: { value: 1 }, check: { result: true } });
+    expect(state.ready()).toEqual(['yes']);
+    expect(state.skippedNodes()).toEqual(['no']);
+  });
+
+  it('prefers an output’s `branch` to its `result`, and takes null outputs as finished without a branch', () => {
+    const state = new GraphState(graph);
+    const outputs: Record<string, unknown> = {};
+    seedRun(state, outputs, { start: null, check: { branch: 'false', result: true } });
+    expect(outputs).toEqual({ start: null, check: { branch: 'false', result: true } });
+    expect(state.ready()).toEqual(['no']);
+  });
+
+  it('leaves a run without a seed as it was', () => {
+    const state = new GraphState(graph);
+    const outputs: Record<string, unknown> = {};
+    seedRun(state, outputs, undefined);
+    expect(outputs).toEqual({});
+    expect(state.ready()).toEqual(['start']);
+  });
+});
+
+describe('runStatus', () => {
+  const error = { code: 'node_failed', message: 'boom', node_id: 'yes' };
+  it('says cancelled over failed, failed over partial, partial over success', () => {
+    expect(runStatus({ cancelled: new Error('cancelled'), failure: error, partial: true })).toBe('cancelled');
+    expect(runStatus({ cancelled: undefined, failure: error, partial: true })).toBe('failed');
+    expect(runStatus({ cancelled: undefined, failure: undefined, partial: true })).toBe('partial');
+    expect(runStatus({ cancelled: undefined, failure: undefined, partial: false })).toBe('success');
+  });
+});
+
+describe('notRunNodes', () => {
+  /** The example graph with start and check done, check on its `true` branch: `no` is skipped, `yes` runs. */
+  function pastCheck(): GraphState {
+    const state = new GraphState(graph);
+    expect(state.ready()).toEqual(['start']);
+    state.complete('start');
+    expect(state.ready()).toEqual(['check']);
+    state.complete('check', 'true');
+    expect(state.ready()).toEqual(['yes']);
+    return state;
+  }
+
+  it('lists the branches not taken, with their node types', () => {
+    expect(notRunNodes(pastCheck(), nodes, false)).toEqual([{ id: 'no', type: 'transform' }]);
+  });
+
+  it('adds every node that did not finish when the run stopped early', () => {
+    expect(notRunNodes(pastCheck(), nodes, true)).toEqual([
+      { id: 'no', type: 'transform' },
+      { id: 'yes', type: 'http_request' },
+      { id: 'end', type: 'delay' },
+    ]);
+  });
+});
