@@ -117,12 +117,15 @@ async function main() {
     }
   }
   const p50 = (xs: number[]) => percentile(xs, 50);
+  // The spread of the samples beside each median: the 10th to the 90th percentile.
+  const spread = (direct: number[], ours: number[]) =>
+    `(p10–p90: direct ${round(percentile(direct, 10))}–${round(percentile(direct, 90))}, ours ${round(percentile(ours, 10))}–${round(percentile(ours, 90))})`;
   const added = p50(forward.ours) - p50(forward.direct);
   const overhead = p50(turn.ours) - p50(turn.direct);
   const rows: BenchRow[] = [
     {
       benchmark: 'agent turn, instant provider',
-      metric: 'p50 latency; ratio column: the turn overhead (ours - the provider called directly)',
+      metric: `p50 latency; ratio column: the turn overhead (ours - the provider called directly) ${spread(turn.direct, turn.ours)}`,
       addedUnit: 'ms',
       unit: 'ms',
       baseline: round(p50(turn.direct)),
@@ -135,7 +138,7 @@ async function main() {
     // DESIGN's target is on the time to first token: milliseconds added, not a ratio.
     {
       benchmark: 'agent SSE',
-      metric: 'time to first token p50',
+      metric: `time to first token p50 ${spread(ttft.direct, ttft.ours)}`,
       addedUnit: 'ms',
       unit: 'ms',
       baseline: round(p50(ttft.direct)),

@@ -21,6 +21,8 @@ export interface BenchRow {
   perLimit?: number;
   /** The limit row itself: what the server can do, no code of ours. */
   limit?: boolean;
+  /** A secondary figure: shown in the details table below the main one. */
+  detail?: boolean;
 }
 
 type Bound = { max?: number; min?: number };
@@ -77,12 +79,23 @@ export async function load(concurrency: number, total: number, fn: (i: number) =
   return { latencies, perSecond: total / seconds, p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99) };
 }
 
-/** Prints rows as a Markdown table and, when BENCH_RESULTS_FILE is set, appends them as JSON lines. */
+/** Prints rows as Markdown tables and, when BENCH_RESULTS_FILE is set, appends them as JSON lines. */
 export function report(rows: BenchRow[], print = true): void {
-  if (print) process.stdout.write(table(rows) + '\n');
+  if (print) process.stdout.write(tables(rows) + '\n');
   const file = process.env.BENCH_RESULTS_FILE;
   if (file) for (const r of rows) appendFileSync(file, JSON.stringify(r) + '\n');
 }
+
+/** The main table and, when some rows are details, the details table below it. */
+export function tables(rows: BenchRow[]): string {
+  const details = rows.filter((r) => r.detail);
+  const main = table(rows.filter((r) => !r.detail));
+  return details.length ? `${main}\n\nDetails of the cost rows:\n\n${table(details)}` : main;
+}
+
+// A figure that could not be measured (NaN; null once through JSON) or a ratio to zero.
+const finite = (v: number | null) => typeof v === 'number' && Number.isFinite(v);
+const shown = (v: number | null) => (finite(v) ? String(v) : '–');
 
 export function table(rows: BenchRow[]): string {
   const head =
@@ -90,7 +103,7 @@ export function table(rows: BenchRow[]): string {
   const lines = rows.map((r) =>
     r.limit
       ? `| **${r.benchmark}** | ${r.metric} | – | ${r.ours} | ${r.unit} | – | – | – | 1x | – |`
-      : `| ${r.benchmark} | ${r.metric} | ${r.baseline} | ${r.ours} | ${r.unit} | ${r.addedUnit ? `+${r.ratio} ${r.addedUnit}` : `${r.ratio}x`} | ${r.target} | ${r.goal ?? '–'} | ${r.perLimit !== undefined ? `${r.perLimit}x` : '–'} | ${r.pass ? 'yes' : 'no'} |`,
+      : `| ${r.benchmark} | ${r.metric} | ${shown(r.baseline)} | ${shown(r.ours)} | ${r.unit} | ${!finite(r.ratio) ? '–' : r.addedUnit ? `${r.ratio < 0 ? '' : '+'}${r.ratio} ${r.addedUnit}` : `${r.ratio}x`} | ${r.target} | ${r.goal ?? '–'} | ${r.perLimit !== undefined ? `${r.perLimit}x` : '–'} | ${r.pass ? 'yes' : 'no'} |`,
   );
   return [head, ...lines].join('\n');
 }
@@ -100,6 +113,25 @@ export function scratchDir(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   chmodSync(dir, 0o755);
   return dir;
+}
+
+/** What a benchmark started, to stop last first whether it finished or failed (no server left behind). */
+export function cleanups() {
+  const list: (() => unknown)[] = [];
+  return {
+    add(fn: () => unknown) {
+      list.push(fn);
+    },
+    async run() {
+      for (const fn of list.splice(0).reverse()) {
+        try {
+          await fn();
+        } catch (err) {
+          console.error('cleanup failed:', err);
+        }
+      }
+    },
+  };
 }
 
 /** Runs a benchmark's main function as a script: exit 0 when it finishes, 1 with the error otherwise. */

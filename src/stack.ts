@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import pg from 'pg';
 import type { Config } from './config.js';
 import { ConfigError } from './config.js';
+import { waitOutDatabase } from './db/availability.js';
 import { migrate } from './db/orm.js';
 import { buildApp } from './http/app.js';
 import { KeyRing, generateMasterKey, parseMasterKey } from './platform/crypto.js';
@@ -218,6 +219,9 @@ async function startApiRole(services: Services, cleanups: Cleanups): Promise<{ s
   return { server, apiUrl: `http://${config.HOST === '0.0.0.0' ? 'localhost' : config.HOST}:${port}` };
 }
 
+/** How long a starting process waits for PostgreSQL to accept its start-up statements. */
+const DATABASE_PATIENCE_MS = 120_000;
+
 /**
  * Brings up everything the configuration asks for, in dependency order, and returns a handle
  * whose stop() takes it down in reverse order. A failure half-way stops what had started.
@@ -231,9 +235,17 @@ export async function startStack(config: Config, logger: Logger, options: StackO
     const temporal = await startTemporal(config, logger, keys, options, cleanups, childPids);
     const services = await createServices(config, logger, keys, { databaseUrl, temporalAddress: temporal.address }, { clock: options.clock });
     cleanups.push(() => closeServices(services));
-    const applied = await migrate(services.orm);
+    // A process started while PostgreSQL restarts (or before it is up) waits for it, as it waits
+    // for Temporal, instead of exiting: both steps are safe to run again.
+    const databaseDeadline = Date.now() + DATABASE_PATIENCE_MS;
+    const waiting = () => logger.warn('PostgreSQL is unavailable; waiting for it to start');
+    const applied = await waitOutDatabase(() => migrate(services.orm), databaseDeadline, waiting);
     if (applied.length) logger.info({ migrations: applied }, 'migrations applied');
-    const admin = await services.users.bootstrapAdmin(config.SVC_ADMIN_PASSWORD, config.SVC_ADMIN_APP_PASSWORD);
+    const admin = await waitOutDatabase(
+      () => services.users.bootstrapAdmin(config.SVC_ADMIN_PASSWORD, config.SVC_ADMIN_APP_PASSWORD),
+      databaseDeadline,
+      waiting,
+    );
     const worker = options.roles.worker ? await startWorkerRole(services, temporal.address, options, cleanups) : undefined;
     const api = options.roles.api ? await startApiRole(services, cleanups) : undefined;
     const metricsUrl = worker?.metricsUrl ?? (api ? `${api.apiUrl}/metrics` : undefined);

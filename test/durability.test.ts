@@ -1,8 +1,10 @@
 import type { ChildProcess } from 'node:child_process';
+import { connect, createServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, killProcess } from './helpers/worker-process.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
+import { freePort } from './helpers/ports.js';
 
 let app: TestApp;
 let target: HttpTarget;
@@ -11,8 +13,8 @@ const workers: ChildProcess[] = [];
 const W = '/api/workflow/v1/workflows';
 
 /** A worker in its own process, as `svc worker` runs in production. */
-function startWorker(): ChildProcess {
-  const child = startWorkerProcess(app);
+function startWorker(env: Record<string, string> = {}): ChildProcess {
+  const child = startWorkerProcess(app, env);
   workers.push(child);
   return child;
 }
@@ -126,6 +128,56 @@ describe('a worker killed in the middle of a run', () => {
     expect(target.count('/k2-after')).toBe(1);
     expect(done.timeline.map((t: { status: string }) => t.status)).toEqual(['success', 'success', 'success']);
   }, 120_000);
+});
+
+describe('a worker started while PostgreSQL is unreachable', () => {
+  it('waits for it instead of exiting, then runs what it is given', async () => {
+    // A stand-in for PostgreSQL's address: it drops every connection (a server restarting) until
+    // opened, then forwards to the real server.
+    const real = new URL(app.databaseUrl);
+    let open = false;
+    let dropped = 0;
+    const sockets = new Set<Socket>();
+    const proxy = createServer((client) => {
+      sockets.add(client);
+      client.on('close', () => sockets.delete(client)).on('error', () => undefined);
+      if (!open) {
+        dropped++;
+        client.destroy();
+        return;
+      }
+      const upstream = connect(Number(real.port), real.hostname).on('error', () => client.destroy());
+      client.pipe(upstream).pipe(client);
+    });
+    const port = await freePort();
+    await new Promise<void>((ok) => proxy.listen(port, '127.0.0.1', ok));
+    try {
+      const url = new URL(app.databaseUrl);
+      url.hostname = '127.0.0.1';
+      url.port = String(port);
+      const child = startWorker({ DATABASE_URL: url.toString() });
+      let exit: number | null | undefined;
+      child.once('exit', (code) => (exit = code));
+      // It met a dropped connection, and tried again rather than exit.
+      await eventually(async () => (dropped >= 3 || exit !== undefined ? true : undefined), 60_000, 'the worker to try PostgreSQL three times');
+      expect(exit).toBeUndefined();
+      open = true;
+      const workflow = (
+        await app.admin.post(W, {
+          title: 'After the database came up',
+          trigger: { type: 'manual' },
+          nodes: [{ id: 'a', type: 'transform', config: { value: 7 } }],
+        })
+      ).body.data;
+      const run = (await app.admin.post(`${W}/${workflow.id}/run`, {})).body.data.execution_id;
+      expect(await finished(run, app.admin, 120_000)).toMatchObject({ status: 'success' });
+      expect(exit).toBeUndefined();
+      await kill(child);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((ok) => proxy.close(() => ok()));
+    }
+  }, 180_000);
 });
 
 describe('the API restarted', () => {

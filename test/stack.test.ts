@@ -61,6 +61,9 @@ describe('npm start (the whole embedded stack)', () => {
       SVC_EMBEDDED_PG_PORT: String(await freePort()),
       TEMPORAL_PORT: String(await freePort()),
       TEMPORAL_UI_PORT: String(await freePort()),
+      // Not the default 8234: another service on this machine (a benchmark, a developer's
+      // npm start) may hold it.
+      SVC_CODEC_PORT: String(await freePort()),
       SVC_ADMIN_PASSWORD: 'first-start-password',
       SVC_ADMIN_APP_PASSWORD: APP_PASSWORD,
       SVC_WORKFLOW_BUNDLE: inject('workflowBundle'),

@@ -240,7 +240,8 @@ describe('Temporal CLI provisioning', () => {
       expect(Date.now() - started).toBeLessThan(20_000);
       const gaveUp = blackHoleIndex.lines.filter((l) => l.startsWith('Temporal CLI: gave up on the'));
       expect(gaveUp).toHaveLength(3);
-      for (const line of gaveUp.slice(0, 2)) expect(Number(/after ([\d.]+)s/.exec(line)![1])).toBeLessThan(10);
+      // Five seconds of silence each, plus starting pip on a machine that may be busy.
+      for (const line of gaveUp.slice(0, 2)) expect(Number(/after ([\d.]+)s/.exec(line)![1])).toBeLessThan(15);
 
       // A reachable index whose binary is not the one the repository pins: refused, not cached.
       const index = await packageIndex(fakeBinary());

@@ -15,30 +15,36 @@ const TRACE_HEADER = '_tracer-data';
 
 export const interceptors: WorkflowInterceptorsFactory = () => {
   let traced = false;
-  const inbound = new OpenTelemetryInboundInterceptor();
-  const outbound = new OpenTelemetryOutboundInterceptor();
-  const internals = new OpenTelemetryInternalsInterceptor();
+  // Built on the first traced call only: building them sets up a tracer provider, which an
+  // untraced run (most runs, and every run while tracing is off) would pay for nothing.
+  let otel: { inbound: OpenTelemetryInboundInterceptor; outbound: OpenTelemetryOutboundInterceptor; internals: OpenTelemetryInternalsInterceptor } | undefined;
+  const tracer = () =>
+    (otel ??= {
+      inbound: new OpenTelemetryInboundInterceptor(),
+      outbound: new OpenTelemetryOutboundInterceptor(),
+      internals: new OpenTelemetryInternalsInterceptor(),
+    });
   const carries = (headers: Record<string, unknown>) => (TRACE_HEADER in headers ? (traced = true) : false);
   return {
     inbound: [
       {
-        execute: (input, next) => (carries(input.headers) ? inbound.execute(input, next) : next(input)),
-        handleSignal: (input, next) => (carries(input.headers) ? inbound.handleSignal(input, next) : next(input)),
-        handleUpdate: (input, next) => (carries(input.headers) ? inbound.handleUpdate(input, next) : next(input)),
-        validateUpdate: (input, next) => (TRACE_HEADER in input.headers ? inbound.validateUpdate(input, next) : next(input)),
-        handleQuery: (input, next) => (TRACE_HEADER in input.headers ? inbound.handleQuery(input, next) : next(input)),
+        execute: (input, next) => (carries(input.headers) ? tracer().inbound.execute(input, next) : next(input)),
+        handleSignal: (input, next) => (carries(input.headers) ? tracer().inbound.handleSignal(input, next) : next(input)),
+        handleUpdate: (input, next) => (carries(input.headers) ? tracer().inbound.handleUpdate(input, next) : next(input)),
+        validateUpdate: (input, next) => (TRACE_HEADER in input.headers ? tracer().inbound.validateUpdate(input, next) : next(input)),
+        handleQuery: (input, next) => (TRACE_HEADER in input.headers ? tracer().inbound.handleQuery(input, next) : next(input)),
       },
     ],
     outbound: [
       {
-        scheduleActivity: (input, next) => (traced ? outbound.scheduleActivity(input, next) : next(input)),
-        scheduleLocalActivity: (input, next) => (traced ? outbound.scheduleLocalActivity(input, next) : next(input)),
-        startChildWorkflowExecution: (input, next) => (traced ? outbound.startChildWorkflowExecution(input, next) : next(input)),
-        continueAsNew: (input, next) => (traced ? outbound.continueAsNew(input, next) : next(input)),
-        signalWorkflow: (input, next) => (traced ? outbound.signalWorkflow(input, next) : next(input)),
-        getLogAttributes: (input, next) => (traced ? outbound.getLogAttributes(input, next) : next(input)),
+        scheduleActivity: (input, next) => (traced ? tracer().outbound.scheduleActivity(input, next) : next(input)),
+        scheduleLocalActivity: (input, next) => (traced ? tracer().outbound.scheduleLocalActivity(input, next) : next(input)),
+        startChildWorkflowExecution: (input, next) => (traced ? tracer().outbound.startChildWorkflowExecution(input, next) : next(input)),
+        continueAsNew: (input, next) => (traced ? tracer().outbound.continueAsNew(input, next) : next(input)),
+        signalWorkflow: (input, next) => (traced ? tracer().outbound.signalWorkflow(input, next) : next(input)),
+        getLogAttributes: (input, next) => (traced ? tracer().outbound.getLogAttributes(input, next) : next(input)),
       },
     ],
-    internals: [{ dispose: (input, next) => (traced ? internals.dispose(input, next) : next(input)) }],
+    internals: [{ dispose: (input, next) => (traced ? tracer().internals.dispose(input, next) : next(input)) }],
   };
 };
