@@ -1,7 +1,6 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import {
   LEAN_HISTORY,
-  NODE_REFUSALS,
   childWorkflowId,
   type BeganExecution,
   type Graph,
@@ -12,6 +11,7 @@ import {
   type RunNodeInput,
   type RunNodeOutput,
 } from '../workflows/defs.js';
+import { nodeRetry } from '../workflows/error-codes.js';
 import { ExpressionError, type ExpressionContext } from '../src/nodes/expressions.js';
 import { ExpressionLimitError, type ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
 import { nodeTypes, nodeRunModes } from '../src/nodes/index.js';
@@ -30,14 +30,17 @@ import type { TemporalHandle } from '../src/temporal/connection.js';
 import type { WorkflowService } from '../src/workflow-definitions/workflow.service.js';
 
 /**
- * Turns anything a node threw into the failure Temporal records, classified by NODE_ERRORS: a
- * refusal (bad input, a 4xx of the service's own features) is final; anything unexpected is
- * `node_failed` and retried under the node's retry policy.
+ * Turns anything a node threw into the failure Temporal records, classified by the catalogue of
+ * error codes (`retried`): a refusal (bad input, a 4xx of the service's own features) is final;
+ * an outage (`service_unavailable`, `internal_error`) and anything unexpected (`node_failed`) are
+ * retried under the node's retry policy. An `AppError` carries no verdict of its own, so a code
+ * whose failures say it themselves (`per_failure`) is retried, and a code the catalogue gives no
+ * `retried` is final.
  */
 export function toFailure(err: unknown): Error {
   if (err instanceof CancelledFailure) return err;
   if (err instanceof ApplicationFailure) {
-    const refusal = NODE_REFUSALS.includes(err.type ?? '');
+    const refusal = nodeRetry(err.type ?? '') === false;
     return refusal && !err.nonRetryable
       ? ApplicationFailure.create({ message: err.message, type: err.type ?? undefined, nonRetryable: true, details: err.details as unknown[] })
       : err;
@@ -45,7 +48,8 @@ export function toFailure(err: unknown): Error {
   if (err instanceof ExpressionError) return ApplicationFailure.nonRetryable(err.message, 'expression_error');
   if (err instanceof ExpressionLimitError) return ApplicationFailure.nonRetryable(err.message, 'expression_limit');
   if (err instanceof AppError) {
-    const retryable = err.status >= 500;
+    const retried = nodeRetry(err.code);
+    const retryable = retried === true || retried === 'per_failure';
     return retryable ? ApplicationFailure.retryable(err.message, err.code) : ApplicationFailure.nonRetryable(err.message, err.code);
   }
   return ApplicationFailure.retryable(err instanceof Error ? err.message : String(err), 'node_failed' satisfies NodeErrorCode);

@@ -120,9 +120,9 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       handler: async ({ params }) => {
         await connections.get(params.id);
         const result = await probe(await connections.resolve(params.id), config.SVC_PROBE_TIMEOUT_MS);
-        if (result.denied) throw new AppError(422, 'egress_denied', `The egress policy refused the target: ${result.error}`, { error: result.error });
+        if (result.denied) throw new AppError('egress_denied', `The egress policy refused the target: ${result.error}`, { error: result.error });
         if (!result.ok)
-          throw new AppError(422, 'probe_failed', `The probe failed: ${result.error}`, {
+          throw new AppError('probe_failed', `The probe failed: ${result.error}`, {
             error: result.error,
             ...(result.status ? { probe_status: result.status } : {}),
           });

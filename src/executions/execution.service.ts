@@ -157,7 +157,7 @@ export class ExecutionService {
         const found = key && { ...(await this.mirror.get(Number(key.execution_id), tx))!, fingerprint: key.fingerprint, request: key.request };
         if (found) {
           if (found.fingerprint !== idempotency.fingerprint) {
-            throw new AppError(422, 'idempotency_key_reused', 'This Idempotency-Key was already used for a different request', {
+            throw new AppError('idempotency_key_reused', 'This Idempotency-Key was already used for a different request', {
               execution_id: Number(found.id),
             });
           }

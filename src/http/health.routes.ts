@@ -51,7 +51,7 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
       handler: async () => {
         const [pg, temporal] = await Promise.all([postgresHealthy(services), temporalHealthy(services.temporal)]);
         const state = { postgresql: pg ? 'up' : 'down', temporal: temporal ? 'up' : 'down' } as const;
-        if (!pg || !temporal) throw new AppError(503, 'service_unavailable', 'A dependency is unavailable', state, { 'Retry-After': '5' });
+        if (!pg || !temporal) throw new AppError('service_unavailable', 'A dependency is unavailable', state, { 'Retry-After': '5' });
         return { data: state };
       },
     }),
@@ -73,7 +73,7 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
             services.config.SVC_METRICS_TOKEN,
           )
         ) {
-          throw new AppError(403, 'forbidden', 'Metrics are served to loopback clients, or with the metrics token (SVC_METRICS_TOKEN)');
+          throw new AppError('forbidden', 'Metrics are served to loopback clients, or with the metrics token (SVC_METRICS_TOKEN)');
         }
         ctx.type = services.metrics.contentType;
         return { raw: await services.metrics.text(temporalSdkMetrics) };

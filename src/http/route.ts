@@ -160,7 +160,6 @@ function checkContentType(ctx: Context, route: AnyRoute) {
   const accepted = types.map((t) => (t === 'json' ? 'json' : 'urlencoded'));
   if (!ctx.is(...accepted)) {
     throw new AppError(
-      415,
       'unsupported_media_type',
       `Send the body as ${types.map((t) => (t === 'json' ? 'application/json' : 'application/x-www-form-urlencoded')).join(' or ')}`,
     );

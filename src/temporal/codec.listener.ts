@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { PayloadCodec } from '@temporalio/common';
-import { AppError } from '../platform/errors.js';
+import { AppError, type HttpErrorCode } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import { codecPayloads, transcode } from './codec.js';
 
@@ -26,7 +26,7 @@ export interface LoopbackCodec {
   close(): Promise<void>;
 }
 
-const fail = (status: number, code: string, message: string) => new AppError(status, code, message);
+const fail = (code: HttpErrorCode, message: string) => new AppError(code, message);
 
 function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -35,7 +35,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     // Past the limit the rest is drained unread; the refusal closes the connection.
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) reject(fail(413, 'payload_too_large', 'Request body is larger than the limit'));
+      if (size > limit) reject(fail('payload_too_large', 'Request body is larger than the limit'));
       else chunks.push(chunk);
     });
     req.once('end', () => resolve(Buffer.concat(chunks)));
@@ -58,18 +58,18 @@ export async function startLoopbackCodec(options: LoopbackCodecOptions): Promise
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     if (!hosts.has((req.headers.host ?? '').toLowerCase())) {
-      throw fail(403, 'forbidden', `Only requests addressed to ${LOOPBACK_CODEC_HOST} or localhost are answered`);
+      throw fail('forbidden', `Only requests addressed to ${LOOPBACK_CODEC_HOST} or localhost are answered`);
     }
     const origin = req.headers.origin;
     if (origin !== undefined) {
-      if (!allowedOrigins.has(origin)) throw fail(403, 'forbidden', 'Only the Temporal Web UI may call this codec endpoint');
+      if (!allowedOrigins.has(origin)) throw fail('forbidden', 'Only the Temporal Web UI may call this codec endpoint');
       res.setHeader('Access-Control-Allow-Origin', origin);
       res.setHeader('Access-Control-Allow-Credentials', 'true');
       res.setHeader('Vary', 'Origin');
     }
     // The protocol names the operation by the last path segment, wherever the endpoint is mounted.
     const operation = new URL(req.url ?? '/', 'http://codec').pathname.split('/').pop();
-    if (operation !== 'decode' && operation !== 'encode') throw fail(404, 'not_found', 'POST /decode or /encode');
+    if (operation !== 'decode' && operation !== 'encode') throw fail('not_found', 'POST /decode or /encode');
     if (req.method === 'OPTIONS') {
       res.setHeader('Access-Control-Allow-Methods', 'POST');
       res.setHeader('Access-Control-Allow-Headers', 'Content-Type, X-Namespace');
@@ -77,26 +77,26 @@ export async function startLoopbackCodec(options: LoopbackCodecOptions): Promise
       res.writeHead(204).end();
       return;
     }
-    if (req.method !== 'POST') throw fail(405, 'method_not_allowed', 'Method not allowed on this path');
+    if (req.method !== 'POST') throw fail('method_not_allowed', 'Method not allowed on this path');
     if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '')) {
-      throw fail(415, 'unsupported_media_type', 'Send the body as application/json');
+      throw fail('unsupported_media_type', 'Send the body as application/json');
     }
     let json: unknown;
     try {
       json = JSON.parse((await readBody(req, bodyLimit)).toString('utf8'));
     } catch (err) {
       if (err instanceof AppError) throw err;
-      throw fail(400, 'invalid_request', 'Malformed request body');
+      throw fail('invalid_request', 'Malformed request body');
     }
     const body = codecPayloads.safeParse(json);
-    if (!body.success) throw fail(400, 'invalid_request', 'Expected {"payloads": [{"metadata"?, "data"?}]} in the codec server protocol');
+    if (!body.success) throw fail('invalid_request', 'Expected {"payloads": [{"metadata"?, "data"?}]} in the codec server protocol');
     const answer = JSON.stringify(await transcode(codec, operation, body.data));
     res.writeHead(200, { 'Content-Type': 'application/json' }).end(answer);
   };
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
-      const error = err instanceof AppError ? err : fail(500, 'internal_error', 'Internal error');
+      const error = err instanceof AppError ? err : fail('internal_error', 'Internal error');
       if (!(err instanceof AppError)) logger.error({ err }, 'codec listener failed');
       else logger.debug({ status: error.status, code: error.code, origin: req.headers.origin }, 'codec listener refused a request');
       if (res.headersSent) return void res.destroy();
