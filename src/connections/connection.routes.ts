@@ -114,7 +114,8 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       access: manage,
       params: idParam,
       errors: {
-        422: 'The probe failed (`probe_failed`), or the egress policy refused its target and nothing was sent (`egress_denied`); `data.error` says why',
+        probe_failed: 'The probe failed; `data.error` says why',
+        egress_denied: 'The egress policy refused its target and nothing was sent; `data.error` says why',
       },
       responses: { 200: { description: 'The probe passed', data: z.object({ probe_status: z.number().int() }) } },
       handler: async ({ params }) => {
@@ -139,7 +140,7 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       access: manage,
       params: idParam,
       query: z.strictObject({ force: queryBoolean.optional() }),
-      errors: { 409: 'Used by active workflows (`connection_in_use`); `data.workflows` lists them' },
+      errors: { connection_in_use: 'Used by active workflows; `data.workflows` lists them' },
       responses: {
         200: {
           description: 'Deleted',

@@ -64,7 +64,7 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
         'For clients connecting from a loopback address, or with `Authorization: Bearer <SVC_METRICS_TOKEN>` when that is set; anyone else gets 403. In a process that also runs a worker, the Temporal SDK’s own metrics (`temporal_*`) follow the service’s (`svc_*`, process defaults).',
       tag: 'health',
       access: 'public',
-      errors: { 403: 'Not a loopback client and no valid metrics token (`forbidden`)' },
+      errors: { forbidden: 'Not a loopback client and no valid metrics token' },
       responses: { 200: { description: 'The metrics', raw: z.string(), contentType: 'text/plain' } },
       handler: async ({ ctx }) => {
         if (
