@@ -1,6 +1,10 @@
 import { AppError, conflict } from '../platform/errors.js';
 
-/** The licence error codes of SPEC section 7, with the HTTP statuses DESIGN section 7 gives them. */
+/**
+ * The licence portal's refusals: an unknown key, an expired or unusable licence, a full licence,
+ * and deactivating a site that has no activation or was already deactivated (their statuses are
+ * the catalogue's, workflows/error-codes.ts).
+ */
 export const licenseNotFound = () => new AppError('license_not_found', 'No licence matches this key');
 
 export const licenseExpired = (expiresAt: Date) => new AppError('license_expired', `The licence expired at ${expiresAt.toISOString()}`);

@@ -90,7 +90,7 @@ const unusable = {
 const unknownKey = { description: 'No licence matches the key (`license_not_found`)', raw: failure(['license_not_found']) };
 const limited = { rate_limited: 'More than SVC_LICENSE_RATE_LIMIT requests within the last minute from this address, see Retry-After' } satisfies RouteErrors;
 
-/** The public licence endpoints of SPEC's licence root: form-encoded (JSON too), no session. */
+/** The public licence endpoints (activate, verify, deactivate, keys): form-encoded (JSON too), no session. */
 export function licenseRoutes({
   licenses,
   licenseKeys,
