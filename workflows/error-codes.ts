@@ -222,6 +222,14 @@ export const ERROR_CODES = {
 
 export type ErrorCode = keyof typeof ERROR_CODES;
 
+/**
+ * Each code by name (`CODE.not_found === 'not_found'`), for the places that write a code where
+ * the compiler would otherwise take any string: a Temporal failure type, an activity's
+ * `nonRetryableErrorTypes`, an agent tool result, a run's or node's error. A code not in the
+ * catalogue does not compile.
+ */
+export const CODE = Object.freeze(Object.fromEntries(Object.keys(ERROR_CODES).map((code) => [code, code]))) as { readonly [C in ErrorCode]: C };
+
 /** The codes an error answer of this HTTP status carries (`CodeWithStatus<409>`). */
 export type CodeWithStatus<S extends number> = { [C in ErrorCode]: (typeof ERROR_CODES)[C]['status'] extends S ? C : never }[ErrorCode];
 

@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { AppError, conflict } from '../platform/errors.js';
 import type { Metrics } from '../platform/metrics.js';
 import { AGENT_ACTION_NOT_APPROVED, AGENT_REJECTION, AGENT_REJECTIONS, type AgentRejection, type AgentTurnOutcome } from '../../workflows/defs.js';
-import { answersWith, isHttpErrorCode } from '../../workflows/error-codes.js';
+import { answersWith, isHttpErrorCode, CODE } from '../../workflows/error-codes.js';
 
 /** A turn the workflow accepted; `outcome` settles when the turn reaches its next outcome. */
 export interface AcceptedTurn {
@@ -42,7 +42,7 @@ function refusal(err: unknown): unknown {
   const cause = err instanceof WorkflowUpdateFailedError ? err.cause : undefined;
   if (cause instanceof ApplicationFailure && (AGENT_REJECTIONS as readonly string[]).includes(cause.type ?? '')) {
     const type = cause.type as AgentRejection;
-    return conflict(type === AGENT_REJECTION.actionNotPending ? 'action_already_decided' : type, cause.message);
+    return conflict(type === AGENT_REJECTION.actionNotPending ? CODE.action_already_decided : type, cause.message);
   }
   return err;
 }
@@ -61,9 +61,9 @@ export function outcomeData(outcome: AgentTurnOutcome) {
   if (outcome.outcome === 'gate_pending') return { outcome: 'gate_pending' as const, pending_action: outcome.pending_action };
   const { code, message } = outcome.error;
   const data = { tools_called: outcome.tools_called, telemetry: outcome.telemetry };
-  if (code === 'not_found' || code === 'forbidden' || code === AGENT_ACTION_NOT_APPROVED) throw new AppError(code, message, data);
+  if (code === CODE.not_found || code === CODE.forbidden || code === AGENT_ACTION_NOT_APPROVED) throw new AppError(code, message, data);
   // Anything else failed the model call: a code the catalogue answers 502, or a provider_error.
-  throw new AppError(isHttpErrorCode(code) && answersWith(code, 502) ? code : 'provider_error', message, data, undefined, 502);
+  throw new AppError(isHttpErrorCode(code) && answersWith(code, 502) ? code : CODE.provider_error, message, data, undefined, 502);
 }
 
 /** Counts the outcome of a turn segment when it arrives (svc_agent_turns_total). */

@@ -116,6 +116,7 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       errors: {
         probe_failed: 'The probe failed; `data.error` says why',
         egress_denied: 'The egress policy refused its target and nothing was sent; `data.error` says why',
+        credential_unreadable: 'The credential was sealed with an encryption key this service no longer has (SVC_PREVIOUS_ENCRYPTION_KEYS)',
       },
       responses: { 200: { description: 'The probe passed', data: z.object({ probe_status: z.number().int() }) } },
       handler: async ({ params }) => {
