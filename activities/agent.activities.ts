@@ -26,6 +26,7 @@ import {
   type AgentToolRunInput,
   type AgentTurnEnd,
 } from '../workflows/defs.js';
+import { CODE } from '../workflows/error-codes.js';
 
 /** What the model reads as a tool's result; big results are cut so one call cannot flood the context. */
 const MAX_TOOL_CONTENT = 16 * 1024;
@@ -127,7 +128,7 @@ export function agentActivities(services: AgentActivityPorts) {
           costUsd: done.telemetry?.cost_usd ?? 0,
         };
       }
-      if (!session) throw ApplicationFailure.nonRetryable('The session no longer exists', 'not_found');
+      if (!session) throw ApplicationFailure.nonRetryable('The session no longer exists', CODE.not_found);
       let reply;
       // A model call can take minutes; heartbeats let Temporal notice a dead worker in seconds and
       // retry the call elsewhere instead of waiting for the start-to-close timeout.
@@ -137,9 +138,9 @@ export function agentActivities(services: AgentActivityPorts) {
         // The credential is decrypted here and nowhere else: never an activity argument or result.
         const connection = await services.connections.resolve(session.provider_id, [session.owner_id]).catch((err: unknown) => {
           if (err instanceof AppError && err.status === 403) {
-            throw new ProviderError('forbidden', `The provider connection ${session.provider_id} is no longer shared with the session's owner`);
+            throw new ProviderError(CODE.forbidden, `The provider connection ${session.provider_id} is no longer shared with the session's owner`);
           }
-          if (err instanceof AppError) throw new ProviderError('provider_error', `The provider connection ${session.provider_id} no longer exists`);
+          if (err instanceof AppError) throw new ProviderError(CODE.provider_error, `The provider connection ${session.provider_id} no longer exists`);
           throw err;
         });
         const channel = input.streamChannel;
@@ -188,7 +189,7 @@ export function agentActivities(services: AgentActivityPorts) {
       let ttlSeconds: number | null = null;
       if (input.expiry) {
         const session = await loadSession(sql, input.sessionId);
-        if (!session) throw ApplicationFailure.nonRetryable('The session no longer exists', 'not_found');
+        if (!session) throw ApplicationFailure.nonRetryable('The session no longer exists', CODE.not_found);
         ttlSeconds = session.gate_ttl_s ?? services.config.SVC_AGENT_GATE_TTL;
       }
       await sql.query(
@@ -222,7 +223,7 @@ export function agentActivities(services: AgentActivityPorts) {
         input.actionId,
         input.sessionId,
       ]);
-      if (!row) throw ApplicationFailure.nonRetryable('The action no longer exists', 'not_found');
+      if (!row) throw ApplicationFailure.nonRetryable('The action no longer exists', CODE.not_found);
       return row;
     },
 
@@ -297,14 +298,14 @@ export function agentActivities(services: AgentActivityPorts) {
       let ok = false;
       if (action?.status === 'expired') {
         const result = {
-          error: 'action_expired',
+          error: CODE.action_expired,
           message: `Nobody decided on this action before it expired at ${toIso(action.decided_at)}; it was not carried out.`,
         };
         content = JSON.stringify(result);
         summary = 'expired: nobody approved it in time; it was not carried out';
         streamed = result;
       } else if (action?.status === 'rejected') {
-        const result = { error: 'rejected_by_user', message: 'The user rejected this action; it was not carried out.', note: action.note ?? null };
+        const result = { error: CODE.rejected_by_user, message: 'The user rejected this action; it was not carried out.', note: action.note ?? null };
         content = JSON.stringify(result);
         summary = `rejected by the user${action.note ? `: ${action.note}` : ''}`;
         streamed = result;
@@ -312,7 +313,7 @@ export function agentActivities(services: AgentActivityPorts) {
         // An approved side effect runs at most once: a retry after a worker died mid-call cannot
         // know whether it happened, so it says so instead of doing it twice.
         const result = {
-          error: 'outcome_unknown',
+          error: CODE.outcome_unknown,
           message: 'The worker stopped while this action ran; it may or may not have been carried out. Check before retrying.',
         };
         content = JSON.stringify(result);
@@ -320,7 +321,7 @@ export function agentActivities(services: AgentActivityPorts) {
         streamed = result;
       } else {
         const session = await loadSession(sql, input.sessionId);
-        if (!session) throw ApplicationFailure.nonRetryable('The session no longer exists', 'not_found');
+        if (!session) throw ApplicationFailure.nonRetryable('The session no longer exists', CODE.not_found);
         // The call runs with the owner's rights; arguments someone else wrote run with that
         // approver's rights instead (an edit is their call, not the owner's: approving must not
         // let anyone reach what only the owner may).
@@ -329,7 +330,7 @@ export function agentActivities(services: AgentActivityPorts) {
         const runner = await ownerOf(services, editor ?? session.owner_id);
         const outcome = runner
           ? await runTool(services, runner, call.name, args)
-          : { ok: false, result: { error: 'forbidden', message: editor ? 'The approver no longer exists' : 'The session owner no longer exists' } };
+          : { ok: false, result: { error: CODE.forbidden, message: editor ? 'The approver no longer exists' : 'The session owner no longer exists' } };
         ok = outcome.ok;
         // The model learns that what ran is not what it proposed, and both versions.
         const told = edited

@@ -1,7 +1,6 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import {
   LEAN_HISTORY,
-  NODE_REFUSALS,
   childWorkflowId,
   type BeganExecution,
   type Graph,
@@ -12,6 +11,7 @@ import {
   type RunNodeInput,
   type RunNodeOutput,
 } from '../workflows/defs.js';
+import { nodeRetry, CODE } from '../workflows/error-codes.js';
 import { ExpressionError, type ExpressionContext } from '../src/nodes/expressions.js';
 import { ExpressionLimitError, type ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
 import { nodeTypes, nodeRunModes } from '../src/nodes/index.js';
@@ -30,32 +30,36 @@ import type { TemporalHandle } from '../src/temporal/connection.js';
 import type { WorkflowService } from '../src/workflow-definitions/workflow.service.js';
 
 /**
- * Turns anything a node threw into the failure Temporal records, classified by NODE_ERRORS: a
- * refusal (bad input, a 4xx of the service's own features) is final; anything unexpected is
- * `node_failed` and retried under the node's retry policy.
+ * Turns anything a node threw into the failure Temporal records, classified by the catalogue of
+ * error codes (`retried`): a refusal (bad input, a 4xx of the service's own features) is final;
+ * an outage (`service_unavailable`, `internal_error`) and anything unexpected (`node_failed`) are
+ * retried under the node's retry policy. An `AppError` carries no verdict of its own, so a code
+ * whose failures say it themselves (`per_failure`) is retried, and a code the catalogue gives no
+ * `retried` is final.
  */
 export function toFailure(err: unknown): Error {
   if (err instanceof CancelledFailure) return err;
   if (err instanceof ApplicationFailure) {
-    const refusal = NODE_REFUSALS.includes(err.type ?? '');
+    const refusal = nodeRetry(err.type ?? '') === false;
     return refusal && !err.nonRetryable
       ? ApplicationFailure.create({ message: err.message, type: err.type ?? undefined, nonRetryable: true, details: err.details as unknown[] })
       : err;
   }
-  if (err instanceof ExpressionError) return ApplicationFailure.nonRetryable(err.message, 'expression_error');
-  if (err instanceof ExpressionLimitError) return ApplicationFailure.nonRetryable(err.message, 'expression_limit');
+  if (err instanceof ExpressionError) return ApplicationFailure.nonRetryable(err.message, CODE.expression_error);
+  if (err instanceof ExpressionLimitError) return ApplicationFailure.nonRetryable(err.message, CODE.expression_limit);
   if (err instanceof AppError) {
-    const retryable = err.status >= 500;
+    const retried = nodeRetry(err.code);
+    const retryable = retried === true || retried === 'per_failure';
     return retryable ? ApplicationFailure.retryable(err.message, err.code) : ApplicationFailure.nonRetryable(err.message, err.code);
   }
-  return ApplicationFailure.retryable(err instanceof Error ? err.message : String(err), 'node_failed' satisfies NodeErrorCode);
+  return ApplicationFailure.retryable(err instanceof Error ? err.message : String(err), CODE.node_failed satisfies NodeErrorCode);
 }
 
 /** How long a node runs before the timeline shows it as running (it is written when it ends anyway). */
 const RUNNING_AFTER_MS = 50;
 
 const errorOf = (failure: Error): NodeError => ({
-  code: failure instanceof ApplicationFailure ? (failure.type ?? 'node_failed') : failure instanceof CancelledFailure ? 'cancelled' : 'node_failed',
+  code: failure instanceof ApplicationFailure ? (failure.type ?? CODE.node_failed) : failure instanceof CancelledFailure ? CODE.cancelled : CODE.node_failed,
   message: failure.message,
 });
 
@@ -151,21 +155,21 @@ export function graphActivities(services: GraphActivityPorts) {
   async function currentExecution(runId: string): Promise<ExecutionRef> {
     const { workflowId } = runOf();
     const ref = await executionOf(workflowId, runId);
-    if (!ref) throw ApplicationFailure.retryable(`No execution record for run ${runId} yet`, 'execution_not_ready');
+    if (!ref) throw ApplicationFailure.retryable(`No execution record for run ${runId} yet`, CODE.execution_not_ready);
     return ref;
   }
 
   /** The joint principal of a run's people; refused when one of them no longer exists. */
   async function actorOf(ref: ExecutionRef): Promise<Principal> {
     const principal = await patiently(() => services.acting.principal(ref.actingUserIds, ref.ownerId));
-    if (!principal) throw ApplicationFailure.nonRetryable('A person this run acts for no longer exists', 'forbidden');
+    if (!principal) throw ApplicationFailure.nonRetryable('A person this run acts for no longer exists', CODE.forbidden);
     return principal;
   }
 
   /** One attempt of a node, in the metrics. */
   const countAttempt = (type: string, outcome: string, code: string | undefined, ms: number) => {
     services.metrics.nodeDuration.observe({ type, outcome }, ms / 1000);
-    services.metrics.nodeAttempts.inc({ type, outcome, code: outcome === 'success' ? '' : (code ?? 'node_failed') });
+    services.metrics.nodeAttempts.inc({ type, outcome, code: outcome === 'success' ? '' : (code ?? CODE.node_failed) });
   };
 
   const writeNode = (executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry) =>
@@ -198,7 +202,7 @@ export function graphActivities(services: GraphActivityPorts) {
           }),
         );
         ref = await findExecution(temporalWorkflowId, runId);
-        if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', 'execution_not_ready');
+        if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', CODE.execution_not_ready);
       }
       return {
         executionId: ref.id,
@@ -275,7 +279,7 @@ export function graphActivities(services: GraphActivityPorts) {
         if (ref.depth + 1 > limits.SVC_RUN_WORKFLOW_MAX_DEPTH) {
           throw ApplicationFailure.nonRetryable(
             `The child run would nest deeper than ${limits.SVC_RUN_WORKFLOW_MAX_DEPTH} levels (SVC_RUN_WORKFLOW_MAX_DEPTH)`,
-            'child_run_limit',
+            CODE.child_run_limit,
           );
         }
         const visible = await patiently(() => services.workflows.visibleToAll(targetId, ref.actingUserIds));
@@ -288,14 +292,14 @@ export function graphActivities(services: GraphActivityPorts) {
         if (!target || target.status === 'archived') {
           throw ApplicationFailure.nonRetryable(
             `Workflow ${config.workflow_id} does not exist, is archived, or is not visible to this run's people`,
-            'not_found',
+            CODE.not_found,
           );
         }
         const childId = childWorkflowId(runOf().workflowId, node.id);
         if (!(await patiently(() => services.executionMirror.claimChildRun(ref.rootId, childId, limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS)))) {
           throw ApplicationFailure.nonRetryable(
             `The runs of this tree have started ${limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS} child runs already (SVC_RUN_WORKFLOW_MAX_CHILD_RUNS)`,
-            'child_run_limit',
+            CODE.child_run_limit,
           );
         }
         return { workflowId: targetId, payload: config.payload ?? null, parentExecutionId: ref.id };
@@ -340,13 +344,13 @@ export function graphActivities(services: GraphActivityPorts) {
       };
       try {
         const type = nodeTypes.get(node.type);
-        if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, 'validation_failed');
+        if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, CODE.validation_failed);
         const expressionContext: ExpressionContext = { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } };
         input = await services.expressions.resolve(node.config, expressionContext);
         const parsed = (type.resolvedSchema ?? type.configSchema).safeParse(input);
         if (!parsed.success) {
           const detail = parsed.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ');
-          throw ApplicationFailure.nonRetryable(`Configuration after evaluating expressions is invalid: ${detail}`, 'validation_failed');
+          throw ApplicationFailure.nonRetryable(`Configuration after evaluating expressions is invalid: ${detail}`, CODE.validation_failed);
         }
         const result = await type.run({
           node,
@@ -356,7 +360,7 @@ export function graphActivities(services: GraphActivityPorts) {
           execution: ref,
           signal: activity.cancellationSignal,
           connection: () => {
-            if (node.connection_id === undefined) throw ApplicationFailure.nonRetryable('The node has no connection_id', 'validation_failed');
+            if (node.connection_id === undefined) throw ApplicationFailure.nonRetryable('The node has no connection_id', CODE.validation_failed);
             const id = node.connection_id;
             return patiently(() => services.connections.resolve(id, ref.actingUserIds)).then((resolved) => {
               connectionType = resolved.type;
@@ -368,7 +372,10 @@ export function graphActivities(services: GraphActivityPorts) {
         });
         const size = Buffer.byteLength(JSON.stringify(result.output ?? null));
         if (size > outputLimit) {
-          throw ApplicationFailure.nonRetryable(`Node output is ${size} bytes, over the limit of ${outputLimit} (SVC_NODE_OUTPUT_LIMIT)`, 'output_too_large');
+          throw ApplicationFailure.nonRetryable(
+            `Node output is ${size} bytes, over the limit of ${outputLimit} (SVC_NODE_OUTPUT_LIMIT)`,
+            CODE.output_too_large,
+          );
         }
         const finished = Date.now();
         countAttempt(node.type, 'success', undefined, finished - started);

@@ -4,6 +4,7 @@ import type { Config } from '../src/config.js';
 import type { Queryable } from '../src/db/sql.js';
 import type { KeyRing } from '../src/platform/crypto.js';
 import { EgressDeniedError, type EgressPolicy } from '../src/platform/egress.js';
+import { CODE } from '../workflows/error-codes.js';
 
 /** Stripe's scheme: HMAC-SHA256 of `<unix time>.<body>` under the webhook's secret. */
 export function webhookSignature(secret: string, timestamp: number, body: string): string {
@@ -58,10 +59,10 @@ export function licenseWebhookActivities(services: {
            from license_webhook_deliveries d join license_webhooks w on w.id = d.webhook_id where d.id = ?`,
         [input.deliveryId],
       );
-      if (!row) throw ApplicationFailure.nonRetryable('The delivery or its webhook no longer exists', 'not_found');
+      if (!row) throw ApplicationFailure.nonRetryable('The delivery or its webhook no longer exists', CODE.not_found);
       // A retry of an attempt that got through before the worker died.
       if (row.status === 'delivered') return { status: 'delivered', attempts: row.attempts };
-      if (!row.active) throw ApplicationFailure.nonRetryable('The webhook is inactive', 'webhook_inactive');
+      if (!row.active) throw ApplicationFailure.nonRetryable('The webhook is inactive', CODE.webhook_inactive);
       // jsonb gives the payload back the same way on every attempt, so each attempt sends the same bytes.
       const body = JSON.stringify(row.payload);
       const started = Date.now();
@@ -92,15 +93,15 @@ export function licenseWebhookActivities(services: {
         if (err instanceof EgressDeniedError) {
           await recordAttempt(input.deliveryId, attempt, started, null, err.message);
           // The same address is refused on every attempt: the delivery fails now.
-          throw ApplicationFailure.nonRetryable(err.message, 'egress_denied');
+          throw ApplicationFailure.nonRetryable(err.message, CODE.egress_denied);
         }
         const message = err instanceof Error ? (err.cause instanceof Error ? `${err.message}: ${err.cause.message}` : err.message) : String(err);
         await recordAttempt(input.deliveryId, attempt, started, null, message);
-        throw ApplicationFailure.retryable(`The webhook could not be reached: ${message}`, 'webhook_unreachable');
+        throw ApplicationFailure.retryable(`The webhook could not be reached: ${message}`, CODE.webhook_unreachable);
       }
       if (status < 200 || status >= 300) {
         await recordAttempt(input.deliveryId, attempt, started, status, `answered ${status}`);
-        throw ApplicationFailure.retryable(`The webhook answered ${status}`, 'webhook_http_error');
+        throw ApplicationFailure.retryable(`The webhook answered ${status}`, CODE.webhook_http_error);
       }
       await recordAttempt(input.deliveryId, attempt, started, status, null);
       await sql.query(`update license_webhook_deliveries set status = 'delivered', finished_at = now() where id = ? and status = 'pending'`, [

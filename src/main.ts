@@ -46,7 +46,7 @@ type Flags = Record<string, string | boolean | undefined>;
 
 function required(flags: Flags, name: string): string {
   const value = flags[name];
-  if (typeof value !== 'string' || !value) throw new AppError(400, 'invalid_request', `--${name} is required`);
+  if (typeof value !== 'string' || !value) throw new AppError('invalid_request', `--${name} is required`);
   return value;
 }
 
@@ -210,7 +210,7 @@ async function main(argv: string[]): Promise<void> {
         return withDatabase(config, logger, async (orm) => {
           const users = new UsersService(orm.em);
           const user = await users.findByLogin(required(flags, 'login'));
-          if (!user) throw new AppError(404, 'not_found', `User ${flags.login} not found`);
+          if (!user) throw new AppError('not_found', `User ${flags.login} not found`);
           await users.revokeAppPassword(user.id, { name: required(flags, 'name') });
           output(flags, { login: user.login, name: flags.name, revoked: true }, `Revoked ${flags.name} of ${user.login}`);
         });
@@ -243,7 +243,7 @@ async function main(argv: string[]): Promise<void> {
       }
       if (sub !== 'show' && sub !== 'revoke') break;
       const key = positionals[2] ?? flags.key;
-      if (typeof key !== 'string' || !key) throw new AppError(400, 'invalid_request', `license ${sub} needs a token or reference id (or --key)`);
+      if (typeof key !== 'string' || !key) throw new AppError('invalid_request', `license ${sub} needs a token or reference id (or --key)`);
       return withDatabase(config, logger, async (orm) => {
         const licenses = new LicenseService(orm.em, new Sql(orm.em.getKnex()));
         const license = sub === 'show' ? await licenses.getByKey(key) : await licenses.revoke(key);
@@ -266,7 +266,7 @@ async function main(argv: string[]): Promise<void> {
       return output(flags, { out, bytes: bundle.code.length }, `Wrote ${out}`);
     }
   }
-  throw new AppError(400, 'invalid_request', `Unknown command: ${[command, sub].filter(Boolean).join(' ')}\n\n${usage}`);
+  throw new AppError('invalid_request', `Unknown command: ${[command, sub].filter(Boolean).join(' ')}\n\n${usage}`);
 }
 
 main(process.argv.slice(2)).then(
