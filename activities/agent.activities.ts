@@ -2,7 +2,8 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { costOf } from '../src/providers/pricing.js';
 import { countModelUse, type Metrics } from '../src/platform/metrics.js';
 import { inSpan } from '../src/platform/tracing.js';
-import { loadHistory, loadSession, ownerOf, type ActionRow, type DecisionRecord } from '../src/agent/agent.store.js';
+import { insertMessage as storeMessage, loadHistory, loadSession, ownerOf, stepMessage, type ActionRow } from '../src/agent/agent.store.js';
+import type { AgentActionStore } from '../src/agent/agent-action.store.js';
 import { publish } from '../src/agent/agent.stream.js';
 import { runTool, summarizeCall, summarizeResult, toolSpecs } from '../src/agent/agent.tools.js';
 import { ProviderError, providerFor } from '../src/providers/index.js';
@@ -47,6 +48,7 @@ const notApproved = (message: string, details?: { stored: 'pending' }) =>
  */
 export interface AgentActivityPorts extends AgentToolPorts {
   sql: Sql;
+  stores: { agentActions: AgentActionStore };
   config: Pick<Config, 'SVC_AGENT_GATE_TTL' | 'SVC_AGENT_PRICES' | 'SVC_AGENT_PROVIDER_TIMEOUT_MS'>;
   connections: Pick<ConnectionService, 'resolve'>;
   users: Pick<UsersService, 'byId'>;
@@ -56,46 +58,9 @@ export interface AgentActivityPorts extends AgentToolPorts {
 
 export function agentActivities(services: AgentActivityPorts) {
   const { sql } = services;
+  const { agentActions } = services.stores;
 
-  async function insertMessage(row: {
-    sessionId: string;
-    stepKey: string;
-    turnId: string;
-    role: 'user' | 'assistant' | 'tool' | 'decision';
-    content: string;
-    toolCalls?: AgentToolCall[];
-    toolCallId?: string;
-    toolName?: string;
-    args?: unknown;
-    resultSummary?: string;
-    decision?: DecisionRecord;
-    telemetry?: unknown;
-  }): Promise<void> {
-    await sql.query(
-      `insert into agent_messages (session_id, step_key, turn_id, role, content, tool_calls, tool_call_id, tool_name, args, result_summary, decision, telemetry)
-       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (session_id, step_key) do nothing`,
-      [
-        row.sessionId,
-        row.stepKey,
-        row.turnId,
-        row.role,
-        row.content,
-        row.toolCalls ? JSON.stringify(row.toolCalls) : null,
-        row.toolCallId ?? null,
-        row.toolName ?? null,
-        row.args === undefined ? null : JSON.stringify(row.args),
-        row.resultSummary ?? null,
-        row.decision === undefined ? null : JSON.stringify(row.decision),
-        row.telemetry === undefined ? null : JSON.stringify(row.telemetry),
-      ],
-    );
-  }
-
-  /** Marks an approved action as started; false when an earlier attempt already started it. */
-  async function claimRun(actionId: string): Promise<boolean> {
-    const rows = await sql.query('update agent_actions set started_at = now() where action_id = ? and started_at is null returning action_id', [actionId]);
-    return rows.length > 0;
-  }
+  const insertMessage = (row: Parameters<typeof storeMessage>[1]) => storeMessage(sql, row);
 
   return {
     async agentBeginTurn(input: { sessionId: string; turnId: string; content: string }): Promise<void> {
@@ -111,11 +76,8 @@ export function agentActivities(services: AgentActivityPorts) {
         await insertMessage({ sessionId: input.sessionId, stepKey: `user:${input.turnId}`, turnId: input.turnId, role: 'user', content: input.userMessage });
       }
       // The three reads are independent: one round trip of waiting, not three.
-      const [[done], session, messages] = await Promise.all([
-        sql.query<{ content: string; tool_calls: AgentToolCall[] | null; telemetry: { tokens_in: number; tokens_out: number; cost_usd: number } | null }>(
-          'select content, tool_calls, telemetry from agent_messages where session_id = ? and step_key = ?',
-          [input.sessionId, stepKey],
-        ),
+      const [done, session, messages] = await Promise.all([
+        stepMessage(sql, input.sessionId, stepKey, ['content', 'tool_calls', 'telemetry']),
         loadSession(sql, input.sessionId),
         loadHistory(sql, input.sessionId),
       ]);
@@ -192,15 +154,14 @@ export function agentActivities(services: AgentActivityPorts) {
         if (!session) throw ApplicationFailure.nonRetryable('The session no longer exists', CODE.not_found);
         ttlSeconds = session.gate_ttl_s ?? services.config.SVC_AGENT_GATE_TTL;
       }
-      await sql.query(
-        `insert into agent_actions (action_id, session_id, turn_id, tool_call_id, tool, args, summary, status, expires_at)
-         values (?, ?, ?, ?, ?, ?, ?, 'pending', now() + make_interval(secs => ?::int)) on conflict (action_id) do nothing`,
-        [input.actionId, input.sessionId, input.turnId, input.call.id, input.call.name, JSON.stringify(input.call.args), summary, ttlSeconds],
-      );
-      const [row] = await sql.query<{ expires_at: Date | string | null; remaining_ms: string | null }>(
-        `select expires_at, greatest(0, ceil(extract(epoch from (expires_at - now())) * 1000)) as remaining_ms from agent_actions where action_id = ?`,
-        [input.actionId],
-      );
+      const row = await agentActions.open({
+        actionId: input.actionId,
+        sessionId: input.sessionId,
+        turnId: input.turnId,
+        call: input.call,
+        summary,
+        ttlSeconds,
+      });
       const action = { action_id: input.actionId, tool: input.call.name, args: input.call.args, summary, expires_at: toIso(row?.expires_at) };
       return row?.remaining_ms != null ? { ...action, ttl_ms: Number(row.remaining_ms) } : action;
     },
@@ -211,20 +172,10 @@ export function agentActivities(services: AgentActivityPorts) {
      * that). Answers the action's status afterwards: `expired`, or the decision that won.
      */
     async agentExpireAction(input: { sessionId: string; actionId: string }): Promise<{ status: AgentActionStatus }> {
-      const [expired] = await sql.query<{ status: AgentActionStatus }>(
-        `update agent_actions set status = 'expired', decided_at = now() where action_id = ? and session_id = ? and status = 'pending' returning status`,
-        [input.actionId, input.sessionId],
-      );
-      if (expired) {
-        services.metrics.agentActions.inc({ status: 'expired' });
-        return expired;
-      }
-      const [row] = await sql.query<{ status: AgentActionStatus }>('select status from agent_actions where action_id = ? and session_id = ?', [
-        input.actionId,
-        input.sessionId,
-      ]);
-      if (!row) throw ApplicationFailure.nonRetryable('The action no longer exists', CODE.not_found);
-      return row;
+      const found = await agentActions.expire(input.actionId, input.sessionId);
+      if (!found) throw ApplicationFailure.nonRetryable('The action no longer exists', CODE.not_found);
+      if (found.expiredNow) services.metrics.agentActions.inc({ status: 'expired' });
+      return { status: found.status };
     },
 
     /**
@@ -234,30 +185,21 @@ export function agentActivities(services: AgentActivityPorts) {
      * deciding to run it is not enough (defence in depth).
      */
     async agentRunTool(input: AgentToolRunInput): Promise<{ summary: string; args?: Record<string, unknown> }> {
-      const [done] = await sql.query<{ result_summary: string; args: Record<string, unknown> | null }>(
-        'select result_summary, args from agent_messages where session_id = ? and step_key = ?',
-        [input.sessionId, input.stepKey],
-      );
-      if (done) return { summary: done.result_summary, ...(done.args ? { args: done.args } : {}) };
+      const done = await stepMessage(sql, input.sessionId, input.stepKey, ['result_summary', 'args']);
+      if (done) return { summary: done.result_summary as string, ...(done.args ? { args: done.args } : {}) };
       const { call, decision } = input;
       let action: ActionRow | undefined;
       if (isGatedTool(call.name)) {
         if (!decision) throw notApproved(`${call.name} is gated: it runs only with an approved action`);
         // FOR SHARE waits for a decision being taken on this row (the API holds the row lock until
         // the workflow accepted it), so the status read is the committed outcome.
-        const [row] = await sql.query<ActionRow & { same_call: boolean; same_edit: boolean }>(
-          `select *, args = ?::jsonb as same_call, edited_args is not distinct from ?::jsonb as same_edit from agent_actions
-            where action_id = ? and session_id = ? and turn_id = ? and tool_call_id = ? and tool = ? for share`,
-          [
-            JSON.stringify(call.args),
-            decision.editedArgs ? JSON.stringify(decision.editedArgs) : null,
-            decision.actionId,
-            input.sessionId,
-            input.turnId,
-            call.id,
-            call.name,
-          ],
-        );
+        const row = await agentActions.forCall({
+          actionId: decision.actionId,
+          sessionId: input.sessionId,
+          turnId: input.turnId,
+          call,
+          editedArgs: decision.editedArgs,
+        });
         const expected: AgentActionStatus = decision.expired ? 'expired' : decision.approved ? 'approved' : 'rejected';
         if (!row || !row.same_call) throw notApproved(`Action ${decision.actionId} is not the action of this ${call.name} call`);
         // Still pending: the decision reached the workflow, but the API that sent it rolled its
@@ -309,7 +251,7 @@ export function agentActivities(services: AgentActivityPorts) {
         content = JSON.stringify(result);
         summary = `rejected by the user${action.note ? `: ${action.note}` : ''}`;
         streamed = result;
-      } else if (action && !(await claimRun(action.action_id))) {
+      } else if (action && !(await agentActions.claimRun(action.action_id))) {
         // An approved side effect runs at most once: a retry after a worker died mid-call cannot
         // know whether it happened, so it says so instead of doing it twice.
         const result = {
@@ -360,10 +302,7 @@ export function agentActivities(services: AgentActivityPorts) {
         resultSummary: summary,
       });
       if (action) {
-        await sql.query(`update agent_actions set outcome = ?, outcome_at = now() where action_id = ? and outcome is null`, [
-          JSON.stringify({ ok, result_summary: summary }),
-          action.action_id,
-        ]);
+        await agentActions.recordOutcome(action.action_id, { ok, result_summary: summary });
       }
       if (input.streamChannel) await publish(sql, input.streamChannel, { event: 'tool_result', data: { tool: call.name, result: streamed } });
       return { summary, args };

@@ -1,10 +1,10 @@
 import { createHmac } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Config } from '../src/config.js';
-import type { Queryable } from '../src/db/sql.js';
+import type { LicenseWebhookStore } from '../src/licenses/license-webhook.store.js';
 import type { KeyRing } from '../src/platform/crypto.js';
-import { EgressDeniedError, type EgressPolicy } from '../src/platform/egress.js';
 import { CODE } from '../workflows/error-codes.js';
+import { EgressDeniedError, type EgressPolicy } from '../src/platform/egress.js';
 
 /** Stripe's scheme: HMAC-SHA256 of `<unix time>.<body>` under the webhook's secret. */
 export function webhookSignature(secret: string, timestamp: number, body: string): string {
@@ -18,47 +18,23 @@ const MAX_ERROR_LENGTH = 500;
  * else: it is never an activity argument or result, so Temporal's history never holds it.
  */
 export function licenseWebhookActivities(services: {
-  sql: Queryable;
+  stores: { licenseWebhooks: Pick<LicenseWebhookStore, 'recordAttempt' | 'forSending' | 'markDelivered' | 'markFailed'> };
   keys: KeyRing;
   egress: Pick<EgressPolicy, 'fetch'>;
   config: Pick<Config, 'SVC_LICENSE_WEBHOOK_TIMEOUT_MS'>;
 }) {
-  const { sql, keys, config, egress } = services;
+  const { keys, config, egress } = services;
+  const licenseWebhookStore = services.stores.licenseWebhooks;
 
   async function recordAttempt(deliveryId: string, attempt: number, started: number, status: number | null, error: string | null) {
-    const message = error === null ? null : error.slice(0, MAX_ERROR_LENGTH);
-    await sql.query(
-      `insert into license_webhook_attempts (delivery_id, attempt, started_at, duration_ms, response_status, error) values (?, ?, ?, ?, ?, ?)
-       on conflict (delivery_id, attempt) do update set started_at = excluded.started_at, duration_ms = excluded.duration_ms,
-         response_status = excluded.response_status, error = excluded.error`,
-      [deliveryId, attempt, new Date(started), Date.now() - started, status, message],
-    );
-    await sql.query('update license_webhook_deliveries set attempts = greatest(attempts, ?), last_status = ?, last_error = ? where id = ?', [
-      attempt,
-      status,
-      message,
-      deliveryId,
-    ]);
+    await licenseWebhookStore.recordAttempt(deliveryId, attempt, started, status, error === null ? null : error.slice(0, MAX_ERROR_LENGTH));
   }
 
   return {
     /** One attempt: POST the event, signed; a non-2xx answer or no answer fails the attempt (Temporal retries). */
     async sendLicenseWebhook(input: { deliveryId: string }): Promise<{ status: 'delivered'; attempts: number }> {
       const attempt = Context.current().info.attempt;
-      const [row] = await sql.query<{
-        status: string;
-        attempts: number;
-        payload: unknown;
-        event: string;
-        event_id: string;
-        url: string;
-        secret_sealed: string;
-        active: boolean;
-      }>(
-        `select d.status, d.attempts, d.payload, d.event, d.event_id, w.url, w.secret_sealed, w.active
-           from license_webhook_deliveries d join license_webhooks w on w.id = d.webhook_id where d.id = ?`,
-        [input.deliveryId],
-      );
+      const row = await licenseWebhookStore.forSending(input.deliveryId);
       if (!row) throw ApplicationFailure.nonRetryable('The delivery or its webhook no longer exists', CODE.not_found);
       // A retry of an attempt that got through before the worker died.
       if (row.status === 'delivered') return { status: 'delivered', attempts: row.attempts };
@@ -104,20 +80,13 @@ export function licenseWebhookActivities(services: {
         throw ApplicationFailure.retryable(`The webhook answered ${status}`, CODE.webhook_http_error);
       }
       await recordAttempt(input.deliveryId, attempt, started, status, null);
-      await sql.query(`update license_webhook_deliveries set status = 'delivered', finished_at = now() where id = ? and status = 'pending'`, [
-        input.deliveryId,
-      ]);
+      await licenseWebhookStore.markDelivered(input.deliveryId);
       return { status: 'delivered', attempts: attempt };
     },
 
     /** The attempts ran out (or the webhook was switched off): the delivery is recorded as failed. */
     async failLicenseWebhookDelivery(input: { deliveryId: string; error: string }): Promise<{ attempts: number }> {
-      const rows = await sql.query<{ attempts: number }>(
-        `update license_webhook_deliveries set status = 'failed', finished_at = now(), last_error = coalesce(last_error, ?)
-          where id = ? and status = 'pending' returning attempts`,
-        [input.error.slice(0, MAX_ERROR_LENGTH), input.deliveryId],
-      );
-      return { attempts: rows[0]?.attempts ?? 0 };
+      return { attempts: await licenseWebhookStore.markFailed(input.deliveryId, input.error.slice(0, MAX_ERROR_LENGTH)) };
     },
   };
 }

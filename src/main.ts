@@ -2,16 +2,13 @@ import { writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, loadDotEnv, type Config } from './config.js';
 import { withDatabase } from './cli/database.js';
-import { UsersService } from './auth/users.service.js';
 import { migrate } from './db/orm.js';
 import { createLicenseBody, type LicenseView } from './licenses/license.schemas.js';
-import { LicenseKeyService } from './licenses/license.keys.js';
-import { LicenseService } from './licenses/license.service.js';
 import type { PublicKeyEntry } from './licenses/license.signature.js';
-import { Sql } from './db/sql.js';
 import { AppError, validationFailed } from './platform/errors.js';
 import { createLogger, type Logger } from './platform/logger.js';
 import { loadKeyRing, startStack } from './stack.js';
+import { createCommandServices } from './services.js';
 import { findTemporalCli } from './platform/temporal-cli.js';
 import { bundleWorkflows } from './temporal/worker.js';
 import { runClusterCommand } from './cluster/command.js';
@@ -132,7 +129,7 @@ async function runServer(config: Config, logger: Logger, roles: { api: boolean; 
   logger.info('stopped');
 }
 
-async function main(argv: string[]): Promise<void> {
+function parseCommandLine(argv: string[]) {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -154,7 +151,103 @@ async function main(argv: string[]): Promise<void> {
       help: { type: 'boolean', short: 'h' },
     },
   });
-  const flags = values as Flags;
+  return { positionals, flags: values as Flags };
+}
+
+/** `user create`, `app-password create|revoke`: undefined for a subcommand it does not know. */
+function userCommand(command: string, sub: string | undefined, flags: Flags, config: Config, logger: Logger): Promise<void> | undefined {
+  if (command === 'user' && sub === 'create') {
+    return withDatabase(config, logger, async (orm) => {
+      const created = await createCommandServices(orm, config).users.createUser({
+        login: required(flags, 'login'),
+        role: required(flags, 'role'),
+        ...(typeof flags.password === 'string' ? { password: flags.password } : {}),
+        ...(typeof flags.email === 'string' ? { email: flags.email } : {}),
+      });
+      output(flags, { ...created }, `Created ${created.role} ${created.login}${created.password ? ` with password ${created.password}` : ''}`);
+    });
+  }
+  if (command === 'app-password' && sub === 'create') {
+    return withDatabase(config, logger, async (orm) => {
+      const created = await createCommandServices(orm, config).users.createAppPassword(required(flags, 'login'), required(flags, 'name'));
+      output(
+        flags,
+        { login: created.login, name: created.name, password: created.password },
+        `Application password for ${created.login} (${created.name}): ${created.password}\nIt is shown once; store it now.`,
+      );
+    });
+  }
+  if (command === 'app-password' && sub === 'revoke') {
+    return withDatabase(config, logger, async (orm) => {
+      const { users } = createCommandServices(orm, config);
+      const user = await users.findByLogin(required(flags, 'login'));
+      if (!user) throw new AppError('not_found', `User ${flags.login} not found`);
+      await users.revokeAppPassword(user.id, { name: required(flags, 'name') });
+      output(flags, { login: user.login, name: flags.name, revoked: true }, `Revoked ${flags.name} of ${user.login}`);
+    });
+  }
+  return undefined;
+}
+
+/** `license create|keys|rotate-key|show|revoke`: undefined for a subcommand it does not know. */
+async function licenseCommand(sub: string | undefined, positionals: string[], flags: Flags, config: Config, logger: Logger): Promise<boolean> {
+  if (sub === 'create') {
+    const input = licenseInput(flags);
+    await withDatabase(config, logger, async (orm) => {
+      const issued = await createCommandServices(orm, config).licenses.create(input);
+      output(flags, { ...issued }, `${describeLicense(issued)}\n  token: ${issued.token}\n  It is shown once; store it now.`);
+    });
+    return true;
+  }
+  if (sub === 'keys' || sub === 'rotate-key') {
+    const keyRing = await loadKeyRing(config, !config.DATABASE_URL);
+    await withDatabase(config, logger, async (orm) => {
+      const signer = createCommandServices(orm, config).licenseKeys(keyRing);
+      if (sub === 'keys') {
+        const keys = await signer.list();
+        return output(flags, { keys }, describeKeys(keys));
+      }
+      const rotated = await signer.rotate();
+      const keys = await signer.list();
+      output(
+        flags,
+        { retired: rotated.retired, current: rotated.current, keys },
+        `${rotated.retired ? `Retired ${rotated.retired}; ` : ''}signing with ${rotated.current.key_id} now.\n${describeKeys(keys)}`,
+      );
+    });
+    return true;
+  }
+  if (sub !== 'show' && sub !== 'revoke') return false;
+  const key = positionals[2] ?? flags.key;
+  if (typeof key !== 'string' || !key) throw new AppError('invalid_request', `license ${sub} needs a token or reference id (or --key)`);
+  await withDatabase(config, logger, async (orm) => {
+    const { licenses } = createCommandServices(orm, config);
+    const license = sub === 'show' ? await licenses.getByKey(key) : await licenses.revoke(key);
+    output(flags, { ...license }, describeLicense(license));
+  });
+  return true;
+}
+
+/** The build and provisioning tools: `temporal-cli`, `cluster-binaries`, `bundle-workflows`. */
+async function toolCommand(command: string, flags: Flags, config: Config, logger: Logger): Promise<boolean> {
+  if (command === 'temporal-cli') {
+    const cli = await findTemporalCli(logger, { explicit: config.TEMPORAL_CLI });
+    output(flags, { ...cli }, cli.path);
+  } else if (command === 'cluster-binaries') {
+    const [server, ui] = await Promise.all([provisionGoModule(TEMPORAL_SERVER, logger), provisionGoModule(TEMPORAL_UI, logger)]);
+    const paths = { ...server, ...ui };
+    output(flags, paths, Object.values(paths).join('\n'));
+  } else if (command === 'bundle-workflows') {
+    const out = required(flags, 'out');
+    const bundle = await bundleWorkflows();
+    await writeFile(out, bundle.code);
+    output(flags, { out, bytes: bundle.code.length }, `Wrote ${out}`);
+  } else return false;
+  return true;
+}
+
+async function main(argv: string[]): Promise<void> {
+  const { positionals, flags } = parseCommandLine(argv);
   const [command, sub] = positionals;
   if (!command || flags.help || command === 'help') {
     process.stdout.write(usage + '\n');
@@ -184,88 +277,11 @@ async function main(argv: string[]): Promise<void> {
       const applied = await withDatabase(config, logger, async (orm) => migrate(orm));
       return output(flags, { applied }, applied.length ? `Applied: ${applied.join(', ')}` : 'Database is up to date.');
     }
-    case 'user':
-      if (sub !== 'create') break;
-      return withDatabase(config, logger, async (orm) => {
-        const created = await new UsersService(orm.em).createUser({
-          login: required(flags, 'login'),
-          role: required(flags, 'role'),
-          ...(typeof flags.password === 'string' ? { password: flags.password } : {}),
-          ...(typeof flags.email === 'string' ? { email: flags.email } : {}),
-        });
-        output(flags, { ...created }, `Created ${created.role} ${created.login}${created.password ? ` with password ${created.password}` : ''}`);
-      });
-    case 'app-password':
-      if (sub === 'create') {
-        return withDatabase(config, logger, async (orm) => {
-          const created = await new UsersService(orm.em).createAppPassword(required(flags, 'login'), required(flags, 'name'));
-          output(
-            flags,
-            { login: created.login, name: created.name, password: created.password },
-            `Application password for ${created.login} (${created.name}): ${created.password}\nIt is shown once; store it now.`,
-          );
-        });
-      }
-      if (sub === 'revoke') {
-        return withDatabase(config, logger, async (orm) => {
-          const users = new UsersService(orm.em);
-          const user = await users.findByLogin(required(flags, 'login'));
-          if (!user) throw new AppError('not_found', `User ${flags.login} not found`);
-          await users.revokeAppPassword(user.id, { name: required(flags, 'name') });
-          output(flags, { login: user.login, name: flags.name, revoked: true }, `Revoked ${flags.name} of ${user.login}`);
-        });
-      }
-      break;
-    case 'license': {
-      if (sub === 'create') {
-        const input = licenseInput(flags);
-        return withDatabase(config, logger, async (orm) => {
-          const issued = await new LicenseService(orm.em, new Sql(orm.em.getKnex())).create(input);
-          output(flags, { ...issued }, `${describeLicense(issued)}\n  token: ${issued.token}\n  It is shown once; store it now.`);
-        });
-      }
-      if (sub === 'keys' || sub === 'rotate-key') {
-        const keyRing = await loadKeyRing(config, !config.DATABASE_URL);
-        return withDatabase(config, logger, async (orm) => {
-          const signer = new LicenseKeyService(new Sql(orm.em.getKnex()), keyRing, Math.round(config.SVC_LICENSE_SIGNATURE_TTL_DAYS * 86_400));
-          if (sub === 'keys') {
-            const keys = await signer.list();
-            return output(flags, { keys }, describeKeys(keys));
-          }
-          const rotated = await signer.rotate();
-          const keys = await signer.list();
-          output(
-            flags,
-            { retired: rotated.retired, current: rotated.current, keys },
-            `${rotated.retired ? `Retired ${rotated.retired}; ` : ''}signing with ${rotated.current.key_id} now.\n${describeKeys(keys)}`,
-          );
-        });
-      }
-      if (sub !== 'show' && sub !== 'revoke') break;
-      const key = positionals[2] ?? flags.key;
-      if (typeof key !== 'string' || !key) throw new AppError('invalid_request', `license ${sub} needs a token or reference id (or --key)`);
-      return withDatabase(config, logger, async (orm) => {
-        const licenses = new LicenseService(orm.em, new Sql(orm.em.getKnex()));
-        const license = sub === 'show' ? await licenses.getByKey(key) : await licenses.revoke(key);
-        output(flags, { ...license }, describeLicense(license));
-      });
-    }
-    case 'temporal-cli': {
-      const cli = await findTemporalCli(logger, { explicit: config.TEMPORAL_CLI });
-      return output(flags, { ...cli }, cli.path);
-    }
-    case 'cluster-binaries': {
-      const [server, ui] = await Promise.all([provisionGoModule(TEMPORAL_SERVER, logger), provisionGoModule(TEMPORAL_UI, logger)]);
-      const paths = { ...server, ...ui };
-      return output(flags, paths, Object.values(paths).join('\n'));
-    }
-    case 'bundle-workflows': {
-      const out = required(flags, 'out');
-      const bundle = await bundleWorkflows();
-      await writeFile(out, bundle.code);
-      return output(flags, { out, bytes: bundle.code.length }, `Wrote ${out}`);
-    }
   }
+  const handled = userCommand(command, sub, flags, config, logger);
+  if (handled) return handled;
+  if (command === 'license' && (await licenseCommand(sub, positionals, flags, config, logger))) return;
+  if (await toolCommand(command, flags, config, logger)) return;
   throw new AppError('invalid_request', `Unknown command: ${[command, sub].filter(Boolean).join(' ')}\n\n${usage}`);
 }
 

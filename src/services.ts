@@ -1,9 +1,14 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { Client } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
+import type { NativeConnection } from '@temporalio/worker';
+import { AgentActionStore } from './agent/agent-action.store.js';
 import { AgentGateService } from './agent/agent.gate.js';
 import { AgentService } from './agent/agent.service.js';
 import { TurnStreamHub } from './agent/agent.stream.js';
 import { ActingUsers } from './auth/acting.js';
 import { AuthService } from './auth/auth.service.js';
+import { UserStore } from './auth/user.store.js';
 import { UsersService } from './auth/users.service.js';
 import type { Config } from './config.js';
 import { ConnectionService } from './connections/connection.service.js';
@@ -12,8 +17,10 @@ import { Sql } from './db/sql.js';
 import { ExecutionMirror } from './executions/execution.mirror.js';
 import { ExecutionService } from './executions/execution.service.js';
 import { LicenseKeyService } from './licenses/license.keys.js';
+import { LicenseWebhookStore } from './licenses/license-webhook.store.js';
 import { LicenseWebhookService } from './licenses/license-webhooks.service.js';
 import { LicenseService } from './licenses/license.service.js';
+import { LicenseStore } from './licenses/license.store.js';
 import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { EgressPolicy } from './platform/egress.js';
@@ -70,6 +77,8 @@ export interface Services {
   agent: AgentService;
   /** The agent's side-effect gate: decisions, the inbox, the audit trail. */
   agentGate: AgentGateService;
+  /** The one writer of each table (docs/data-access.md). */
+  stores: Stores;
   /** LISTEN side of agent turn streams (one dedicated PostgreSQL connection, opened on first use). */
   agentStreams: TurnStreamHub;
 }
@@ -84,68 +93,137 @@ export interface ServiceOptions {
   clock?: () => number;
 }
 
-export async function createServices(config: Config, logger: Logger, keys: KeyRing, endpoints: Endpoints, options: ServiceOptions = {}): Promise<Services> {
+/**
+ * The stores: each is the one module that writes its tables (docs/data-access.md). Everything
+ * else reaches those tables through them.
+ */
+export interface Stores {
+  users: UserStore;
+  /** The gate's actions and their state machine. */
+  agentActions: AgentActionStore;
+  licenseWebhooks: LicenseWebhookStore;
+  licenses: LicenseStore;
+}
+
+export function createStores(orm: MikroORM, sql: Sql): Stores {
+  return {
+    users: new UserStore(orm.em, sql),
+    agentActions: new AgentActionStore(sql),
+    licenseWebhooks: new LicenseWebhookStore(sql),
+    licenses: new LicenseStore(orm.em, sql),
+  };
+}
+
+/** Seconds a licence signature stays valid (SVC_LICENSE_SIGNATURE_TTL_DAYS). */
+const signatureTtl = (config: Config) => Math.round(config.SVC_LICENSE_SIGNATURE_TTL_DAYS * 86_400);
+
+/**
+ * What the one-shot commands and the cluster's bootstrap use: the services over the database
+ * alone (no Temporal). Licence changes made here still write their webhook deliveries; the
+ * worker's sweep starts them.
+ */
+export function createCommandServices(orm: MikroORM, config: Config) {
+  const sql = new Sql(orm.em.getKnex());
+  const stores = createStores(orm, sql);
+  return {
+    users: new UsersService(stores.users),
+    licenses: new LicenseService(stores.licenses),
+    licenseKeys: (keys: KeyRing) => new LicenseKeyService(sql, keys, signatureTtl(config)),
+  };
+}
+
+/** What every service stands on: the database and its stores, Temporal, limits, metrics, tracing, egress, expressions. */
+type Platform = Pick<
+  Services,
+  'config' | 'logger' | 'orm' | 'sql' | 'keys' | 'stores' | 'limiter' | 'metrics' | 'tracing' | 'egress' | 'expressions' | 'temporal'
+>;
+
+async function createPlatform(config: Config, logger: Logger, keys: KeyRing, endpoints: Endpoints): Promise<Platform> {
   const orm = await openOrm(endpoints.databaseUrl, logger);
-  const em = orm.em;
-  const sql = new Sql(em.getKnex());
-  const limiter = new RateLimiter(sql);
+  const sql = new Sql(orm.em.getKnex());
+  const stores = createStores(orm, sql);
   const metrics = new Metrics({
-    pool: () => (em.getKnex().client as { pool?: PoolProbe }).pool,
-    pendingActions: async () => {
-      const [row] = await sql.query<{ n: number }>(`select count(*)::int as n from agent_actions where status = 'pending'`);
-      return row!.n;
-    },
+    pool: () => (orm.em.getKnex().client as { pool?: PoolProbe }).pool,
+    pendingActions: () => stores.agentActions.countPending(),
   });
   const tracing = installTracing({ endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: config.OTEL_SERVICE_NAME, role: config.SVC_ROLE });
-  const temporal = connectTemporal(config, endpoints.temporalAddress, keys, { traced: tracing.enabled });
-  const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
-  const auth = new AuthService(em, sql, keys, limiter, config, options.clock);
-  const acting = new ActingUsers(sql, auth);
-  const recordsDb = sql.withRowTypes(recordRowTypes);
-  const entityCache = new EntityCache<StoredEntity>(endpoints.databaseUrl, logger);
-  const entities = new EntityService(recordsDb, entityCache);
-  const recordEvents = new RecordEventBus(logger);
-  const egress = EgressPolicy.fromConfig(config);
-  const connections = new ConnectionService(sql, keys, egress);
-  const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror, { connections, entities, acting });
-  const licenseWebhooks = new LicenseWebhookService(sql, keys, temporal, config, logger);
-  const records = new RecordService(recordsDb, entities, new RecordValidator(), recordEvents);
-  const executions = new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS, metrics);
+  const expressions = new ExpressionSandbox({
+    threads: config.SVC_EXPRESSION_THREADS,
+    timeoutMs: config.SVC_EXPRESSION_TIMEOUT_MS,
+    memoryMb: config.SVC_EXPRESSION_MEMORY_MB,
+    // Room for a configuration whose evaluated output is then refused as output_too_large.
+    resultBytes: 4 * config.SVC_NODE_OUTPUT_LIMIT,
+  });
   return {
     config,
     logger,
     orm,
     sql,
     keys,
-    limiter,
+    stores,
+    limiter: new RateLimiter(sql),
     metrics,
     tracing,
-    egress,
-    expressions: new ExpressionSandbox({
-      threads: config.SVC_EXPRESSION_THREADS,
-      timeoutMs: config.SVC_EXPRESSION_TIMEOUT_MS,
-      memoryMb: config.SVC_EXPRESSION_MEMORY_MB,
-      // Room for a configuration whose evaluated output is then refused as output_too_large.
-      resultBytes: 4 * config.SVC_NODE_OUTPUT_LIMIT,
-    }),
+    egress: EgressPolicy.fromConfig(config),
+    expressions,
+    temporal: connectTemporal(config, endpoints.temporalAddress, keys, { traced: tracing.enabled }),
+  };
+}
+
+/** Entities, their records and record events (record tables read dates as text). */
+function createRecordServices({ sql, logger }: Platform, endpoints: Endpoints) {
+  const recordsDb = sql.withRowTypes(recordRowTypes);
+  const entities = new EntityService(recordsDb, new EntityCache<StoredEntity>(endpoints.databaseUrl, logger));
+  const recordEvents = new RecordEventBus(logger);
+  return { entities, recordEvents, records: new RecordService(recordsDb, entities, new RecordValidator(), recordEvents) };
+}
+
+/** Builds every service of a process (API, worker or both: the entry point chooses what to start). */
+export async function createServices(config: Config, logger: Logger, keys: KeyRing, endpoints: Endpoints, options: ServiceOptions = {}): Promise<Services> {
+  const platform = await createPlatform(config, logger, keys, endpoints);
+  const { sql, stores, limiter, metrics, temporal, egress } = platform;
+  const { agentActions } = stores;
+  const auth = new AuthService(stores.users, keys, limiter, config, options.clock);
+  const acting = new ActingUsers(sql, auth);
+  const { entities, records, recordEvents } = createRecordServices(platform, endpoints);
+  const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
+  const connections = new ConnectionService(sql, keys, egress);
+  const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror, { connections, entities, acting });
+  const executions = new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS, metrics);
+  const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
+  return {
+    ...platform,
     auth,
     acting,
-    users: new UsersService(em),
-    temporal,
+    users: new UsersService(stores.users),
     connections,
     workflows,
     executionMirror,
     executions,
-    licenses: new LicenseService(em, sql, licenseWebhooks),
-    licenseKeys: new LicenseKeyService(sql, keys, Math.round(config.SVC_LICENSE_SIGNATURE_TTL_DAYS * 86_400)),
+    licenses: new LicenseService(stores.licenses, licenseWebhooks),
+    licenseKeys: new LicenseKeyService(sql, keys, signatureTtl(config)),
     licenseWebhooks,
     entities,
     records,
     recordEvents,
-    agent: new AgentService(sql, connections, temporal, config, limiter, metrics),
-    agentGate: new AgentGateService(sql, temporal, { records, entities, workflows, executions }, metrics),
+    agent: new AgentService(sql, agentActions, connections, temporal, config, limiter, metrics),
+    agentGate: new AgentGateService(sql, agentActions, temporal, { records, entities, workflows, executions }, metrics),
     agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER),
   };
+}
+
+/**
+ * API and worker in one process: runs the API starts begin on this worker at once (a client on
+ * the worker's own connection). Answers the function that stops using it.
+ */
+export function useEagerClient(services: Services, connection: NativeConnection): () => void {
+  services.temporal.eagerClient = new Client({
+    connection,
+    namespace: services.config.TEMPORAL_NAMESPACE,
+    dataConverter: { payloadCodecs: [services.temporal.codec] },
+    ...(services.temporal.traced ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
+  });
+  return () => void (services.temporal.eagerClient = undefined);
 }
 
 export async function closeServices(services: Services): Promise<void> {

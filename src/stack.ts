@@ -12,12 +12,10 @@ import { KeyRing, generateMasterKey, parseMasterKey } from './platform/crypto.js
 import { EmbeddedPostgres } from './platform/embedded-postgres.js';
 import type { Logger } from './platform/logger.js';
 import { TemporalDevServer, provisionTemporalCli } from './platform/temporal-server.js';
-import { closeServices, createServices, type Services } from './services.js';
+import { closeServices, createServices, useEagerClient, type Services } from './services.js';
 import { EncryptionCodec } from './temporal/codec.js';
 import { startLoopbackCodec } from './temporal/codec.listener.js';
 import { startWorker, type RunningWorker } from './temporal/worker.js';
-import { Client } from '@temporalio/client';
-import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import { createServer, type Server as HttpServer } from 'node:http';
 import { mayReadMetrics } from './platform/metrics.js';
 import { temporalSdkMetrics } from './temporal/worker.js';
@@ -95,68 +93,147 @@ export async function loadKeyRing(config: Config, embeddedDatabase: boolean): Pr
 
 const mask = (url: string) => url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
 
+/** Stops what a stack started, in reverse order; a step that fails is logged and the rest still run. */
+class Cleanups {
+  private readonly steps: (() => Promise<void>)[] = [];
+  constructor(private readonly logger: Logger) {}
+
+  push(step: () => Promise<void>): void {
+    this.steps.push(step);
+  }
+
+  async run(): Promise<void> {
+    for (const step of this.steps.reverse()) {
+      await step().catch((err) => this.logger.error({ err }, 'error while stopping'));
+    }
+    this.steps.length = 0;
+  }
+}
+
+/** DATABASE_URL, or embedded PostgreSQL in the data directory. */
+async function startDatabase(config: Config, logger: Logger, options: StackOptions, cleanups: Cleanups, childPids: number[]): Promise<string> {
+  if (config.DATABASE_URL) return config.DATABASE_URL;
+  if (!options.embedded) throw new ConfigError('DATABASE_URL', 'required for this command');
+  const pgServer = new EmbeddedPostgres({ dataDir: join(config.SVC_DATA_DIR, 'pg'), port: config.SVC_EMBEDDED_PG_PORT, logger });
+  logger.info('starting embedded PostgreSQL');
+  const serverUrl = await pgServer.start();
+  cleanups.push(() => pgServer.stop());
+  childPids.push(pgServer.pid!);
+  return ensureDatabase(serverUrl, EMBEDDED_DATABASE);
+}
+
+/** TEMPORAL_ADDRESS, or the Temporal dev server with its Web UI (and the loopback codec listener it decodes through). */
+async function startTemporal(
+  config: Config,
+  logger: Logger,
+  keys: KeyRing,
+  options: StackOptions,
+  cleanups: Cleanups,
+  childPids: number[],
+): Promise<{ address: string; ui?: string; codec?: string }> {
+  const ui = config.TEMPORAL_UI_URL;
+  if (config.TEMPORAL_ADDRESS) return { address: config.TEMPORAL_ADDRESS, ...(ui ? { ui } : {}) };
+  if (!options.embedded) throw new ConfigError('TEMPORAL_ADDRESS', 'required for this command');
+  const cli = await provisionTemporalCli(logger, config.TEMPORAL_CLI);
+  const temporalUi = ui ?? `http://localhost:${config.TEMPORAL_UI_PORT}`;
+  let codec: string | undefined;
+  // The UI calls its codec from the operator's browser without the API's credentials; on one
+  // machine a loopback-only listener stands in for them (docs/operators.md, the trade-off).
+  if (config.SVC_CODEC_PORT !== 'off') {
+    const listener = await startLoopbackCodec({
+      codec: new EncryptionCodec(keys),
+      port: config.SVC_CODEC_PORT,
+      uiOrigins: [temporalUi, `http://localhost:${config.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${config.TEMPORAL_UI_PORT}`],
+      bodyLimit: config.SVC_BODY_LIMIT,
+      logger,
+    });
+    cleanups.push(() => listener.close());
+    codec = listener.url;
+  }
+  const devServer = new TemporalDevServer({
+    cli,
+    port: config.TEMPORAL_PORT,
+    uiPort: config.TEMPORAL_UI_PORT,
+    dbFile: resolve(config.SVC_DATA_DIR, 'temporal.db'),
+    codecEndpoint: codec ?? `http://localhost:${config.PORT}/api/temporal-codec`,
+    logger,
+  });
+  logger.info('starting the Temporal dev server');
+  const address = await devServer.start();
+  cleanups.push(() => devServer.stop());
+  childPids.push(devServer.pid!);
+  return { address, ui: temporalUi, ...(codec ? { codec } : {}) };
+}
+
+/** The worker, its sweeps, and (on its own) its metrics listener. Answers the worker and its metrics URL. */
+async function startWorkerRole(
+  services: Services,
+  temporalAddress: string,
+  options: StackOptions,
+  cleanups: Cleanups,
+): Promise<{ worker: RunningWorker; metricsUrl?: string }> {
+  const { config, logger } = services;
+  const worker = await startWorker(services, temporalAddress, options.workflowBundle ? { bundlePath: options.workflowBundle } : {});
+  cleanups.push(() => worker.shutdown());
+  if (options.roles.api) {
+    const stopEager = useEagerClient(services, worker.connection);
+    cleanups.push(async () => stopEager());
+  }
+  // Runs ended from outside (terminated in the Web UI, timed out) never report back
+  // themselves; the worker reconciles their mirror records with Temporal.
+  const sweeper = setInterval(() => {
+    services.executions.sweep(10_000).catch((err) => logger.warn({ err }, 'execution sweep failed'));
+    // Licence webhook deliveries written where nothing started them (the CLI, an outage).
+    services.licenseWebhooks.sweep().catch((err) => logger.warn({ err }, 'licence webhook sweep failed'));
+  }, 15_000);
+  sweeper.unref();
+  cleanups.push(async () => clearInterval(sweeper));
+  // A worker on its own serves its metrics on a port of its own (the API serves them at /metrics).
+  if (options.roles.api || config.SVC_METRICS_PORT === 'off') return { worker };
+  const listener = await serveMetrics(services, config.SVC_METRICS_HOST, config.SVC_METRICS_PORT);
+  cleanups.push(() => new Promise<void>((ok) => listener.close(() => ok())));
+  return { worker, metricsUrl: `http://${config.SVC_METRICS_HOST}:${(listener.address() as { port: number }).port}/metrics` };
+}
+
+/** The HTTP API and the record trigger. Answers the server and its URL. */
+async function startApiRole(services: Services, cleanups: Cleanups): Promise<{ server: Server; apiUrl: string }> {
+  const { config } = services;
+  const unsubscribeRecordTrigger = wireRecordTrigger(services);
+  cleanups.push(async () => unsubscribeRecordTrigger());
+  const { app } = buildApp(services);
+  const server = await new Promise<Server>((ok, fail) => {
+    const s = app.listen(config.PORT, config.HOST, () => ok(s));
+    s.once('error', fail);
+  });
+  server.keepAliveTimeout = 65_000;
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.PORT;
+  cleanups.push(
+    () =>
+      new Promise<void>((ok) => {
+        server.close(() => ok());
+        server.closeIdleConnections();
+        setTimeout(() => server.closeAllConnections(), 5000).unref();
+      }),
+  );
+  return { server, apiUrl: `http://${config.HOST === '0.0.0.0' ? 'localhost' : config.HOST}:${port}` };
+}
+
+/** How long a starting process waits for PostgreSQL to accept its start-up statements. */
+const DATABASE_PATIENCE_MS = 120_000;
+
 /**
  * Brings up everything the configuration asks for, in dependency order, and returns a handle
  * whose stop() takes it down in reverse order. A failure half-way stops what had started.
  */
-/** How long a starting process waits for PostgreSQL to accept its start-up statements. */
-const DATABASE_PATIENCE_MS = 120_000;
-
 export async function startStack(config: Config, logger: Logger, options: StackOptions): Promise<Stack> {
-  const cleanups: (() => Promise<void>)[] = [];
+  const cleanups = new Cleanups(logger);
   const childPids: number[] = [];
-  const stopAll = async () => {
-    for (const cleanup of cleanups.reverse()) {
-      await cleanup().catch((err) => logger.error({ err }, 'error while stopping'));
-    }
-    cleanups.length = 0;
-  };
   try {
     const keys = await loadKeyRing(config, !config.DATABASE_URL);
-    let databaseUrl = config.DATABASE_URL;
-    if (!databaseUrl) {
-      if (!options.embedded) throw new ConfigError('DATABASE_URL', 'required for this command');
-      const pgServer = new EmbeddedPostgres({ dataDir: join(config.SVC_DATA_DIR, 'pg'), port: config.SVC_EMBEDDED_PG_PORT, logger });
-      logger.info('starting embedded PostgreSQL');
-      const serverUrl = await pgServer.start();
-      cleanups.push(() => pgServer.stop());
-      childPids.push(pgServer.pid!);
-      databaseUrl = await ensureDatabase(serverUrl, EMBEDDED_DATABASE);
-    }
-    let temporalAddress = config.TEMPORAL_ADDRESS;
-    let temporalUi: string | undefined = config.TEMPORAL_UI_URL;
-    let codecUrl: string | undefined;
-    if (!temporalAddress) {
-      if (!options.embedded) throw new ConfigError('TEMPORAL_ADDRESS', 'required for this command');
-      const cli = await provisionTemporalCli(logger, config.TEMPORAL_CLI);
-      temporalUi ??= `http://localhost:${config.TEMPORAL_UI_PORT}`;
-      // The UI calls its codec from the operator's browser without the API's credentials; on one
-      // machine a loopback-only listener stands in for them (docs/operators.md, the trade-off).
-      if (config.SVC_CODEC_PORT !== 'off') {
-        const listener = await startLoopbackCodec({
-          codec: new EncryptionCodec(keys),
-          port: config.SVC_CODEC_PORT,
-          uiOrigins: [temporalUi, `http://localhost:${config.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${config.TEMPORAL_UI_PORT}`],
-          bodyLimit: config.SVC_BODY_LIMIT,
-          logger,
-        });
-        cleanups.push(() => listener.close());
-        codecUrl = listener.url;
-      }
-      const devServer = new TemporalDevServer({
-        cli,
-        port: config.TEMPORAL_PORT,
-        uiPort: config.TEMPORAL_UI_PORT,
-        dbFile: resolve(config.SVC_DATA_DIR, 'temporal.db'),
-        codecEndpoint: codecUrl ?? `http://localhost:${config.PORT}/api/temporal-codec`,
-        logger,
-      });
-      logger.info('starting the Temporal dev server');
-      temporalAddress = await devServer.start();
-      cleanups.push(() => devServer.stop());
-      childPids.push(devServer.pid!);
-    }
-    const services = await createServices(config, logger, keys, { databaseUrl, temporalAddress }, { clock: options.clock });
+    const databaseUrl = await startDatabase(config, logger, options, cleanups, childPids);
+    const temporal = await startTemporal(config, logger, keys, options, cleanups, childPids);
+    const services = await createServices(config, logger, keys, { databaseUrl, temporalAddress: temporal.address }, { clock: options.clock });
     cleanups.push(() => closeServices(services));
     // A process started while PostgreSQL restarts (or before it is up) waits for it, as it waits
     // for Temporal, instead of exiting: both steps are safe to run again.
@@ -169,80 +246,27 @@ export async function startStack(config: Config, logger: Logger, options: StackO
       databaseDeadline,
       waiting,
     );
-
-    let worker: RunningWorker | undefined;
-    let metricsUrl: string | undefined;
-    if (options.roles.worker) {
-      worker = await startWorker(services, temporalAddress, options.workflowBundle ? { bundlePath: options.workflowBundle } : {});
-      cleanups.push(() => worker!.shutdown());
-      if (options.roles.api) {
-        // API and worker in one process: runs the API starts begin on this worker at once.
-        services.temporal.eagerClient = new Client({
-          connection: worker.connection,
-          namespace: config.TEMPORAL_NAMESPACE,
-          dataConverter: { payloadCodecs: [services.temporal.codec] },
-          ...(services.temporal.traced ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
-        });
-        cleanups.push(async () => void (services.temporal.eagerClient = undefined));
-      }
-      // Runs ended from outside (terminated in the Web UI, timed out) never report back
-      // themselves; the worker reconciles their mirror records with Temporal.
-      const sweeper = setInterval(() => {
-        services.executions.sweep(10_000).catch((err) => logger.warn({ err }, 'execution sweep failed'));
-        // Licence webhook deliveries written where nothing started them (the CLI, an outage).
-        services.licenseWebhooks.sweep().catch((err) => logger.warn({ err }, 'licence webhook sweep failed'));
-      }, 15_000);
-      sweeper.unref();
-      cleanups.push(async () => clearInterval(sweeper));
-      // A worker on its own serves its metrics on a port of its own (the API serves them at /metrics).
-      if (!options.roles.api && config.SVC_METRICS_PORT !== 'off') {
-        const listener = await serveMetrics(services, config.SVC_METRICS_HOST, config.SVC_METRICS_PORT);
-        cleanups.push(() => new Promise<void>((ok) => listener.close(() => ok())));
-        metricsUrl = `http://${config.SVC_METRICS_HOST}:${(listener.address() as { port: number }).port}/metrics`;
-      }
-    }
-    let server: Server | undefined;
-    let apiUrl: string | undefined;
-    if (options.roles.api) {
-      const unsubscribeRecordTrigger = wireRecordTrigger(services);
-      cleanups.push(async () => unsubscribeRecordTrigger());
-      const { app } = buildApp(services);
-      server = await new Promise<Server>((ok, fail) => {
-        const s = app.listen(config.PORT, config.HOST, () => ok(s));
-        s.once('error', fail);
-      });
-      server.keepAliveTimeout = 65_000;
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : config.PORT;
-      apiUrl = `http://${config.HOST === '0.0.0.0' ? 'localhost' : config.HOST}:${port}`;
-      const listening = server;
-      cleanups.push(
-        () =>
-          new Promise<void>((ok) => {
-            listening.close(() => ok());
-            listening.closeIdleConnections();
-            setTimeout(() => listening.closeAllConnections(), 5000).unref();
-          }),
-      );
-    }
+    const worker = options.roles.worker ? await startWorkerRole(services, temporal.address, options, cleanups) : undefined;
+    const api = options.roles.api ? await startApiRole(services, cleanups) : undefined;
+    const metricsUrl = worker?.metricsUrl ?? (api ? `${api.apiUrl}/metrics` : undefined);
     return {
       services,
-      ...(server ? { server } : {}),
-      ...(worker ? { worker } : {}),
+      ...(api ? { server: api.server } : {}),
+      ...(worker ? { worker: worker.worker } : {}),
       urls: {
-        ...(apiUrl ? { api: apiUrl } : {}),
-        ...(temporalUi ? { temporalUi } : {}),
-        ...(codecUrl ? { codec: codecUrl } : {}),
-        ...(metricsUrl ? { metrics: metricsUrl } : apiUrl ? { metrics: `${apiUrl}/metrics` } : {}),
-        temporal: temporalAddress,
+        ...(api ? { api: api.apiUrl } : {}),
+        ...(temporal.ui ? { temporalUi: temporal.ui } : {}),
+        ...(temporal.codec ? { codec: temporal.codec } : {}),
+        ...(metricsUrl ? { metrics: metricsUrl } : {}),
+        temporal: temporal.address,
         database: mask(databaseUrl),
       },
       ...(admin.password ? { adminPassword: admin.password } : {}),
       childPids,
-      stop: stopAll,
+      stop: () => cleanups.run(),
     };
   } catch (err) {
-    await stopAll();
+    await cleanups.run();
     throw err;
   }
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_APP_PASSWORD, ADMIN_PASSWORD, startTestApp, type TestApp } from './helpers/app.js';
+import { eventually } from './helpers/http-target.js';
 
 let app: TestApp;
 const logs: string[] = [];
@@ -50,6 +51,20 @@ describe('application passwords (HTTP Basic)', () => {
     const listed = await editor.client.get('/api/auth/v1/app-passwords');
     expect(listed.body.data.items.map((i: { name: string }) => i.name)).toEqual(['tests', 'ci']);
     expect(JSON.stringify(listed.body)).not.toContain(created.body.data.password);
+    // Its use shows in the list (stamped in the background, by the database's clock).
+    const used = await eventually(
+      async () => {
+        const items = (await editor.client.get('/api/auth/v1/app-passwords')).body.data.items as {
+          name: string;
+          created_at: string;
+          last_used_at: string | null;
+        }[];
+        return items.find((i) => i.name === 'ci' && i.last_used_at !== null);
+      },
+      10_000,
+      'last_used_at of ci',
+    );
+    expect(Date.parse(used.last_used_at!)).toBeGreaterThanOrEqual(Date.parse(used.created_at));
     const revoked = await editor.client.delete(`/api/auth/v1/app-passwords/${created.body.data.id}`);
     expect(revoked.status).toBe(200);
     const after = await ci.get('/api/auth/v1/me');

@@ -8,25 +8,13 @@ import { AppError, conflict, notFound, validationFailed, type FieldProblem } fro
 import type { TemporalHandle } from '../temporal/connection.js';
 import { agentDecisionUpdate } from '../../workflows/agent.updates.js';
 import { agentSessionWorkflowId, type AgentActionStatus, type AgentApprovalPolicy } from '../../workflows/defs.js';
-import { loadSession, type ActionRow } from './agent.store.js';
+import { loadSession } from './agent.store.js';
+import { isRefused, type ActionWithSession, type AgentActionStore } from './agent-action.store.js';
 import { agentTools, type AgentToolPorts } from './agent.tools.js';
 import { acceptedTurn, countOutcome, type AcceptedTurn } from './agent.turns.js';
 import type { Metrics } from '../platform/metrics.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-interface ActionWithSession extends ActionRow {
-  owner_id: number;
-  owner_login: string;
-  approval: AgentApprovalPolicy;
-  decided_by_login: string | null;
-  age_seconds: number;
-}
-
-const SELECT_ACTION = `select a.*, s.owner_id, o.login as owner_login, s.approval, d.login as decided_by_login,
-         floor(extract(epoch from (now() - a.created_at)))::int as age_seconds
-    from agent_actions a join agent_sessions s on s.id = a.session_id join users o on o.id = s.owner_id
-    left join users d on d.id = a.decided_by`;
 
 /**
  * What a caller may do with a session's actions under its approval policy: `owner` lets only the
@@ -105,6 +93,7 @@ async function checkAsTheToolWould(tool: string, ports: AgentToolPorts, runner: 
 export class AgentGateService {
   constructor(
     private readonly sql: Sql,
+    private readonly actions: AgentActionStore,
     private readonly temporal: TemporalHandle,
     /** What the tools act on: an approver's edit is checked against them before it is stored. */
     private readonly tools: AgentToolPorts,
@@ -113,7 +102,7 @@ export class AgentGateService {
 
   /** An action the caller may see (they may decide it, own or administer its session, or decided it); else 404. */
   private async visibleAction(principal: Principal, actionId: string): Promise<ActionWithSession> {
-    const [row] = UUID.test(actionId) ? await this.sql.query<ActionWithSession>(`${SELECT_ACTION} where a.action_id = ?`, [actionId]) : [];
+    const row = UUID.test(actionId) ? await this.actions.withSession(actionId) : undefined;
     if (!row || (!gateRights(principal, row).maySee && row.decided_by !== principal.id)) throw notFound('Action');
     return row;
   }
@@ -126,39 +115,15 @@ export class AgentGateService {
   async sessionActions(principal: Principal, sessionId: string, page: number, perPage: number) {
     const session = UUID.test(sessionId) ? await loadSession(this.sql, sessionId) : undefined;
     if (!session || !gateRights(principal, session).maySee) throw notFound('Session');
-    const [{ total }] = (await this.sql.query<{ total: string }>('select count(*) as total from agent_actions where session_id = ?', [sessionId])) as [
-      { total: string },
-    ];
-    const rows = await this.sql.query<ActionWithSession>(`${SELECT_ACTION} where a.session_id = ? order by a.created_at, a.action_id limit ? offset ?`, [
-      sessionId,
-      perPage,
-      (page - 1) * perPage,
-    ]);
-    return { items: rows.map(actionView), total: Number(total), page, per_page: perPage };
+    const { rows, total } = await this.actions.sessionPage(sessionId, page, perPage);
+    return { items: rows.map(actionView), total, page, per_page: perPage };
   }
 
   /** The actions the caller may decide or has decided, newest first. */
   async inbox(principal: Principal, query: { status?: AgentActionStatus | undefined; page: number; per_page: number }) {
     const approver = principal.can('svc_agent_approve');
-    const where = [
-      `((s.owner_id = ? and s.approval in ('owner', 'any')) or (?::boolean and s.owner_id <> ? and s.approval in ('others', 'any')) or a.decided_by = ?)`,
-    ];
-    const args: unknown[] = [principal.id, approver, principal.id, principal.id];
-    if (query.status) {
-      where.push('a.status = ?');
-      args.push(query.status);
-    }
-    const clause = where.join(' and ');
-    const [{ total }] = (await this.sql.query<{ total: string }>(
-      `select count(*) as total from agent_actions a join agent_sessions s on s.id = a.session_id where ${clause}`,
-      args,
-    )) as [{ total: string }];
-    const rows = await this.sql.query<ActionWithSession>(`${SELECT_ACTION} where ${clause} order by a.created_at desc, a.action_id limit ? offset ?`, [
-      ...args,
-      query.per_page,
-      (query.page - 1) * query.per_page,
-    ]);
-    return { items: rows.map(actionView), total: Number(total), page: query.page, per_page: query.per_page };
+    const { rows, total } = await this.actions.inboxPage({ id: principal.id, approver }, query.status, query.page, query.per_page);
+    return { items: rows.map(actionView), total, page: query.page, per_page: query.per_page };
   }
 
   /**
@@ -198,20 +163,17 @@ export class AgentGateService {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
       // The session's workflow is gone (terminated in the Temporal Web UI, say): the turn that
       // waited at this gate cannot go on. The action is closed as the next message would close it.
-      const closed = await this.sql.query(
-        `update agent_actions set status = 'rejected', note = 'The session restarted before a decision', decided_at = now() where action_id = ? and status = 'pending' returning 1`,
-        [actionId],
-      );
+      const closed = await this.actions.rejectAbandoned({ actionId });
       throw conflict(
         'action_already_decided',
-        `The session's workflow ended before this decision, so its turn cannot go on${closed.length ? '; the action was closed as rejected' : ''}. Send the session a new message to carry on.`,
+        `The session's workflow ended before this decision, so its turn cannot go on${closed ? '; the action was closed as rejected' : ''}. Send the session a new message to carry on.`,
         { status: 'rejected' },
       );
     }
   }
 
   /** Stores the decision under the action's row lock, held until the session workflow accepted it. */
-  private claimAndSend(
+  private async claimAndSend(
     sessionId: string,
     actionId: string,
     decision: { approved: boolean; note?: string | undefined },
@@ -220,53 +182,38 @@ export class AgentGateService {
     streamChannel: string | undefined,
   ): Promise<AcceptedTurn> {
     const handle = this.temporal.client.workflow.getHandle(agentSessionWorkflowId(sessionId));
-    return this.sql.transaction(async (tx) => {
-      const [row] = await tx.query<{ status: AgentActionStatus; past: boolean; expires_at: Date | string | null }>(
-        'select status, expires_at, coalesce(expires_at <= now(), false) as past from agent_actions where action_id = ? for update',
-        [actionId],
-      );
-      if (row!.status === 'expired' || (row!.status === 'pending' && row!.past)) {
-        throw conflict('action_expired', `Action ${actionId} expired before it was decided`, { expires_at: toIso(row!.expires_at) });
-      }
-      if (row!.status !== 'pending') throw conflict('action_already_decided', `Action ${actionId} was already ${row!.status}`, { status: row!.status });
-      // Arguments equal to the model's are no edit.
-      const [stored] = await tx.query<{ edited_args: Record<string, unknown> | null }>(
-        `update agent_actions set status = ?, note = ?, decided_by = ?, decided_at = now(),
-                edited_args = case when ?::jsonb is null or ?::jsonb = args then null else ?::jsonb end
-          where action_id = ? returning edited_args`,
-        [decision.approved ? 'approved' : 'rejected', decision.note ?? null, principal.id, ...Array(3).fill(edited ? JSON.stringify(edited) : null), actionId],
-      );
-      return acceptedTurn(() =>
-        handle.startUpdate(agentDecisionUpdate, {
-          args: [
-            {
-              actionId,
-              approved: decision.approved,
-              decidedBy: principal.id,
-              ...(decision.note !== undefined ? { note: decision.note } : {}),
-              ...(stored!.edited_args ? { editedArgs: stored!.edited_args } : {}),
-              ...(streamChannel ? { streamChannel } : {}),
-            },
-          ],
-          // One id per attempt: a decision whose first sending reached the workflow although this
-          // call failed (and the claim was rolled back) must not be answered from that attempt.
-          updateId: `decision-${actionId}-${randomUUID()}`,
-          waitForStage: 'ACCEPTED',
-        }),
-      );
-    });
+    const answer = await this.actions.decide(
+      actionId,
+      { approved: decision.approved, note: decision.note ?? null, decidedBy: principal.id, editedArgs: edited },
+      (stored) =>
+        acceptedTurn(() =>
+          handle.startUpdate(agentDecisionUpdate, {
+            args: [
+              {
+                actionId,
+                approved: decision.approved,
+                decidedBy: principal.id,
+                ...(decision.note !== undefined ? { note: decision.note } : {}),
+                ...(stored.edited_args ? { editedArgs: stored.edited_args } : {}),
+                ...(streamChannel ? { streamChannel } : {}),
+              },
+            ],
+            // One id per attempt: a decision whose first sending reached the workflow although this
+            // call failed (and the claim was rolled back) must not be answered from that attempt.
+            updateId: `decision-${actionId}-${randomUUID()}`,
+            waitForStage: 'ACCEPTED',
+          }),
+        ),
+    );
+    if (!isRefused(answer)) return answer;
+    if (answer.status === 'expired')
+      throw conflict('action_expired', `Action ${actionId} expired before it was decided`, { expires_at: toIso(answer.expires_at) });
+    throw conflict('action_already_decided', `Action ${actionId} was already ${answer.status}`, { status: answer.status });
   }
 
   /** Actions of a session that expired between the turn before `turnId` and `turnId` (the `done` of that turn reports them). */
   async expiredBefore(sessionId: string, turnId: string): Promise<{ action_id: string; tool: string; summary: string; expired_at: string }[]> {
-    const rows = await this.sql.query<{ action_id: string; tool: string; summary: string; decided_at: Date | string }>(
-      `with this_turn as (select created_at from agent_messages where session_id = ? and step_key = ?),
-            previous as (select max(m.created_at) as at from agent_messages m, this_turn t where m.session_id = ? and m.role = 'user' and m.created_at < t.created_at)
-       select a.action_id, a.tool, a.summary, a.decided_at from agent_actions a, this_turn t, previous p
-        where a.session_id = ? and a.status = 'expired' and a.decided_at < t.created_at and a.decided_at > coalesce(p.at, '-infinity')
-        order by a.decided_at`,
-      [sessionId, `user:${turnId}`, sessionId, sessionId],
-    );
+    const rows = await this.actions.expiredBefore(sessionId, turnId);
     return rows.map((r) => ({ action_id: r.action_id, tool: r.tool, summary: r.summary, expired_at: toIso(r.decided_at)! }));
   }
 }

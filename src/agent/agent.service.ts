@@ -11,7 +11,8 @@ import type { TemporalHandle } from '../temporal/connection.js';
 import { agentMessageUpdate } from '../../workflows/agent.updates.js';
 import { AGENT_SESSION_WORKFLOW, agentSessionWorkflowId, type AgentApprovalPolicy, type AgentSessionInput } from '../../workflows/defs.js';
 import { hasPrice } from '../providers/pricing.js';
-import { loadMessages, loadSession, sessionUsage, type ActionRow, type SessionRow } from './agent.store.js';
+import { deleteSession, insertSession, loadMessages, loadSession, sessionUsage, type SessionRow } from './agent.store.js';
+import type { AgentActionStore } from './agent-action.store.js';
 import { acceptedTurn, countOutcome, type AcceptedTurn } from './agent.turns.js';
 import type { Metrics } from '../platform/metrics.js';
 import { MODEL_CONNECTION_TYPES } from '../providers/index.js';
@@ -31,6 +32,7 @@ export interface NewSession {
 export class AgentService {
   constructor(
     private readonly sql: Sql,
+    private readonly actions: AgentActionStore,
     private readonly connections: ConnectionService,
     private readonly temporal: TemporalHandle,
     private readonly config: Config,
@@ -56,24 +58,21 @@ export class AgentService {
       });
     }
     const id = randomUUID();
-    await this.sql.query(
-      'insert into agent_sessions (id, owner_id, provider_id, provider_type, model, system_prompt, approval, gate_ttl_s, budget_usd) values (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      [
-        id,
-        principal.id,
-        connection.id,
-        connection.type,
-        input.model_id,
-        input.system_prompt_override ?? null,
-        input.approval ?? 'owner',
-        input.gate_ttl_s ?? null,
-        input.budget_usd ?? null,
-      ],
-    );
+    await insertSession(this.sql, {
+      id,
+      ownerId: principal.id,
+      providerId: connection.id,
+      providerType: connection.type,
+      model: input.model_id,
+      systemPrompt: input.system_prompt_override ?? null,
+      approval: input.approval ?? 'owner',
+      gateTtlS: input.gate_ttl_s ?? null,
+      budgetUsd: input.budget_usd ?? null,
+    });
     try {
       await this.startWorkflow(id);
     } catch (err) {
-      await this.sql.query('delete from agent_sessions where id = ?', [id]);
+      await deleteSession(this.sql, id);
       throw err;
     }
     return { session_id: id };
@@ -103,9 +102,7 @@ export class AgentService {
   async view(principal: Principal, id: string) {
     const session = await this.visible(principal, id);
     const messages = await loadMessages(this.sql, id);
-    const [pending] = await this.sql.query<ActionRow>(`select * from agent_actions where session_id = ? and status = 'pending' order by created_at limit 1`, [
-      id,
-    ]);
+    const pending = await this.actions.pendingOf(id);
     const totals = await sessionUsage(this.sql, id);
     const budget = session.budget_usd === null ? null : Number(session.budget_usd);
     const priceKnown = hasPrice(this.config.SVC_AGENT_PRICES, session.model);
@@ -173,10 +170,7 @@ export class AgentService {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
       // The session's workflow is gone (terminated from the Temporal UI, say). The conversation is
       // in PostgreSQL, so a new run carries on; a gate it waited at can no longer be resumed.
-      await this.sql.query(
-        `update agent_actions set status = 'rejected', note = 'The session restarted before a decision', decided_at = now() where session_id = ? and status = 'pending'`,
-        [id],
-      );
+      await this.actions.rejectAbandoned({ sessionId: id });
       await this.startWorkflow(id);
       return countOutcome(await send(), this.metrics);
     }

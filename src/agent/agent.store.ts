@@ -1,3 +1,7 @@
+/**
+ * The one owner of `agent_sessions` and `agent_messages`: a chat session and its conversation
+ * (the gate's actions are `AgentActionStore`'s). Nothing else in the service writes these tables.
+ */
 import type { Principal } from '../auth/auth.service.js';
 import type { Sql } from '../db/sql.js';
 import type { AuthService } from '../auth/auth.service.js';
@@ -66,6 +70,83 @@ export interface MessageRow {
   decision: DecisionRecord | null;
   telemetry: { tokens_in?: number; tokens_out?: number; cost_usd?: number; wall_ms?: number; error?: { code: string; message: string } } | null;
   created_at: Date | string;
+}
+
+/** A new session, before its workflow starts (removed again when the start fails). */
+export async function insertSession(
+  sql: Sql,
+  s: {
+    id: string;
+    ownerId: number;
+    providerId: number;
+    providerType: string;
+    model: string;
+    systemPrompt: string | null;
+    approval: AgentApprovalPolicy;
+    gateTtlS: number | null;
+    budgetUsd: number | null;
+  },
+): Promise<void> {
+  await sql.query(
+    'insert into agent_sessions (id, owner_id, provider_id, provider_type, model, system_prompt, approval, gate_ttl_s, budget_usd) values (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    [s.id, s.ownerId, s.providerId, s.providerType, s.model, s.systemPrompt, s.approval, s.gateTtlS, s.budgetUsd],
+  );
+}
+
+export async function deleteSession(sql: Sql, id: string): Promise<void> {
+  await sql.query('delete from agent_sessions where id = ?', [id]);
+}
+
+/** One message of a conversation, idempotent on (session, step key): a retried activity finds its row. */
+export async function insertMessage(
+  sql: Sql,
+  row: {
+    sessionId: string;
+    stepKey: string;
+    turnId: string;
+    role: 'user' | 'assistant' | 'tool' | 'decision';
+    content: string;
+    toolCalls?: AgentToolCall[];
+    toolCallId?: string;
+    toolName?: string;
+    args?: unknown;
+    resultSummary?: string;
+    decision?: DecisionRecord;
+    telemetry?: unknown;
+  },
+): Promise<void> {
+  await sql.query(
+    `insert into agent_messages (session_id, step_key, turn_id, role, content, tool_calls, tool_call_id, tool_name, args, result_summary, decision, telemetry)
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (session_id, step_key) do nothing`,
+    [
+      row.sessionId,
+      row.stepKey,
+      row.turnId,
+      row.role,
+      row.content,
+      row.toolCalls ? JSON.stringify(row.toolCalls) : null,
+      row.toolCallId ?? null,
+      row.toolName ?? null,
+      row.args === undefined ? null : JSON.stringify(row.args),
+      row.resultSummary ?? null,
+      row.decision === undefined ? null : JSON.stringify(row.decision),
+      row.telemetry === undefined ? null : JSON.stringify(row.telemetry),
+    ],
+  );
+}
+
+/** A step's stored message, when an earlier attempt of the activity already wrote it. */
+export async function stepMessage<K extends keyof MessageRow>(
+  sql: Sql,
+  sessionId: string,
+  stepKey: string,
+  columns: K[],
+): Promise<Pick<MessageRow, K> | undefined> {
+  const [row] = await sql.query<Pick<MessageRow, K>>(`select ${columns.join(', ')} from agent_messages where session_id = ? and step_key = ?`, [
+    sessionId,
+    stepKey,
+  ]);
+  return row;
 }
 
 export async function loadSession(sql: Sql, id: string): Promise<SessionRow | undefined> {

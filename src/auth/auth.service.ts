@@ -1,12 +1,10 @@
 import { availableParallelism } from 'node:os';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
-import type { Sql } from '../db/sql.js';
 import { type KeyRing, randomToken, safeEqual, sha256 } from '../platform/crypto.js';
 import { AppError, rateLimited, unauthenticated } from '../platform/errors.js';
 import type { RateLimiter } from '../platform/rate-limit.js';
 import { WorkLimiter } from '../platform/work-limiter.js';
-import { Session, User } from './auth.entities.js';
+import type { UserStore } from './user.store.js';
 import { capabilitiesOf, hasCapability, type Role } from './capabilities.js';
 import { decoyHash, normaliseAppPassword, verifySecret } from './passwords.js';
 
@@ -44,8 +42,7 @@ export class AuthService {
   );
 
   constructor(
-    private readonly em: EntityManager,
-    private readonly sql: Sql,
+    private readonly store: UserStore,
     private readonly keys: KeyRing,
     private readonly limiter: RateLimiter,
     private readonly config: Config,
@@ -94,12 +91,7 @@ export class AuthService {
   /** HTTP Basic with an application password. Throws 401 (or 429 after repeated failures). */
   async authenticateBasic(login: string, password: string, ip: string): Promise<Principal> {
     const secret = normaliseAppPassword(password);
-    const rows = await this.sql.query<{ user_id: number; login: string; role: string; ap_id: number; secret_hash: string }>(
-      `select u.id as user_id, u.login, u.role, ap.id as ap_id, ap.secret_hash
-         from users u join app_passwords ap on ap.user_id = u.id and ap.revoked_at is null
-        where u.login = ?`,
-      [login],
-    );
+    const rows = await this.store.credentials(login);
     const digest = sha256(secret);
     for (const row of rows) {
       const cached = this.verified.get(row.ap_id);
@@ -123,24 +115,22 @@ export class AuthService {
     // last_used_at is informative; write it at most once a minute per password.
     if ((this.lastUsedWrites.get(row.ap_id) ?? 0) < now - 60_000) {
       this.lastUsedWrites.set(row.ap_id, now);
-      this.sql.query('update app_passwords set last_used_at = now() where id = ?', [row.ap_id]).catch(() => undefined);
+      this.store.touchAppPassword(row.ap_id).catch(() => undefined);
     }
     return this.principal({ id: row.user_id, login: row.login, role: row.role }, 'app_password');
   }
 
   /** Browser login with the account password; returns the cookie value and a first nonce. */
   async login(login: string, password: string, ip: string): Promise<{ cookie: string; nonce: string; principal: Principal; expiresAt: Date }> {
-    const em = this.em.fork();
     const user = await this.attempt(login, ip, async () => {
-      const found = await em.findOne(User, { login });
+      const found = await this.store.userByLogin(login);
       const ok = await verifySecret(found?.passwordHash ?? (await decoyHash()), password);
       return found && ok ? found : undefined;
     });
     if (!user) throw unauthenticated('Invalid login or password');
     const id = randomToken(24);
     const expiresAt = new Date(this.now() + this.config.SVC_SESSION_TTL_HOURS * 3600_000);
-    em.create(Session, { id, user, expiresAt });
-    await em.flush();
+    await this.store.insertSession(user.id, id, expiresAt);
     const expiry = Math.floor(expiresAt.getTime() / 1000);
     const cookie = `${id}.${expiry}.${this.keys.sign(`session|${id}|${expiry}`)}`;
     return { cookie, nonce: this.issueNonce(id), principal: this.principal(user, 'session', id), expiresAt };
@@ -164,15 +154,11 @@ export class AuthService {
     const [id, expiry, signature] = cookie.split('.');
     if (!id || !expiry || !signature || !/^\d+$/.test(expiry) || Number(expiry) * 1000 < this.now()) return undefined;
     if (!this.keys.verify(`session|${id}|${expiry}`, signature)) return undefined;
-    const rows = await this.sql.query<{ id: number; login: string; role: string }>(
-      `select u.id, u.login, u.role from sessions s join users u on u.id = s.user_id
-        where s.id = ? and s.revoked_at is null and s.expires_at > now()`,
-      [id],
-    );
-    return rows[0] ? this.principal(rows[0], 'session', id) : undefined;
+    const user = await this.store.sessionUser(id);
+    return user ? this.principal(user, 'session', id) : undefined;
   }
 
   async logout(sessionId: string): Promise<void> {
-    await this.sql.query('update sessions set revoked_at = now() where id = ?', [sessionId]);
+    await this.store.revokeSession(sessionId);
   }
 }

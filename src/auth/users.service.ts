@@ -1,7 +1,6 @@
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { AppError, conflict, notFound, validationFailed } from '../platform/errors.js';
 import { randomToken } from '../platform/crypto.js';
-import { AppPassword, User } from './auth.entities.js';
+import type { UserStore } from './user.store.js';
 import { isRole, roles, type Role } from './capabilities.js';
 import { generateAppPassword, hashSecret, normaliseAppPassword } from './passwords.js';
 
@@ -17,7 +16,7 @@ export interface CreatedUser {
 
 /** User and application-password administration, shared by the CLI, bootstrap and the API. */
 export class UsersService {
-  constructor(private readonly em: EntityManager) {}
+  constructor(private readonly store: UserStore) {}
 
   async createUser(input: { login: string; role: string; password?: string; email?: string }): Promise<CreatedUser> {
     const problems = [];
@@ -25,36 +24,31 @@ export class UsersService {
     if (!isRole(input.role)) problems.push({ field: 'role', message: `one of ${roles.join(', ')}` });
     if (input.password !== undefined && input.password.length < 8) problems.push({ field: 'password', message: 'at least 8 characters' });
     if (problems.length) throw validationFailed(problems);
-    const em = this.em.fork();
-    if (await em.count(User, { login: input.login })) throw conflict('conflict', `User ${input.login} already exists`, { field: 'login' });
+    if (await this.store.countUsers({ login: input.login })) throw conflict('conflict', `User ${input.login} already exists`, { field: 'login' });
     const password = input.password ?? randomToken(15);
-    const user = em.create(User, {
+    const user = await this.store.insertUser({
       login: input.login,
       role: input.role,
       email: input.email ?? null,
       passwordHash: await hashSecret(password),
     });
-    await em.flush();
     return { id: user.id, login: user.login, role: input.role as Role, ...(input.password ? {} : { password }) };
   }
 
   /** Creates an application password; the clear value is returned once and never stored. */
   async createAppPassword(login: string, name: string, secret?: string): Promise<{ id: number; login: string; name: string; password: string }> {
     if (!name.trim() || name.length > 100) throw validationFailed([{ field: 'name', message: '1-100 characters' }]);
-    const em = this.em.fork();
-    const user = await em.findOne(User, { login });
-    if (!user) throw notFound(`User ${login}`);
-    if (await em.count(AppPassword, { user, name, revokedAt: null })) {
+    const password = secret ?? generateAppPassword();
+    const row = await this.store.insertAppPassword(login, name, () => hashSecret(normaliseAppPassword(password)));
+    if (!row) throw notFound(`User ${login}`);
+    if (row === 'taken') {
       throw conflict('conflict', `User ${login} already has an application password named ${name}`, { field: 'name' });
     }
-    const password = secret ?? generateAppPassword();
-    const row = em.create(AppPassword, { user, name, secretHash: await hashSecret(normaliseAppPassword(password)) });
-    await em.flush();
     return { id: row.id, login, name, password };
   }
 
   async listAppPasswords(userId: number) {
-    const rows = await this.em.fork().find(AppPassword, { user: userId }, { orderBy: { id: 'asc' } });
+    const rows = await this.store.listAppPasswords(userId);
     return rows.map((r) => ({
       id: r.id,
       name: r.name,
@@ -66,32 +60,27 @@ export class UsersService {
 
   /** Revokes by id (scoped to the user) or by name; revocation takes effect on the next request. */
   async revokeAppPassword(userId: number, selector: { id?: number; name?: string }): Promise<void> {
-    const em = this.em.fork();
-    const row = await em.findOne(AppPassword, { user: userId, revokedAt: null, ...selector });
-    if (!row) throw notFound('Application password');
-    row.revokedAt = new Date();
-    await em.flush();
+    if (!(await this.store.revokeAppPassword(userId, selector))) throw notFound('Application password');
   }
 
   async listUsers() {
-    const rows = await this.em.fork().find(User, {}, { orderBy: { id: 'asc' } });
+    const rows = await this.store.listUsers();
     return rows.map((u) => ({ id: u.id, login: u.login, email: u.email ?? null, role: u.role, created_at: u.createdAt.toISOString() }));
   }
 
   /** A user's id, login and role (a workflow's owner, whose capabilities its record nodes act with). */
   async byId(id: number): Promise<{ id: number; login: string; role: string } | undefined> {
-    const user = await this.em.fork().findOne(User, { id });
+    const user = await this.store.userById(id);
     return user ? { id: user.id, login: user.login, role: user.role } : undefined;
   }
 
   async findByLogin(login: string) {
-    return this.em.fork().findOne(User, { login });
+    return this.store.userByLogin(login);
   }
 
   /** First start: create `admin` from SVC_ADMIN_PASSWORD (or a generated password) when no user exists. */
   async bootstrapAdmin(password?: string, appPassword?: string): Promise<{ created: boolean; password?: string }> {
-    const em = this.em.fork();
-    if ((await em.count(User, {})) > 0) return { created: false };
+    if ((await this.store.countUsers()) > 0) return { created: false };
     let created: CreatedUser;
     try {
       created = await this.createUser({ login: 'admin', role: 'administrator', ...(password ? { password } : {}) });

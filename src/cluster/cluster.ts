@@ -5,7 +5,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config.js';
 import { ConfigError } from '../config.js';
-import { UsersService } from '../auth/users.service.js';
+import { createCommandServices } from '../services.js';
 import { migrate, openOrm } from '../db/orm.js';
 import { isPortOpen, tail } from '../platform/child-process.js';
 import { EmbeddedPostgres } from '../platform/embedded-postgres.js';
@@ -259,7 +259,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       try {
         const applied = await migrate(orm);
         if (applied.length) logger.info({ migrations: applied }, 'migrations applied');
-        const admin = await new UsersService(orm.em).bootstrapAdmin(config.SVC_ADMIN_PASSWORD, config.SVC_ADMIN_APP_PASSWORD);
+        const admin = await createCommandServices(orm, config).users.bootstrapAdmin(config.SVC_ADMIN_PASSWORD, config.SVC_ADMIN_APP_PASSWORD);
         createdAdmin = admin.password;
         return admin;
       } finally {

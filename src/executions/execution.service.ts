@@ -8,6 +8,7 @@ import { AppError, conflict, invalidRequest, notFound } from '../platform/errors
 import { temporalFailure, type TemporalHandle } from '../temporal/connection.js';
 import { workflowVisibility, type WorkflowRow, type WorkflowService } from '../workflow-definitions/workflow.service.js';
 import type { Idempotency } from './idempotency.js';
+import { findIdempotencyKey, forgetIdempotencyKey, lockIdempotencyKey, purgeIdempotencyKeys, rememberIdempotencyKey } from './idempotency.store.js';
 import type { Metrics } from '../platform/metrics.js';
 import { findResetPoint, RunStillOpen } from './reset-point.js';
 import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
@@ -150,11 +151,8 @@ export class ExecutionService {
     }
     return this.sql.transaction(async (tx) => {
       if (idempotency) {
-        await tx.query('select pg_advisory_xact_lock(hashtext(?))', [`idempotency:${workflowId}:${idempotency.key}`]);
-        const [key] = await tx.query<{ execution_id: string; fingerprint: string; request: Launch }>(
-          `select execution_id, fingerprint, request from idempotency_keys where workflow_id = ? and key = ? and created_at > now() - (? * interval '1 hour')`,
-          [workflowId, idempotency.key, this.idempotencyTtlHours],
-        );
+        await lockIdempotencyKey(tx, workflowId, idempotency.key);
+        const key = await findIdempotencyKey<Launch>(tx, workflowId, idempotency.key, this.idempotencyTtlHours);
         const found = key && { ...(await this.mirror.get(Number(key.execution_id), tx))!, fingerprint: key.fingerprint, request: key.request };
         if (found) {
           if (found.fingerprint !== idempotency.fingerprint) {
@@ -179,18 +177,12 @@ export class ExecutionService {
             unconfirmed: unconfirmed || unclaimedStart,
           };
         }
-        await tx.query('delete from idempotency_keys where workflow_id = ? and key = ?', [workflowId, idempotency.key]);
+        await forgetIdempotencyKey(tx, workflowId, idempotency.key);
       }
       await before?.(tx);
       const row = await insert(tx);
       if (idempotency) {
-        await tx.query('insert into idempotency_keys (workflow_id, key, fingerprint, execution_id, request) values (?, ?, ?, ?, ?)', [
-          workflowId,
-          idempotency.key,
-          idempotency.fingerprint,
-          row.id,
-          JSON.stringify(row.launch),
-        ]);
+        await rememberIdempotencyKey(tx, { workflowId, key: idempotency.key, fingerprint: idempotency.fingerprint, executionId: row.id, request: row.launch });
       }
       return { executionId: row.id, temporalWorkflowId: row.temporalWorkflowId, replayed: false, launch: row.launch, unconfirmed: false };
     });
@@ -363,7 +355,7 @@ export class ExecutionService {
     this.sweptUpTo = rows.length < 200 ? 0 : Number(rows.at(-1)!.id);
     let changed = 0;
     for (const row of rows) if ((await this.reconcile(row)).status !== 'running') changed++;
-    await this.sql.query(`delete from idempotency_keys where created_at < now() - (? * interval '1 hour')`, [this.idempotencyTtlHours]);
+    await purgeIdempotencyKeys(this.sql, this.idempotencyTtlHours);
     return changed;
   }
 

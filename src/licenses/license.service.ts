@@ -1,13 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { LockMode, type FilterQuery } from '@mikro-orm/core';
-import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Queryable } from '../db/sql.js';
+import type { FilterQuery } from '@mikro-orm/core';
 import { randomToken, sha256 } from '../platform/crypto.js';
 import { invalidRequest, notFound } from '../platform/errors.js';
 import { siteDomain } from './domain.js';
-import { License, LicenseActivation, type ActivationStatus } from './license.entities.js';
+import type { ActivationStatus, License, LicenseActivation } from './license.entities.js';
 import { activationNotFound, alreadyDeactivated, licenseExpired, licenseInactive, licenseNotFound, siteLimitReached } from './license.errors.js';
-import { enqueueLicenseEvent } from './license-webhooks.service.js';
+import type { LicenseEvent } from './license-webhooks.schemas.js';
+import type { LicenseStore, LicenseUnit } from './license.store.js';
 import type { SignedLicense } from './license.signature.js';
 import {
   formatSpecTimestamp,
@@ -129,20 +128,17 @@ export class LicenseService {
    * starts their delivery.
    */
   constructor(
-    private readonly em: EntityManager,
-    private readonly sql: Queryable,
+    private readonly store: LicenseStore,
     private readonly events?: LicenseEventDispatcher,
   ) {}
 
   /** Runs a change and its events' outbox rows in one transaction, then starts the deliveries. */
-  private async withEvents<T>(
-    work: (em: EntityManager, emit: (type: Parameters<typeof enqueueLicenseEvent>[1], data: Record<string, unknown>) => Promise<void>) => Promise<T>,
-  ): Promise<T> {
+  private async withEvents<T>(work: (unit: LicenseUnit, emit: (type: LicenseEvent, data: Record<string, unknown>) => Promise<void>) => Promise<T>): Promise<T> {
     const deliveries: string[] = [];
-    const result = await this.em.fork().transactional(async (em) => {
+    const result = await this.store.transaction(async (unit) => {
       deliveries.length = 0;
-      return work(em, async (type, data) => {
-        deliveries.push(...(await enqueueLicenseEvent(em, type, data)));
+      return work(unit, async (type, data) => {
+        deliveries.push(...(await unit.enqueue(type, data)));
       });
     });
     this.events?.dispatch(deliveries);
@@ -152,9 +148,8 @@ export class LicenseService {
   // ---- issuing and management ------------------------------------------------------------
 
   async create(input: CreateLicenseInput): Promise<IssuedLicenseView> {
-    const em = this.em.fork();
     const token = licenceToken();
-    const license = em.create(License, {
+    const license = await this.store.insert({
       tokenHash: sha256(token),
       tokenHint: token.slice(-4),
       referenceId: randomId('lic_'),
@@ -164,12 +159,10 @@ export class LicenseService {
       productSlug: input.product_slug,
       productName: input.product_name,
     });
-    await em.flush();
-    return { ...(await this.views(em, [license]))[0]!, token };
+    return { ...(await this.views([license]))[0]!, token };
   }
 
   async list(filter: LicenseFilter): Promise<Page<LicenseView>> {
-    const em = this.em.fork();
     const where: FilterQuery<License> = {};
     if (filter.status) where.status = filter.status;
     if (filter.product_slug) where.productSlug = filter.product_slug;
@@ -177,27 +170,21 @@ export class LicenseService {
       const like = `%${filter.q.replace(/[\\%_]/g, '\\$&')}%`;
       where.$or = [{ referenceId: filter.q }, { tokenHash: sha256(filter.q) }, { productSlug: { $ilike: like } }, { productName: { $ilike: like } }];
     }
-    const [rows, total] = await em.findAndCount(License, where, {
-      orderBy: { id: 'desc' },
-      limit: filter.per_page,
-      offset: (filter.page - 1) * filter.per_page,
-    });
-    return { items: await this.views(em, rows), total, page: filter.page, per_page: filter.per_page };
+    const [rows, total] = await this.store.page(where, filter.page, filter.per_page);
+    return { items: await this.views(rows), total, page: filter.page, per_page: filter.per_page };
   }
 
   async get(id: number): Promise<LicenseView> {
-    const em = this.em.fork();
-    const license = await em.findOne(License, { id });
+    const license = await this.store.get({ id });
     if (!license) throw notFound('Licence');
-    return (await this.views(em, [license]))[0]!;
+    return (await this.views([license]))[0]!;
   }
 
   /** The licence behind a token or reference id (CLI `license show`). */
   async getByKey(key: string): Promise<LicenseView> {
-    const em = this.em.fork();
-    const license = await em.findOne(License, keyFilter(key));
+    const license = await this.store.get(keyFilter(key));
     if (!license) throw licenseNotFound();
-    return (await this.views(em, [license]))[0]!;
+    return (await this.views([license]))[0]!;
   }
 
   /**
@@ -205,56 +192,43 @@ export class LicenseService {
    * nothing: those sites keep working, and new domains are refused until enough leave.
    */
   async update(id: number, changes: UpdateLicenseInput): Promise<LicenseView> {
-    const license = await this.withEvents(async (em, emit) => {
-      const license = await em.findOne(License, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    const license = await this.withEvents(async (unit, emit) => {
+      const license = await unit.lock({ id });
       if (!license) throw notFound('Licence');
       const previous = license.status;
-      if (changes.status !== undefined) license.status = changes.status;
-      if (changes.expires_at !== undefined) license.expiresAt = changes.expires_at;
-      if (changes.domain_limit !== undefined) license.domainLimit = changes.domain_limit;
-      await em.flush();
+      unit.change(license, {
+        ...(changes.status !== undefined ? { status: changes.status } : {}),
+        ...(changes.expires_at !== undefined ? { expiresAt: changes.expires_at } : {}),
+        ...(changes.domain_limit !== undefined ? { domainLimit: changes.domain_limit } : {}),
+      });
+      await unit.save();
       if (license.status !== previous) await emit('license.status_changed', { license: eventLicense(license), previous_status: previous });
       return license;
     });
-    return (await this.views(this.em.fork(), [license]))[0]!;
+    return (await this.views([license]))[0]!;
   }
 
   async revoke(key: string): Promise<LicenseView> {
-    const license = await this.withEvents(async (em, emit) => {
-      const license = await em.findOne(License, keyFilter(key), { lockMode: LockMode.PESSIMISTIC_WRITE });
+    const license = await this.withEvents(async (unit, emit) => {
+      const license = await unit.lock(keyFilter(key));
       if (!license) throw licenseNotFound();
       const previous = license.status;
-      license.status = 'revoked';
-      await em.flush();
+      unit.change(license, { status: 'revoked' });
+      await unit.save();
       if (previous !== 'revoked') await emit('license.status_changed', { license: eventLicense(license), previous_status: previous });
       return license;
     });
-    return (await this.views(this.em.fork(), [license]))[0]!;
+    return (await this.views([license]))[0]!;
   }
 
   async activations(id: number, filter: { status?: ActivationStatus | undefined; page: number; per_page: number }): Promise<Page<ActivationView>> {
-    const em = this.em.fork();
-    if (!(await em.count(License, { id }))) throw notFound('Licence');
-    const [rows, total] = await em.findAndCount(
-      LicenseActivation,
-      { license: id, ...(filter.status ? { status: filter.status } : {}) },
-      { orderBy: { activatedAt: 'desc', id: 'asc' }, limit: filter.per_page, offset: (filter.page - 1) * filter.per_page },
-    );
+    if (!(await this.store.exists(id))) throw notFound('Licence');
+    const [rows, total] = await this.store.activationPage(id, filter.status, filter.page, filter.per_page);
     return { items: rows.map(activationView), total, page: filter.page, per_page: filter.per_page };
   }
 
-  private async views(em: EntityManager, licenses: License[]): Promise<LicenseView[]> {
-    const ids = licenses.map((l) => l.id);
-    const counts = new Map<number, number>();
-    if (ids.length) {
-      const rows = await this.sql.query<{ license_id: number; domains: string }>(
-        `select license_id, count(distinct domain) as domains from license_activations
-          where license_id = any(?) and status = 'active' and counts_slot
-          group by license_id`,
-        [ids],
-      );
-      for (const row of rows) counts.set(row.license_id, Number(row.domains));
-    }
+  private async views(licenses: License[]): Promise<LicenseView[]> {
+    const counts = await this.store.activeDomains(licenses.map((l) => l.id));
     return licenses.map((l) => ({
       id: l.id,
       reference_id: l.referenceId,
@@ -281,11 +255,11 @@ export class LicenseService {
     if (!place) throw invalidRequest('site_url: names no usable domain', { errors: [{ field: 'site_url', message: 'names no usable domain', in: 'body' }] });
     let refused: { license: License; limit: number } | undefined;
     try {
-      return await this.withEvents(async (em, emit) => {
-        const license = await em.findOne(License, keyFilter(key), { lockMode: LockMode.PESSIMISTIC_WRITE });
+      return await this.withEvents(async (unit, emit) => {
+        const license = await unit.lock(keyFilter(key));
         if (!license) throw licenseNotFound();
         assertUsable(license);
-        const existing = await em.findOne(LicenseActivation, { license, siteFingerprint: site.siteFingerprint });
+        const existing = await unit.activation(license, site.siteFingerprint);
         const versions = {
           ...(site.wpVersion !== undefined ? { wpVersion: site.wpVersion } : {}),
           ...(site.phpVersion !== undefined ? { phpVersion: site.phpVersion } : {}),
@@ -293,16 +267,11 @@ export class LicenseService {
         };
         // The same site again: nothing to count, only its recorded versions change.
         if (existing?.status === 'active' && existing.domain === place.domain) {
-          em.assign(existing, { ...versions, siteUrl: site.siteUrl });
+          unit.change(existing, { ...versions, siteUrl: site.siteUrl });
           return { activation_id: existing.id, reactivated: true as const, license: describe(license, true) };
         }
         if (!place.local) {
-          const others = await em.find(
-            LicenseActivation,
-            { license, status: 'active', countsSlot: true, ...(existing ? { id: { $ne: existing.id } } : {}) },
-            { fields: ['domain'] },
-          );
-          const domains = new Set(others.map((a) => a.domain));
+          const domains = await unit.slotDomains(license, existing?.id);
           // A domain that already holds a slot (another plugin of the suite) takes no new one.
           if (!domains.has(place.domain) && domains.size >= license.domainLimit) {
             refused = { license, limit: license.domainLimit };
@@ -313,13 +282,13 @@ export class LicenseService {
         const fields = { siteUrl: site.siteUrl, domain: place.domain, countsSlot: !place.local, status: 'active' as const, deactivatedAt: null };
         if (existing) {
           const wasActive = existing.status === 'active';
-          em.assign(existing, { ...fields, ...versions, ...(wasActive ? {} : { activatedAt: now }) });
+          unit.change(existing, { ...fields, ...versions, ...(wasActive ? {} : { activatedAt: now }) });
           if (wasActive) return { activation_id: existing.id, reactivated: true as const, license: describe(license, true) };
-          await em.flush();
+          await unit.save();
           await emit('license.activated', { license: eventLicense(license), activation: activationView(existing) });
           return { activation_id: existing.id, license: describe(license, true) };
         }
-        const created = em.create(LicenseActivation, {
+        const created = unit.addActivation({
           id: randomId('act_'),
           license,
           siteFingerprint: site.siteFingerprint,
@@ -329,7 +298,7 @@ export class LicenseService {
           pluginVersion: site.pluginVersion ?? null,
           activatedAt: now,
         });
-        await em.flush();
+        await unit.save();
         await emit('license.activated', { license: eventLicense(license), activation: activationView(created) });
         return { activation_id: created.id, license: describe(license, true) };
       });
@@ -337,7 +306,7 @@ export class LicenseService {
       // The refusal rolled its transaction back; its event is written on its own.
       if (refused) {
         const { license, limit } = refused;
-        await this.withEvents((_em, emit) =>
+        await this.withEvents((_unit, emit) =>
           emit('license.limit_reached', {
             license: eventLicense(license),
             site: { site_url: site.siteUrl, domain: place.domain, site_fingerprint: site.siteFingerprint },
@@ -361,25 +330,7 @@ export class LicenseService {
     if (siteUrl !== undefined && !place) {
       throw invalidRequest('site_url: names no usable domain', { errors: [{ field: 'site_url', message: 'names no usable domain', in: 'body' }] });
     }
-    const filter = keyFilter(key);
-    const [column, value] = 'referenceId' in filter ? ['reference_id', filter.referenceId] : ['token_hash', filter.tokenHash];
-    const rows = await this.sql.query<{
-      status: string;
-      expires_at: Date | string | null;
-      domain_limit: number;
-      product_slug: string;
-      product_name: string;
-      site_match: boolean;
-    }>(
-      `select l.status, l.expires_at, l.domain_limit, l.product_slug, l.product_name,
-              exists (select 1 from license_activations a
-                       where a.license_id = l.id and a.site_fingerprint = $1 and a.status = 'active'
-                         and (case when $3::text is null then a.counts_slot else a.domain = $3 end)) as site_match
-         from licenses l where l.${column} = $2`,
-      [siteFingerprint ?? null, value, place?.domain ?? null],
-      { name: `license_verify_by_${column}` },
-    );
-    const row = rows[0];
+    const row = await this.store.forVerify(keyFilter(key), siteFingerprint ?? null, place?.domain ?? null);
     if (!row) throw licenseNotFound();
     // The ORM's driver hands timestamps back as text.
     const expiresAt = row.expires_at === null ? null : new Date(row.expires_at);
@@ -399,19 +350,17 @@ export class LicenseService {
    * The slot is freed when no other active activation holds the same domain.
    */
   async deactivate(key: string, siteFingerprint: string): Promise<{ activation_id: string; slot_freed: boolean }> {
-    return this.withEvents(async (em, emit) => {
+    return this.withEvents(async (unit, emit) => {
       // Locked like activate, so two deactivations of one site cannot both succeed.
-      const license = await em.findOne(License, keyFilter(key), { lockMode: LockMode.PESSIMISTIC_WRITE });
+      const license = await unit.lock(keyFilter(key));
       if (!license) throw licenseNotFound();
-      const activation = await em.findOne(LicenseActivation, { license, siteFingerprint });
+      const activation = await unit.activation(license, siteFingerprint);
       if (!activation) throw activationNotFound();
       if (activation.status === 'deactivated') throw alreadyDeactivated();
-      em.assign(activation, { status: 'deactivated', deactivatedAt: new Date() });
-      const sharing = activation.countsSlot
-        ? await em.count(LicenseActivation, { license, domain: activation.domain, status: 'active', id: { $ne: activation.id } })
-        : 0;
+      unit.change(activation, { status: 'deactivated', deactivatedAt: new Date() });
+      const sharing = activation.countsSlot ? await unit.activeOnDomain(license, activation.domain, activation.id) : 0;
       const slotFreed = activation.countsSlot && sharing === 0;
-      await em.flush();
+      await unit.save();
       await emit('license.deactivated', { license: eventLicense(license), activation: activationView(activation), slot_freed: slotFreed });
       return { activation_id: activation.id, slot_freed: slotFreed };
     });
