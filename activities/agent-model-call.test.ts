@@ -23,10 +23,10 @@ describe('a model call retried after its answer was stored', () => {
 
 describe("a model call's failures", () => {
   it('says a connection no longer shared is forbidden, and a missing one a provider error', () => {
-    const forbidden = connectionError(new AppError(403, 'forbidden', 'no'), 12);
+    const forbidden = connectionError(new AppError('forbidden', 'no'), 12);
     expect(forbidden).toBeInstanceOf(ProviderError);
     expect(forbidden).toMatchObject({ code: 'forbidden', message: "The provider connection 12 is no longer shared with the session's owner" });
-    expect(connectionError(new AppError(404, 'not_found', 'gone'), 12)).toMatchObject({
+    expect(connectionError(new AppError('not_found', 'gone'), 12)).toMatchObject({
       code: 'provider_error',
       message: 'The provider connection 12 no longer exists',
     });

@@ -6,6 +6,7 @@ import type { MessageRow } from '../src/agent/agent.store.js';
 import { AppError } from '../src/platform/errors.js';
 import { ProviderError } from '../src/providers/index.js';
 import type { AgentModelCallResult } from '../workflows/defs.js';
+import { CODE } from '../workflows/error-codes.js';
 
 /** A retried call answers what the first attempt stored, without calling the model again. */
 export function storedModelResult(done: Pick<MessageRow, 'content' | 'tool_calls' | 'telemetry'>): AgentModelCallResult {
@@ -24,9 +25,9 @@ export function storedModelResult(done: Pick<MessageRow, 'content' | 'tool_calls
  */
 export function connectionError(err: unknown, providerId: string | number): unknown {
   if (err instanceof AppError && err.status === 403) {
-    return new ProviderError('forbidden', `The provider connection ${providerId} is no longer shared with the session's owner`);
+    return new ProviderError(CODE.forbidden, `The provider connection ${providerId} is no longer shared with the session's owner`);
   }
-  if (err instanceof AppError) return new ProviderError('provider_error', `The provider connection ${providerId} no longer exists`);
+  if (err instanceof AppError) return new ProviderError(CODE.provider_error, `The provider connection ${providerId} no longer exists`);
   return err;
 }
 

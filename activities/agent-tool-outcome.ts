@@ -5,6 +5,7 @@ import type { ActionRow, DecisionRecord } from '../src/agent/agent.store.js';
 import { summarizeResult, type ToolOutcome } from '../src/agent/agent.tools.js';
 import { toIso } from '../src/db/sql.js';
 import type { AgentActionStatus, AgentDecision, AgentToolCall } from '../workflows/defs.js';
+import { CODE } from '../workflows/error-codes.js';
 
 /** What the model reads as a tool's result; big results are cut so one call cannot flood the context. */
 export const MAX_TOOL_CONTENT = 16 * 1024;
@@ -70,19 +71,19 @@ function notRun(result: { error: string; message: string }, summary: string): To
 /** Nobody decided before the deadline: nothing ran. */
 export function expiredEnd(decidedAt: Date | string | null): ToolCallEnd {
   const message = `Nobody decided on this action before it expired at ${toIso(decidedAt)}; it was not carried out.`;
-  return notRun({ error: 'action_expired', message }, 'expired: nobody approved it in time; it was not carried out');
+  return notRun({ error: CODE.action_expired, message }, 'expired: nobody approved it in time; it was not carried out');
 }
 
 /** The user rejected the call: nothing ran; the model reads the note. */
 export function rejectedEnd(note: string | null): ToolCallEnd {
-  const result = { error: 'rejected_by_user', message: 'The user rejected this action; it was not carried out.', note: note ?? null };
+  const result = { error: CODE.rejected_by_user, message: 'The user rejected this action; it was not carried out.', note: note ?? null };
   return { content: JSON.stringify(result), summary: `rejected by the user${note ? `: ${note}` : ''}`, streamed: result, ok: false };
 }
 
 /** An approved call already started once (the worker died in it): it is not run twice. */
 export function outcomeUnknownEnd(): ToolCallEnd {
   const result = {
-    error: 'outcome_unknown',
+    error: CODE.outcome_unknown,
     message: 'The worker stopped while this action ran; it may or may not have been carried out. Check before retrying.',
   };
   return notRun(result, `error: ${result.message}`);
@@ -118,7 +119,7 @@ export function ranEnd(call: AgentToolCall, edited: Record<string, unknown> | un
 
 /** The runner could not be found: the owner (or the approver who edited the call) no longer exists. */
 export function noRunnerOutcome(editor: number | undefined): ToolOutcome {
-  return { ok: false, result: { error: 'forbidden', message: editor ? 'The approver no longer exists' : 'The session owner no longer exists' } };
+  return { ok: false, result: { error: CODE.forbidden, message: editor ? 'The approver no longer exists' : 'The session owner no longer exists' } };
 }
 
 /**

@@ -40,6 +40,7 @@ import {
   type ToolCallEnd,
 } from './agent-tool-outcome.js';
 import { withHeartbeat } from './heartbeat.js';
+import { CODE } from '../workflows/error-codes.js';
 
 export const DEFAULT_SYSTEM_PROMPT =
   'You are the assistant of a workflow automation service. Use the tools to look up records, entities, ' +
@@ -51,7 +52,7 @@ export const DEFAULT_SYSTEM_PROMPT =
 const notApproved = (message: string, details?: { stored: 'pending' }) =>
   ApplicationFailure.create({ type: AGENT_ACTION_NOT_APPROVED, message, nonRetryable: true, ...(details ? { details: [details] } : {}) });
 
-const sessionGone = () => ApplicationFailure.nonRetryable('The session no longer exists', 'not_found');
+const sessionGone = () => ApplicationFailure.nonRetryable('The session no longer exists', CODE.not_found);
 
 /**
  * Activities of the chat agent. Every write carries a key derived from the workflow's own ids
@@ -203,7 +204,7 @@ export async function agentExpireAction(
   input: { sessionId: string; actionId: string },
 ): Promise<{ status: AgentActionStatus }> {
   const found = await ports.stores.agentActions.expire(input.actionId, input.sessionId);
-  if (!found) throw ApplicationFailure.nonRetryable('The action no longer exists', 'not_found');
+  if (!found) throw ApplicationFailure.nonRetryable('The action no longer exists', CODE.not_found);
   if (found.expiredNow) ports.metrics.agentActions.inc({ status: 'expired' });
   return { status: found.status };
 }

@@ -29,6 +29,7 @@ import { ForgetfulMap, OldestFirstMap } from './caches.js';
 import { withHeartbeat } from './heartbeat.js';
 import { checkOutputSize, errorOf, invalidConfig, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
+import { CODE } from '../workflows/error-codes.js';
 
 export { toFailure } from './node-outcome.js';
 
@@ -146,14 +147,14 @@ async function definitionOf(g: GraphWorker, workflowId: number, version: number 
 async function currentExecution(g: GraphWorker, runId: string): Promise<ExecutionRef> {
   const { workflowId } = runOf();
   const ref = await executionOf(g, workflowId, runId);
-  if (!ref) throw ApplicationFailure.retryable(`No execution record for run ${runId} yet`, 'execution_not_ready');
+  if (!ref) throw ApplicationFailure.retryable(`No execution record for run ${runId} yet`, CODE.execution_not_ready);
   return ref;
 }
 
 /** The joint principal of a run's people; refused when one of them no longer exists. */
 async function actorOf(g: GraphWorker, ref: ExecutionRef): Promise<Principal> {
   const principal = await patiently(() => g.ports.acting.principal(ref.actingUserIds, ref.ownerId));
-  if (!principal) throw ApplicationFailure.nonRetryable('A person this run acts for no longer exists', 'forbidden');
+  if (!principal) throw ApplicationFailure.nonRetryable('A person this run acts for no longer exists', CODE.forbidden);
   return principal;
 }
 
@@ -194,7 +195,7 @@ export async function beginExecution(
       }),
     );
     ref = await findExecution(g, temporalWorkflowId, runId);
-    if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', 'execution_not_ready');
+    if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', CODE.execution_not_ready);
   }
   const { SVC_LOCAL_PURE_NODES } = g.ports.config;
   return {
@@ -293,7 +294,7 @@ async function checkChildRun(g: GraphWorker, ref: ExecutionRef, node: GraphNode,
       })
     : undefined;
   if (!target || target.status === 'archived') {
-    throw ApplicationFailure.nonRetryable(`Workflow ${named} does not exist, is archived, or is not visible to this run's people`, 'not_found');
+    throw ApplicationFailure.nonRetryable(`Workflow ${named} does not exist, is archived, or is not visible to this run's people`, CODE.not_found);
   }
   const childId = childWorkflowId(runOf().workflowId, node.id);
   if (!(await patiently(() => g.ports.executionMirror.claimChildRun(ref.rootId, childId, limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS)))) {
@@ -366,7 +367,7 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
   const { ref, node } = attempt;
   const activity = Context.current();
   const type = nodeTypes.get(node.type);
-  if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, 'validation_failed');
+  if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, CODE.validation_failed);
   const expressionContext: ExpressionContext = { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } };
   attempt.input = await g.ports.expressions.resolve(node.config, expressionContext);
   const parsed = (type.resolvedSchema ?? type.configSchema).safeParse(attempt.input);
@@ -379,7 +380,7 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
     execution: ref,
     signal: activity.cancellationSignal,
     connection: () => {
-      if (node.connection_id === undefined) throw ApplicationFailure.nonRetryable('The node has no connection_id', 'validation_failed');
+      if (node.connection_id === undefined) throw ApplicationFailure.nonRetryable('The node has no connection_id', CODE.validation_failed);
       const id = node.connection_id;
       return patiently(() => g.ports.connections.resolve(id, ref.actingUserIds)).then((resolved) => {
         attempt.connectionType = resolved.type;

@@ -4,6 +4,7 @@ import type { Config } from '../src/config.js';
 import type { LicenseWebhookStore } from '../src/licenses/license-webhook.store.js';
 import type { KeyRing } from '../src/platform/crypto.js';
 import { EgressDeniedError, type EgressPolicy } from '../src/platform/egress.js';
+import { CODE } from '../workflows/error-codes.js';
 
 /** Stripe's scheme: HMAC-SHA256 of `<unix time>.<body>` under the webhook's secret. */
 export function webhookSignature(secret: string, timestamp: number, body: string): string {
@@ -44,10 +45,10 @@ export async function sendLicenseWebhook(ports: LicenseWebhookPorts, input: { de
   const store = ports.stores.licenseWebhooks;
   const attempt = Context.current().info.attempt;
   const row = await store.forSending(input.deliveryId);
-  if (!row) throw ApplicationFailure.nonRetryable('The delivery or its webhook no longer exists', 'not_found');
+  if (!row) throw ApplicationFailure.nonRetryable('The delivery or its webhook no longer exists', CODE.not_found);
   // A retry of an attempt that got through before the worker died.
   if (row.status === 'delivered') return { status: 'delivered', attempts: row.attempts };
-  if (!row.active) throw ApplicationFailure.nonRetryable('The webhook is inactive', 'webhook_inactive');
+  if (!row.active) throw ApplicationFailure.nonRetryable('The webhook is inactive', CODE.webhook_inactive);
   const started = Date.now();
   const record = (status: number | null, error: string | null) =>
     store.recordAttempt(input.deliveryId, attempt, started, status, error === null ? null : error.slice(0, MAX_ERROR_LENGTH));
@@ -58,15 +59,15 @@ export async function sendLicenseWebhook(ports: LicenseWebhookPorts, input: { de
     if (err instanceof EgressDeniedError) {
       await record(null, err.message);
       // The same address is refused on every attempt: the delivery fails now.
-      throw ApplicationFailure.nonRetryable(err.message, 'egress_denied');
+      throw ApplicationFailure.nonRetryable(err.message, CODE.egress_denied);
     }
     const message = unreachableMessage(err);
     await record(null, message);
-    throw ApplicationFailure.retryable(`The webhook could not be reached: ${message}`, 'webhook_unreachable');
+    throw ApplicationFailure.retryable(`The webhook could not be reached: ${message}`, CODE.webhook_unreachable);
   }
   if (status < 200 || status >= 300) {
     await record(status, `answered ${status}`);
-    throw ApplicationFailure.retryable(`The webhook answered ${status}`, 'webhook_http_error');
+    throw ApplicationFailure.retryable(`The webhook answered ${status}`, CODE.webhook_http_error);
   }
   await record(status, null);
   await store.markDelivered(input.deliveryId);

@@ -13,11 +13,11 @@ describe('what a node threw, as the failure Temporal records', () => {
     expect(toFailure('text')).toMatchObject({ type: 'node_failed', message: 'text' });
   });
 
-  it('classifies expression errors and the service’s own errors by status', () => {
+  it('classifies expression errors and the service’s own errors by the catalogue', () => {
     expect(toFailure(new ExpressionError('no such field', '{{ x }}'))).toMatchObject({ type: 'expression_error', nonRetryable: true });
     expect(toFailure(new ExpressionLimitError('too slow'))).toMatchObject({ type: 'expression_limit', nonRetryable: true });
-    expect(toFailure(new AppError(404, 'not_found', 'gone'))).toMatchObject({ type: 'not_found', nonRetryable: true });
-    expect(toFailure(new AppError(503, 'unavailable', 'later'))).toMatchObject({ type: 'unavailable', nonRetryable: false });
+    expect(toFailure(new AppError('not_found', 'gone'))).toMatchObject({ type: 'not_found', nonRetryable: true });
+    expect(toFailure(new AppError('service_unavailable', 'later'))).toMatchObject({ type: 'service_unavailable', nonRetryable: false });
   });
 
   it('passes a cancellation on as it is, and the timeline shows it as cancelled', () => {

@@ -2,37 +2,39 @@
 // the failure Temporal records and the error the timeline shows, and the checks on its config and
 // output. No I/O, so they are unit tested on their own.
 import { ApplicationFailure, CancelledFailure } from '@temporalio/activity';
-import { NODE_REFUSALS, type NodeError, type NodeErrorCode } from '../workflows/defs.js';
+import { type NodeError, type NodeErrorCode } from '../workflows/defs.js';
+import { CODE, nodeRetry } from '../workflows/error-codes.js';
 import { ExpressionError } from '../src/nodes/expressions.js';
 import { ExpressionLimitError } from '../src/nodes/expression-sandbox.js';
 import { AppError } from '../src/platform/errors.js';
 
 /**
- * Turns anything a node threw into the failure Temporal records, classified by NODE_ERRORS: a
- * refusal (bad input, a 4xx of the service's own features) is final; anything unexpected is
- * `node_failed` and retried under the node's retry policy.
+ * Turns anything a node threw into the failure Temporal records, classified by the catalogue of
+ * error codes: a refusal (bad input, a 4xx of the service's own features) is final; anything
+ * unexpected is `node_failed` and retried under the node's retry policy.
  */
 export function toFailure(err: unknown): Error {
   if (err instanceof CancelledFailure) return err;
   if (err instanceof ApplicationFailure) {
-    const refusal = NODE_REFUSALS.includes(err.type ?? '');
+    const refusal = nodeRetry(err.type ?? '') === false;
     return refusal && !err.nonRetryable
       ? ApplicationFailure.create({ message: err.message, type: err.type ?? undefined, nonRetryable: true, details: err.details as unknown[] })
       : err;
   }
-  if (err instanceof ExpressionError) return ApplicationFailure.nonRetryable(err.message, 'expression_error');
-  if (err instanceof ExpressionLimitError) return ApplicationFailure.nonRetryable(err.message, 'expression_limit');
+  if (err instanceof ExpressionError) return ApplicationFailure.nonRetryable(err.message, CODE.expression_error);
+  if (err instanceof ExpressionLimitError) return ApplicationFailure.nonRetryable(err.message, CODE.expression_limit);
   if (err instanceof AppError) {
-    const retryable = err.status >= 500;
+    const retried = nodeRetry(err.code);
+    const retryable = retried === true || retried === 'per_failure';
     return retryable ? ApplicationFailure.retryable(err.message, err.code) : ApplicationFailure.nonRetryable(err.message, err.code);
   }
-  return ApplicationFailure.retryable(err instanceof Error ? err.message : String(err), 'node_failed' satisfies NodeErrorCode);
+  return ApplicationFailure.retryable(err instanceof Error ? err.message : String(err), CODE.node_failed satisfies NodeErrorCode);
 }
 
 /** The error a node's timeline entry shows for a failure from toFailure. */
 export function errorOf(failure: Error): NodeError {
   return {
-    code: failure instanceof ApplicationFailure ? (failure.type ?? 'node_failed') : failure instanceof CancelledFailure ? 'cancelled' : 'node_failed',
+    code: failure instanceof ApplicationFailure ? (failure.type ?? CODE.node_failed) : failure instanceof CancelledFailure ? CODE.cancelled : CODE.node_failed,
     message: failure.message,
   };
 }
@@ -40,14 +42,14 @@ export function errorOf(failure: Error): NodeError {
 /** A node's configuration, after its expressions were evaluated, failed its type's schema. */
 export function invalidConfig(issues: { path: PropertyKey[]; message: string }[]): ApplicationFailure {
   const detail = issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ');
-  return ApplicationFailure.nonRetryable(`Configuration after evaluating expressions is invalid: ${detail}`, 'validation_failed');
+  return ApplicationFailure.nonRetryable(`Configuration after evaluating expressions is invalid: ${detail}`, CODE.validation_failed);
 }
 
 /** Refuses a node output over `limit` bytes of JSON (SVC_NODE_OUTPUT_LIMIT): the history would carry it. */
 export function checkOutputSize(output: unknown, limit: number): void {
   const size = Buffer.byteLength(JSON.stringify(output ?? null));
   if (size > limit) {
-    throw ApplicationFailure.nonRetryable(`Node output is ${size} bytes, over the limit of ${limit} (SVC_NODE_OUTPUT_LIMIT)`, 'output_too_large');
+    throw ApplicationFailure.nonRetryable(`Node output is ${size} bytes, over the limit of ${limit} (SVC_NODE_OUTPUT_LIMIT)`, CODE.output_too_large);
   }
 }
 

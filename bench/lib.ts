@@ -12,7 +12,7 @@ export interface BenchRow {
   /** `ours / baseline`, compared with the target. */
   ratio: number;
   target: string;
-  /** An absolute goal on `ours` on this machine (DESIGN.md section 9), beside the ratio target. */
+  /** An absolute goal on `ours` on a 2-core machine running everything, beside the ratio target. */
   goal?: string;
   pass: boolean;
   /** Set when the target is a difference, not a ratio: the ratio column then shows `ours - baseline` in this unit. */

@@ -1,6 +1,6 @@
 /**
  * Licence verify: req/s and p99 of the real API against a bare Koa route doing the same indexed
- * lookup through `pg` (DESIGN.md section 9: >= 0.8x req/s, p99 <= 1.3x).
+ * lookup through `pg` (targets: >= 0.8x req/s, p99 <= 1.3x).
  *
  *   node --import tsx bench/license-verify.ts
  *

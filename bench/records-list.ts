@@ -1,5 +1,5 @@
 /**
- * Records benchmark (DESIGN section 9): an entity of 8 fields and a relation with BENCH_ROWS
+ * Records benchmark: an entity of 8 fields and a relation with BENCH_ROWS
  * records (default 1,000,000). Compares the real API with a bare Koa route that runs the same SQL
  * through `pg`, both in one child process on loopback:
  *   - list with an EQL filter on an indexed field, a sort and per_page=50 (target: p50 <= 1.5x,

@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: runs every benchmark of DESIGN.md section 9 one after another, each against
+ * `npm run bench`: runs every benchmark (workflows, records, licence verify, agent) one after another, each against
  * its baseline side by side, then prints one table of all of them (baseline, ours, ratio,
  * target) and writes it to bench/results/latest.md. `npm run bench -- records` runs a subset and
  * writes bench/results/records.md. `npm run bench -- cost` runs only the workflow engine's

@@ -1,5 +1,5 @@
 /**
- * Workflow engine benchmarks (DESIGN.md section 9), each beside the bare Temporal SDK doing the
+ * Workflow engine benchmarks, each beside the bare Temporal SDK doing the
  * same on the same server, configured the same way (the embedded default's file-backed dev server
  * and dynamic config, the service's worker options, eager starts), and against absolute goals.
  *

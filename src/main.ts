@@ -43,7 +43,7 @@ type Flags = Record<string, string | boolean | undefined>;
 
 function required(flags: Flags, name: string): string {
   const value = flags[name];
-  if (typeof value !== 'string' || !value) throw new AppError(400, 'invalid_request', `--${name} is required`);
+  if (typeof value !== 'string' || !value) throw new AppError('invalid_request', `--${name} is required`);
   return value;
 }
 
@@ -181,7 +181,7 @@ function userCommand(command: string, sub: string | undefined, flags: Flags, con
     return withDatabase(config, logger, async (orm) => {
       const { users } = createCommandServices(orm, config);
       const user = await users.findByLogin(required(flags, 'login'));
-      if (!user) throw new AppError(404, 'not_found', `User ${flags.login} not found`);
+      if (!user) throw new AppError('not_found', `User ${flags.login} not found`);
       await users.revokeAppPassword(user.id, { name: required(flags, 'name') });
       output(flags, { login: user.login, name: flags.name, revoked: true }, `Revoked ${flags.name} of ${user.login}`);
     });
@@ -219,7 +219,7 @@ async function licenseCommand(sub: string | undefined, positionals: string[], fl
   }
   if (sub !== 'show' && sub !== 'revoke') return false;
   const key = positionals[2] ?? flags.key;
-  if (typeof key !== 'string' || !key) throw new AppError(400, 'invalid_request', `license ${sub} needs a token or reference id (or --key)`);
+  if (typeof key !== 'string' || !key) throw new AppError('invalid_request', `license ${sub} needs a token or reference id (or --key)`);
   await withDatabase(config, logger, async (orm) => {
     const { licenses } = createCommandServices(orm, config);
     const license = sub === 'show' ? await licenses.getByKey(key) : await licenses.revoke(key);
@@ -282,7 +282,7 @@ async function main(argv: string[]): Promise<void> {
   if (handled) return handled;
   if (command === 'license' && (await licenseCommand(sub, positionals, flags, config, logger))) return;
   if (await toolCommand(command, flags, config, logger)) return;
-  throw new AppError(400, 'invalid_request', `Unknown command: ${[command, sub].filter(Boolean).join(' ')}\n\n${usage}`);
+  throw new AppError('invalid_request', `Unknown command: ${[command, sub].filter(Boolean).join(' ')}\n\n${usage}`);
 }
 
 main(process.argv.slice(2)).then(

@@ -1,6 +1,12 @@
+import { execFile } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LicenseClient, LicenseNetworkError, LicenseRequestError, type EditionState, type TrustedKey } from '../src/licenses/client.js';
+import { LicenseClient, LicenseNetworkError, LicenseRequestError, type EditionState, type TrustedKey } from '../clients/typescript/src/index.js';
 import { canonicalAnswer, canonicalKey, isoSeconds, keyIdOf, signText } from '../src/licenses/license.signature.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { fixedServers } from './helpers/http-target.js';
@@ -420,5 +426,38 @@ describe('LicenseClient and signed answers', () => {
     });
     expect(unrelated.edition()).toBe('unknown');
     expect((await unrelated.verify()).kind).toBe('no_news');
+  });
+});
+
+describe('the package a plugin author takes (clients/typescript)', () => {
+  const dir = fileURLToPath(new URL('../clients/typescript/', import.meta.url));
+
+  it('imports nothing but Node built-ins and its own files', async () => {
+    const sources = (await readdir(join(dir, 'src'))).filter((f) => f.endsWith('.ts'));
+    expect(sources.length).toBeGreaterThan(0);
+    for (const file of sources) {
+      const text = await readFile(join(dir, 'src', file), 'utf8');
+      for (const [, from] of text.matchAll(/\bfrom '([^']+)'/g)) expect(from!, file).toMatch(/^(node:|\.\/[a-z-]+\.js$)/);
+    }
+  });
+
+  it('builds with its own tsconfig into the files its package.json exports, and the build runs', async () => {
+    const out = await mkdtemp(join(tmpdir(), 'license-client-'));
+    try {
+      await promisify(execFile)(process.execPath, [fileURLToPath(new URL('../node_modules/typescript/bin/tsc', import.meta.url)), '-p', dir, '--outDir', out], {
+        timeout: 120_000,
+      });
+      const pkg = JSON.parse(await readFile(join(dir, 'package.json'), 'utf8'));
+      expect(pkg.name).toBe('@workflow-svc/license-client');
+      for (const entry of Object.values<Record<string, string> | string>(pkg.exports)) {
+        if (typeof entry === 'string') continue;
+        for (const target of Object.values(entry)) await readFile(join(out, target.replace(/^\.\/dist\//, '')));
+      }
+      const built = await import(pathToFileURL(join(out, 'index.js')).href);
+      expect(typeof built.LicenseClient).toBe('function');
+      expect(new built.LicenseClient({ baseUrl: 'http://127.0.0.1:9', key: 'k' }).edition()).toBe('unknown');
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
   });
 });

@@ -34,8 +34,8 @@ const signatureShape = {
 /** What activate says about the licence: verify's fields, for this (now active) site. */
 const activeLicense = expect.objectContaining({ license_status: 'active', site_match: true });
 
-describe('licence status (SPEC section 3, DESIGN section 7)', () => {
-  it('verifies an active licence with the SPEC body, expires_at as YYYY-MM-DD HH:MM:SS UTC', async () => {
+describe('licence status: active (and grace) verifies; an unknown key, a past expiry or an unusable status is refused', () => {
+  it('verifies an active licence with the verify body, expires_at as YYYY-MM-DD HH:MM:SS UTC', async () => {
     const license = await issueLicense(app, { domain_limit: 3, expires_at: '2031-05-06T09:08:07+02:00' });
     const res = await verify(license.token);
     expect(res.status).toBe(200);
@@ -119,7 +119,7 @@ describe('licence status (SPEC section 3, DESIGN section 7)', () => {
   });
 });
 
-describe('activation state machine (SPEC section 3)', () => {
+describe('activation state machine: none -> active -> deactivated; the same fingerprint reactivates, a second deactivate is refused', () => {
   it('none -> active: returns an activation_id and uses a slot; the versions are recorded', async () => {
     const license = await issueLicense(app);
     const s = site('https://shop.example.com/');

@@ -8,6 +8,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import * as addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/http/app.js';
+import { answersWith, isErrorCode } from '../workflows/error-codes.js';
 import type { AnyRoute } from '../src/http/route.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { OpenApiChecker } from './helpers/openapi-check.js';
@@ -121,6 +122,28 @@ describe('the OpenAPI document as a contract', () => {
     for (const { op } of operations().filter((o) => replayed.includes(o.op.operationId))) {
       for (const status of ['200', '202']) if (op.responses[status]) expect(op.responses[status].headers['Idempotent-Replayed'], op.operationId).toBeDefined();
     }
+  });
+
+  it('names the error codes of every error answer, each one the catalogue answers with that status', async () => {
+    for (const { path, method, op } of operations()) {
+      for (const [status, response] of Object.entries<Json>(op.responses)) {
+        if (Number(status) < 400 || status === '431') continue;
+        const at = `${method.toUpperCase()} ${path} ${status}`;
+        const codes: string[] = response['x-error-codes'];
+        expect(codes?.length, at).toBeGreaterThan(0);
+        for (const code of codes) {
+          expect(isErrorCode(code) && answersWith(code, Number(status)), `${at} ${code}`).toBe(true);
+          if (!response.content['application/json'].schema.allOf) continue;
+          expect(response.description, at).toContain(`\`${code}\``);
+          expect(response.content['application/json'].schema.allOf[1].properties.error.enum, at).toEqual(codes);
+        }
+      }
+    }
+    // The test client refuses an answer whose code the operation does not name.
+    const checker = new OpenApiChecker(doc);
+    const body = (error: string) => ({ status: 'fail', error, message: 'x' });
+    expect(checker.check('DELETE', '/api/workflow/v1/workflows/1', 409, 'application/json', body('not_archived'))).toEqual([]);
+    expect(checker.check('DELETE', '/api/workflow/v1/workflows/1', 409, 'application/json', body('budget_exceeded'))).not.toEqual([]);
   });
 
   it('declares security exactly where an anonymous call is refused with 401', async () => {

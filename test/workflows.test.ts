@@ -130,7 +130,7 @@ describe('definitions', () => {
   });
 });
 
-describe('lifecycle (SPEC section 3)', () => {
+describe('lifecycle: activate is idempotent, DELETE archives, DELETE with force=true purges an archived workflow', () => {
   it('activates idempotently, deactivates, archives on DELETE, restores and purges with force', async () => {
     const { id } = (await editor.client.post(W, simple('Lifecycle'))).body.data;
     const first = await editor.client.post(`${W}/${id}/activate`);

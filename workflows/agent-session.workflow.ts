@@ -14,6 +14,7 @@ import {
 } from '@temporalio/workflow';
 import type { AgentActivities } from '../activities/index.js';
 import { agentDecisionUpdate, agentMessageUpdate, agentStateQuery } from './agent.updates.js';
+import { CODE } from './error-codes.js';
 import {
   AGENT_ACTION_NOT_APPROVED,
   AGENT_DECISION_NOT_STORED_PATCH,
@@ -48,14 +49,14 @@ import {
 
 const store = proxyActivities<AgentActivities>({
   startToCloseTimeout: '30s',
-  retry: { initialInterval: '500ms', maximumAttempts: 20, nonRetryableErrorTypes: ['not_found'] },
+  retry: { initialInterval: '500ms', maximumAttempts: 20, nonRetryableErrorTypes: [CODE.not_found] },
 });
 
 // A turn's bookkeeping (store the user's message, close the turn) is short and idempotent: as
 // local activities it runs inside the workflow task instead of a dispatch through the server each.
 const localStore = proxyLocalActivities<AgentActivities>({
   startToCloseTimeout: '30s',
-  retry: { initialInterval: '500ms', maximumAttempts: 20, nonRetryableErrorTypes: ['not_found'] },
+  retry: { initialInterval: '500ms', maximumAttempts: 20, nonRetryableErrorTypes: [CODE.not_found] },
 });
 /** Sessions started before AGENT_LOCAL_BOOKKEEPING_PATCH keep regular activities until they continue as new. */
 const bookkeeping = () => (patched(AGENT_LOCAL_BOOKKEEPING_PATCH) ? localStore : store);
@@ -70,7 +71,7 @@ const model = proxyActivities<AgentActivities>({
     backoffCoefficient: 2,
     maximumInterval: '30s',
     maximumAttempts: 4,
-    nonRetryableErrorTypes: ['provider_error', 'provider_auth_failed', 'not_found'],
+    nonRetryableErrorTypes: [CODE.provider_error, CODE.provider_auth_failed, CODE.not_found],
   },
 });
 
@@ -79,11 +80,11 @@ function failureOf(err: unknown): { code: string; message: string } {
   while (cause instanceof ActivityFailure) cause = cause.cause ?? cause;
   if (cause instanceof ApplicationFailure) {
     // Retries of 429/5xx exhausted: report it as the provider error it is.
-    const code = cause.type === 'provider_unavailable' ? 'provider_error' : (cause.type ?? 'provider_error');
+    const code = cause.type === CODE.provider_unavailable ? CODE.provider_error : (cause.type ?? CODE.provider_error);
     return { code, message: cause.message };
   }
-  if (err instanceof ActivityFailure && err.cause?.name === 'TimeoutFailure') return { code: 'provider_error', message: 'The model did not answer in time' };
-  return { code: 'provider_error', message: err instanceof Error ? err.message : String(err) };
+  if (err instanceof ActivityFailure && err.cause?.name === 'TimeoutFailure') return { code: CODE.provider_error, message: 'The model did not answer in time' };
+  return { code: CODE.provider_error, message: err instanceof Error ? err.message : String(err) };
 }
 
 const refuse = (type: AgentRejection, message: string) => ApplicationFailure.create({ type, message, nonRetryable: true });

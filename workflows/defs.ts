@@ -3,6 +3,8 @@
  * payload types, signals/queries/updates. Pure types and constants only.
  */
 
+import type { ErrorCode } from './error-codes.js';
+
 export const RUN_GRAPH_WORKFLOW = 'runGraph';
 
 export interface NodeRetry {
@@ -126,36 +128,11 @@ export interface RunNodeOutput {
 }
 
 /**
- * Every error code a node activity ends with, in one list: a `refusal` is final (the same input
- * fails the same way), so Temporal never retries it; `retried` codes (`node_failed` is an
- * unexpected error: a crash, a dropped connection) are retried under the node's retry policy;
- * `per_failure` codes say on each failure (an HTTP 4xx answer is final, a 429, 5xx or network
- * error is retried). Codes of other features that reach a node (a record's `conflict`, a `fail`
- * node's own code) carry their retryability on the failure itself.
+ * The codes a node activity ends with, and whether each is retried, are in the catalogue of error
+ * codes (`retried`, workflows/error-codes.ts); `NODE_REFUSALS` (the refusals among them) are the
+ * `nonRetryableErrorTypes` of every node activity.
  */
-export const NODE_ERRORS = {
-  validation_failed: 'refusal',
-  expression_error: 'refusal',
-  expression_limit: 'refusal',
-  connection_missing: 'refusal',
-  output_too_large: 'refusal',
-  not_found: 'refusal',
-  forbidden: 'refusal',
-  provider_auth_failed: 'refusal',
-  egress_denied: 'refusal',
-  child_run_limit: 'refusal',
-  http_error: 'per_failure',
-  provider_error: 'per_failure',
-  timeout: 'retried',
-  node_failed: 'retried',
-} as const satisfies Record<string, 'refusal' | 'retried' | 'per_failure'>;
-
-export type NodeErrorCode = keyof typeof NODE_ERRORS;
-
-/** The refusals: the `nonRetryableErrorTypes` of every node activity. */
-export const NODE_REFUSALS: readonly string[] = Object.entries(NODE_ERRORS)
-  .filter(([, kind]) => kind === 'refusal')
-  .map(([code]) => code);
+export { NODE_REFUSALS, type NodeErrorCode } from './error-codes.js';
 
 /** Memo key the workflow upserts when a node starts (the reset point of a replay from that node). */
 export const NODE_STARTED_MEMO = 'node';
@@ -305,12 +282,12 @@ export const AGENT_REJECTION = {
   gatePending: 'gate_pending',
   actionNotPending: 'action_not_pending',
   actionExpired: 'action_expired',
-} as const;
+} as const satisfies Record<string, ErrorCode>;
 export type AgentRejection = (typeof AGENT_REJECTION)[keyof typeof AGENT_REJECTION];
 export const AGENT_REJECTIONS: readonly AgentRejection[] = Object.values(AGENT_REJECTION);
 
 /** Failure type of the tool activity when asked to run a gated tool without a matching approved action. */
-export const AGENT_ACTION_NOT_APPROVED = 'action_not_approved';
+export const AGENT_ACTION_NOT_APPROVED = 'action_not_approved' satisfies ErrorCode;
 
 export interface AgentModelCallInput {
   sessionId: string;
@@ -376,4 +353,4 @@ export interface LicenseWebhookResult {
 }
 
 /** Non-retryable failure types of the send activity: retrying cannot help. */
-export const LICENSE_WEBHOOK_FINAL_ERRORS = ['not_found', 'webhook_inactive'] as const;
+export const LICENSE_WEBHOOK_FINAL_ERRORS = ['not_found', 'webhook_inactive'] as const satisfies readonly ErrorCode[];

@@ -1,10 +1,11 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities } from '@temporalio/workflow';
 import type { LicenseWebhookActivities } from '../activities/index.js';
 import { LICENSE_WEBHOOK_FINAL_ERRORS, type LicenseWebhookInput, type LicenseWebhookResult } from './defs.js';
+import { CODE } from './error-codes.js';
 
 const bookkeeping = proxyActivities<LicenseWebhookActivities>({
   startToCloseTimeout: '30s',
-  retry: { initialInterval: '1s', maximumAttempts: 20, nonRetryableErrorTypes: ['not_found'] },
+  retry: { initialInterval: '1s', maximumAttempts: 20, nonRetryableErrorTypes: [CODE.not_found] },
 });
 
 /**

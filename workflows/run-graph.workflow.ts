@@ -35,11 +35,12 @@ import {
 } from './defs.js';
 import { GraphState } from './graph.js';
 import { contextFor } from './references.js';
+import { CODE } from './error-codes.js';
 import { notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
 
 const control = proxyActivities<ControlActivities>({
   startToCloseTimeout: '30s',
-  retry: { initialInterval: '500ms', maximumAttempts: 20, nonRetryableErrorTypes: ['not_found', 'validation_failed'] },
+  retry: { initialInterval: '500ms', maximumAttempts: 20, nonRetryableErrorTypes: [CODE.not_found, CODE.validation_failed] },
 });
 const localControl = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '30s',
@@ -67,9 +68,9 @@ function activityOptions(node: GraphNode): ActivityOptions {
 function nodeErrorOf(err: unknown): NodeError {
   let cause: unknown = err;
   while (cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) cause = cause.cause ?? cause;
-  if (cause instanceof ApplicationFailure) return { code: cause.type ?? 'node_failed', message: cause.message };
-  if (err instanceof ActivityFailure && err.cause?.name === 'TimeoutFailure') return { code: 'timeout', message: err.cause.message };
-  return { code: 'node_failed', message: err instanceof Error ? err.message : String(err) };
+  if (cause instanceof ApplicationFailure) return { code: cause.type ?? CODE.node_failed, message: cause.message };
+  if (err instanceof ActivityFailure && err.cause?.name === 'TimeoutFailure') return { code: CODE.timeout, message: err.cause.message };
+  return { code: CODE.node_failed, message: err instanceof Error ? err.message : String(err) };
 }
 
 /** One run's state: the graph, what its nodes answered, and how the run ends so far. */
@@ -145,7 +146,7 @@ async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
       ],
     });
     const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
-    if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, 'node_failed');
+    if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
     await localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'success', output, startedAt });
     return { output };
   } catch (err) {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, type AnyRoute } from '../http/route.js';
+import { defineRoute, type AnyRoute, type RouteErrors } from '../http/route.js';
 import { pageOf, pagination } from '../http/pagination.js';
 import { AGENT_ACTION_STATUSES } from '../../workflows/defs.js';
 import { agentAccess as access, agentRoot as root, turnErrors } from './agent.routes.js';
@@ -12,9 +12,11 @@ const actionParams = z.object({ action_id: z.string().max(100) });
 const note = z.string().max(4000).optional();
 const decisionErrors = {
   ...turnErrors,
-  403: "Missing capability svc_agent_use, or the session's approval policy does not let the caller decide (`forbidden`, data.approval): `owner` only its owner, `others` anyone with svc_agent_approve but the owner, `any` both",
-  409: 'Already decided (`action_already_decided`), expired (`action_expired`), or a turn of the session is running (`turn_in_progress`)',
-};
+  forbidden:
+    "Missing capability svc_agent_use, or the session's approval policy does not let the caller decide (data.approval): `owner` only its owner, `others` anyone with svc_agent_approve but the owner, `any` both",
+  action_already_decided: 'The action was already decided (or closed when the session ended)',
+  action_expired: 'The action expired before it was decided',
+} satisfies RouteErrors;
 
 /** The side-effect gate: approve (optionally with edited arguments), reject, the inbox and the audit trail. */
 export function agentGateRoutes(services: { agentGate: AgentGateService } & TurnStreamPorts): AnyRoute[] {

@@ -146,7 +146,7 @@ export class AgentGateService {
           : action.approval === 'owner'
             ? 'Only the session owner decides the actions of this session'
             : "Deciding actions of another user's session needs the capability svc_agent_approve";
-      throw new AppError(403, 'forbidden', why, { approval: action.approval });
+      throw new AppError('forbidden', why, { approval: action.approval });
     }
     if (action.status === 'expired')
       throw conflict('action_expired', `Action ${actionId} expired before it was decided`, { expires_at: toIso(action.expires_at) });

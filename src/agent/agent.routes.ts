@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_GATE_TTL_SECONDS } from '../config.js';
-import { defineRoute, type AnyRoute } from '../http/route.js';
+import { defineRoute, type AnyRoute, type RouteErrors } from '../http/route.js';
 import { AGENT_APPROVAL_POLICIES } from '../../workflows/defs.js';
 import { sessionView, turnEvents, turnResponse } from './agent.schemas.js';
 import { streamTurn, type TurnStreamPorts } from './agent.sse.js';
@@ -11,10 +11,15 @@ import { outcomeData } from './agent.turns.js';
 export const agentRoot = '/api/agent/v1';
 export const agentAccess = { capability: 'svc_agent_use' } as const;
 
+/** The codes of a turn's outcome, answered by a message and by a decision on a pending action. */
 export const turnErrors = {
-  409: 'A turn of the session is running (`turn_in_progress`) or its gate waits for a decision (`gate_pending`)',
-  502: 'The model provider failed: unreachable, timed out, refused the credential (`provider_auth_failed`), kept answering 429/5xx or sent a malformed answer (`provider_error`); the session stays usable',
-};
+  turn_in_progress: 'A turn of the session is running',
+  gate_pending: 'The session waits for a decision on its pending action',
+  action_not_approved: 'A gated tool call found no matching approved action',
+  provider_error: 'The model provider failed: unreachable, timed out, kept answering 429/5xx or sent a malformed answer; the session stays usable',
+  provider_auth_failed: 'The model provider refused the credential; the session stays usable',
+  egress_denied: { status: 502, when: "The egress policy refused the model provider's address; nothing was sent" },
+} satisfies RouteErrors;
 
 /** Sessions and their messages; the gate's routes are in agent-gate.routes.ts. */
 export function agentRoutes(services: { agent: AgentService; agentGate: AgentGateService } & TurnStreamPorts): AnyRoute[] {
@@ -41,8 +46,8 @@ export function agentRoutes(services: { agent: AgentService; agentGate: AgentGat
       }),
       invalidCode: 'invalid_request',
       errors: {
-        400: 'Invalid body, or provider_id is not a connection of type openai/anthropic (`invalid_request`)',
-        429: 'The caller opened SVC_AGENT_MAX_SESSIONS_PER_HOUR sessions within the last hour (`rate_limited`, see Retry-After)',
+        invalid_request: 'Invalid body, or provider_id is not a connection of type openai/anthropic',
+        rate_limited: 'The caller opened SVC_AGENT_MAX_SESSIONS_PER_HOUR sessions within the last hour, see Retry-After',
       },
       responses: { 201: { description: 'Created', data: z.object({ session_id: z.string() }) } },
       handler: async ({ body, principal }) => ({ status: 201, data: await agent.createSession(principal, body) }),
@@ -72,9 +77,9 @@ export function agentRoutes(services: { agent: AgentService; agentGate: AgentGat
       body: z.strictObject({ content: z.string().min(1), stream: z.boolean().optional() }),
       errors: {
         ...turnErrors,
-        409: `${turnErrors[409]}, or the session reached its budget_usd (\`budget_exceeded\`)`,
-        413: 'The content is larger than SVC_AGENT_MAX_MESSAGE_BYTES, or the body than SVC_BODY_LIMIT (`payload_too_large`)',
-        429: 'With `stream: true`: the caller holds SVC_AGENT_MAX_STREAMS_PER_USER streams open on this server already (`rate_limited`)',
+        budget_exceeded: 'The session reached its budget_usd',
+        payload_too_large: 'The content is larger than SVC_AGENT_MAX_MESSAGE_BYTES, or the body than SVC_BODY_LIMIT',
+        rate_limited: 'With `stream: true`: the caller holds SVC_AGENT_MAX_STREAMS_PER_USER streams open on this server already',
       },
       responses: { 200: { description: 'The turn outcome, or with `stream: true` the turn as an event stream', data: turnResponse, eventStream: turnEvents } },
       handler: async ({ params, body, principal, ctx }) => {

@@ -144,7 +144,7 @@ export class AgentService {
   async sendMessage(principal: Principal, id: string, content: string, streamChannel?: string, turnId: string = randomUUID()): Promise<AcceptedTurn> {
     const session = await this.visible(principal, id);
     if (Buffer.byteLength(content) > this.config.SVC_AGENT_MAX_MESSAGE_BYTES) {
-      throw new AppError(413, 'payload_too_large', `A message may hold at most ${this.config.SVC_AGENT_MAX_MESSAGE_BYTES} bytes`, {
+      throw new AppError('payload_too_large', `A message may hold at most ${this.config.SVC_AGENT_MAX_MESSAGE_BYTES} bytes`, {
         limit: this.config.SVC_AGENT_MAX_MESSAGE_BYTES,
       });
     }

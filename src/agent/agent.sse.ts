@@ -14,6 +14,7 @@ export interface TurnStreamPorts {
 import type { AgentTurnOutcome } from '../../workflows/defs.js';
 import { publish, turnChannel, type StreamEvent } from './agent.stream.js';
 import type { AcceptedTurn } from './agent.turns.js';
+import { CODE } from '../../workflows/error-codes.js';
 
 /** What the `done` event carries: the outcome as the JSON answer would give it, plus the telemetry. */
 function doneData(outcome: AgentTurnOutcome) {
@@ -83,7 +84,7 @@ async function streamOpenTurn(
     // Headers are out, so even a late refusal (a 409 that lost the race in AgentService.accepted)
     // is told in `done`.
     if (!(err instanceof AppError)) services.logger.error({ err }, 'agent turn failed');
-    const error = err instanceof AppError ? { code: err.code, message: err.message } : { code: 'internal_error', message: 'The turn failed unexpectedly' };
+    const error = err instanceof AppError ? { code: err.code, message: err.message } : { code: CODE.internal_error, message: 'The turn failed unexpectedly' };
     outcome = { outcome: 'failed', error, tools_called: [], telemetry: { tokens_in: 0, tokens_out: 0, wall_ms: 0, cost_usd: 0 } };
   }
   await publish(services.sql, channel, { event: 'end', data: null }).catch(() => undefined);

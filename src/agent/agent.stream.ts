@@ -55,7 +55,6 @@ export class TurnStreamHub {
     const held = this.openStreams.get(userId) ?? 0;
     if (held >= this.maxStreamsPerUser) {
       throw new AppError(
-        429,
         'rate_limited',
         `You have ${held} event streams open on this server, the most allowed (SVC_AGENT_MAX_STREAMS_PER_USER); wait for one to end`,
         { retry_after: 1 },

@@ -7,6 +7,7 @@ import type { RecordService } from '../records/record.service.js';
 import type { WorkflowService } from '../workflow-definitions/workflow.service.js';
 import { AGENT_GATED_TOOLS, isGatedTool } from '../../workflows/defs.js';
 import type { ToolSpec } from '../providers/index.js';
+import { CODE } from '../../workflows/error-codes.js';
 
 /** What the tools act on: the features a session's owner may use through the agent. */
 export interface AgentToolPorts {
@@ -154,12 +155,12 @@ export interface ToolOutcome {
 /** Runs a tool as `owner`; refusals and bad arguments are results the model can read, not failures. */
 export async function runTool(services: AgentToolPorts, owner: Principal, name: string, rawArgs: unknown): Promise<ToolOutcome> {
   const tool = agentTools.get(name);
-  if (!tool) return { ok: false, result: { error: 'unknown_tool', message: `There is no tool named ${name}` } };
+  if (!tool) return { ok: false, result: { error: CODE.unknown_tool, message: `There is no tool named ${name}` } };
   const args = tool.args.safeParse(rawArgs);
   if (!args.success)
     return {
       ok: false,
-      result: { error: 'invalid_arguments', message: args.error.issues.map((i) => `${i.path.join('.') || 'args'}: ${i.message}`).join('; ') },
+      result: { error: CODE.invalid_arguments, message: args.error.issues.map((i) => `${i.path.join('.') || 'args'}: ${i.message}`).join('; ') },
     };
   try {
     return { ok: true, result: await tool.run(services, owner, args.data) };

@@ -2,7 +2,8 @@ import { WorkflowUpdateFailedError, type WorkflowUpdateHandle } from '@temporali
 import { ApplicationFailure } from '@temporalio/common';
 import { AppError, conflict } from '../platform/errors.js';
 import type { Metrics } from '../platform/metrics.js';
-import { AGENT_ACTION_NOT_APPROVED, AGENT_REJECTION, AGENT_REJECTIONS, type AgentTurnOutcome } from '../../workflows/defs.js';
+import { AGENT_ACTION_NOT_APPROVED, AGENT_REJECTION, AGENT_REJECTIONS, type AgentRejection, type AgentTurnOutcome } from '../../workflows/defs.js';
+import { answersWith, isHttpErrorCode, CODE } from '../../workflows/error-codes.js';
 
 /** A turn the workflow accepted; `outcome` settles when the turn reaches its next outcome. */
 export interface AcceptedTurn {
@@ -40,24 +41,29 @@ export async function acceptedTurn(start: () => Promise<WorkflowUpdateHandle<Age
 function refusal(err: unknown): unknown {
   const cause = err instanceof WorkflowUpdateFailedError ? err.cause : undefined;
   if (cause instanceof ApplicationFailure && (AGENT_REJECTIONS as readonly string[]).includes(cause.type ?? '')) {
-    if (cause.type === AGENT_REJECTION.actionNotPending) return conflict('action_already_decided', cause.message);
-    return conflict(cause.type!, cause.message);
+    const type = cause.type as AgentRejection;
+    return conflict(type === AGENT_REJECTION.actionNotPending ? CODE.action_already_decided : type, cause.message);
   }
   return err;
 }
 
 /**
- * The response data of a turn outcome, as SPEC section 2 shapes it. A provider failure is a 502;
- * a gated call whose stored action did not allow it (the tool activity refused) a 409.
+ * The response data of a turn outcome: `{outcome: 'answered', assistant_message, tools_called,
+ * telemetry}` or `{outcome: 'gate_pending', pending_action}`; a failed turn is an error answer. A
+ * provider failure is a 502 whatever its code (an egress refusal of the provider's address too);
+ * a gated call whose stored action did not allow it (the tool activity refused) a 409; a session
+ * or connection gone, or no longer shared, its own 404 or 403.
  */
 export function outcomeData(outcome: AgentTurnOutcome) {
   if (outcome.outcome === 'answered') {
     return { outcome: 'answered' as const, assistant_message: outcome.assistant_message, tools_called: outcome.tools_called, telemetry: outcome.telemetry };
   }
   if (outcome.outcome === 'gate_pending') return { outcome: 'gate_pending' as const, pending_action: outcome.pending_action };
-  const status =
-    outcome.error.code === 'not_found' ? 404 : outcome.error.code === 'forbidden' ? 403 : outcome.error.code === AGENT_ACTION_NOT_APPROVED ? 409 : 502;
-  throw new AppError(status, outcome.error.code, outcome.error.message, { tools_called: outcome.tools_called, telemetry: outcome.telemetry });
+  const { code, message } = outcome.error;
+  const data = { tools_called: outcome.tools_called, telemetry: outcome.telemetry };
+  if (code === CODE.not_found || code === CODE.forbidden || code === AGENT_ACTION_NOT_APPROVED) throw new AppError(code, message, data);
+  // Anything else failed the model call: a code the catalogue answers 502, or a provider_error.
+  throw new AppError(isHttpErrorCode(code) && answersWith(code, 502) ? code : CODE.provider_error, message, data, undefined, 502);
 }
 
 /** Counts the outcome of a turn segment when it arrives (svc_agent_turns_total). */

@@ -61,7 +61,7 @@ export function authRoutes({ auth, users, config }: { auth: AuthService; users: 
       tag: 'auth',
       access: 'public',
       body: z.strictObject({ login: z.string().min(1).max(60), password: z.string().min(1).max(1024) }),
-      errors: { 429: 'Too many failed logins for this login and address (`rate_limited`)' },
+      errors: { rate_limited: 'Too many failed logins for this login and address' },
       responses: {
         200: {
           description: 'Logged in',
@@ -148,7 +148,7 @@ export function authRoutes({ auth, users, config }: { auth: AuthService; users: 
       responses: {
         201: { description: 'Created', data: z.object({ id: z.number().int(), login: z.string(), name: z.string(), password: z.string() }) },
       },
-      errors: { 409: 'A live application password with that name exists (`conflict`)' },
+      errors: { conflict: 'A live application password with that name exists' },
       handler: async ({ principal, body }) => ({ status: 201, data: await users.createAppPassword(principal.login, body.name) }),
     }),
     defineRoute({
@@ -192,7 +192,7 @@ export function authRoutes({ auth, users, config }: { auth: AuthService; users: 
         password: z.string().min(8).max(1024).optional(),
         email: z.email().max(255).optional(),
       }),
-      errors: { 409: 'The login is taken (`conflict`)' },
+      errors: { conflict: 'The login is taken' },
       responses: {
         201: {
           description: 'Created',

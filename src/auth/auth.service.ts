@@ -38,7 +38,7 @@ export class AuthService {
   private readonly hashing = new WorkLimiter(
     availableParallelism(),
     500,
-    () => new AppError(503, 'service_unavailable', 'Too many sign-in attempts are being checked; retry shortly', undefined, { 'Retry-After': '1' }),
+    () => new AppError('service_unavailable', 'Too many sign-in attempts are being checked; retry shortly', undefined, { 'Retry-After': '1' }),
   );
 
   constructor(

@@ -114,15 +114,17 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       access: manage,
       params: idParam,
       errors: {
-        422: 'The probe failed (`probe_failed`), or the egress policy refused its target and nothing was sent (`egress_denied`); `data.error` says why',
+        probe_failed: 'The probe failed; `data.error` says why',
+        egress_denied: 'The egress policy refused its target and nothing was sent; `data.error` says why',
+        credential_unreadable: 'The credential was sealed with an encryption key this service no longer has (SVC_PREVIOUS_ENCRYPTION_KEYS)',
       },
       responses: { 200: { description: 'The probe passed', data: z.object({ probe_status: z.number().int() }) } },
       handler: async ({ params }) => {
         await connections.get(params.id);
         const result = await probe(await connections.resolve(params.id), config.SVC_PROBE_TIMEOUT_MS);
-        if (result.denied) throw new AppError(422, 'egress_denied', `The egress policy refused the target: ${result.error}`, { error: result.error });
+        if (result.denied) throw new AppError('egress_denied', `The egress policy refused the target: ${result.error}`, { error: result.error });
         if (!result.ok)
-          throw new AppError(422, 'probe_failed', `The probe failed: ${result.error}`, {
+          throw new AppError('probe_failed', `The probe failed: ${result.error}`, {
             error: result.error,
             ...(result.status ? { probe_status: result.status } : {}),
           });
@@ -139,7 +141,7 @@ export function connectionRoutes({ connections, config }: { connections: Connect
       access: manage,
       params: idParam,
       query: z.strictObject({ force: queryBoolean.optional() }),
-      errors: { 409: 'Used by active workflows (`connection_in_use`); `data.workflows` lists them' },
+      errors: { connection_in_use: 'Used by active workflows; `data.workflows` lists them' },
       responses: {
         200: {
           description: 'Deleted',

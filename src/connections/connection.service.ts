@@ -113,7 +113,7 @@ export class ConnectionService {
     let sharedWith: number[] | null = null;
     if (input.shared_with !== undefined) {
       if (principal.id !== current.owner.id && principal.role !== 'administrator') {
-        throw new AppError(403, 'forbidden', 'Only the owner of a connection or an administrator shares it');
+        throw new AppError('forbidden', 'Only the owner of a connection or an administrator shares it');
       }
       sharedWith = await this.knownUsers(input.shared_with);
     }
@@ -178,14 +178,13 @@ export class ConnectionService {
       `select c.id, c.type, c.cred_encrypted, c.key_id, c.extra, ${usableBy ? USABLE_BY_ALL : 'true'} as usable from connections c where c.id = ?`,
       usableBy ? [usableBy, usableBy, id] : [id],
     );
-    if (!row) throw new AppError(404, 'connection_missing', `Connection ${id} does not exist (it was deleted)`);
-    if (!row.usable) throw new AppError(403, 'forbidden', `Connection ${id} is not shared with everyone this run acts for`);
+    if (!row) throw new AppError('connection_missing', `Connection ${id} does not exist (it was deleted)`);
+    if (!row.usable) throw new AppError('forbidden', `Connection ${id} is not shared with everyone this run acts for`);
     let cred: string;
     try {
       cred = this.keys.decrypt(row.cred_encrypted);
     } catch {
       throw new AppError(
-        500,
         'credential_unreadable',
         `The credential of connection ${id} was sealed with a key this service does not have (key ${row.key_id}; see SVC_PREVIOUS_ENCRYPTION_KEYS)`,
       );
@@ -214,7 +213,7 @@ export class ConnectionService {
     try {
       origin = new URL(row.extra.base_url).origin;
     } catch {
-      throw new AppError(400, 'validation_failed', `Connection ${id} has no usable base_url`);
+      throw new AppError('validation_failed', `Connection ${id} has no usable base_url`);
     }
     const egress = this.egress;
     return {

@@ -1,6 +1,7 @@
 import type { Queryable, Sql } from '../db/sql.js';
 import type { GraphNode, NodeError } from '../../workflows/defs.js';
 import { currentTraceId } from '../platform/tracing.js';
+import { CODE } from '../../workflows/error-codes.js';
 
 /**
  * The execution mirror: the queryable copy of every run's history in PostgreSQL (`executions` and
@@ -421,7 +422,7 @@ export class ExecutionMirror {
       if (!created) return true; // a concurrent activity of the same run adopted it
       await this.copyTimeline(Number(from.id), Number(created.id), base.keptNodes, tx);
       if (from.status === 'running') {
-        const error = { code: 'terminated', message: `The run was reset in Temporal (${reason}); it continues as execution ${created.id}` };
+        const error = { code: CODE.terminated, message: `The run was reset in Temporal (${reason}); it continues as execution ${created.id}` };
         await this.closeEnded(Number(from.id), 'failed', new Date(), error, tx);
       }
       return true;
@@ -475,7 +476,7 @@ export class ExecutionMirror {
 
   /** Nodes a cancel of the run interrupted: `cancelled`, with their finish time. */
   async markCancelled(executionId: number, nodes: { id: string; type: string; startedAt: number }[]): Promise<void> {
-    const error = json({ code: 'cancelled', message: 'The run was cancelled while this node was in flight' });
+    const error = json({ code: CODE.cancelled, message: 'The run was cancelled while this node was in flight' });
     for (const node of nodes) {
       await this.sql.query(
         `insert into execution_nodes (execution_id, node_id, node_type, status, started_at, finished_at, duration_ms, attempts, error)

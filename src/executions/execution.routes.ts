@@ -149,8 +149,11 @@ export function executionRoutes({ executions }: { executions: ExecutionService }
       bodyOptional: true,
       headers: idempotencyHeaders,
       errors: {
-        409: 'Still running (`execution_running`; with `from_node_id` also while Temporal has not closed the run 15 s after the execution ended), the node never ran or Temporal no longer has the run to reset (`node_not_run`), the workflow is archived (`workflow_archived`), or a reset replay of the same run is still running (`replay_in_progress`, with `data.execution_id`)',
-        422: 'The Idempotency-Key was used for a different request (`idempotency_key_reused`)',
+        execution_running: 'Still running; with `from_node_id` also while Temporal has not closed the run 15 s after the execution ended',
+        node_not_run: 'The node never ran, or Temporal no longer has the run to reset',
+        workflow_archived: 'The workflow is archived',
+        replay_in_progress: 'A reset replay of the same run is still running (`data.execution_id`)',
+        idempotency_key_reused: 'The Idempotency-Key was used for a different request',
       },
       responses: { 202: { description: 'Replay started', data: z.object({ execution_id: z.number().int() }), headers: replayedHeader } },
       handler: async ({ params, body, headers, principal }) => {

@@ -13,6 +13,7 @@ import type { Metrics } from '../platform/metrics.js';
 import { findResetPoint } from './reset-point.js';
 import { replayMode, replaySeed, resetPointFailure } from './replay.js';
 import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
+import { CODE } from '../../workflows/error-codes.js';
 
 /** What Temporal is asked to do for a prepared record; kept with an Idempotency-Key to send again. */
 type Launch = { kind: 'start'; input: RunGraphInput } | { kind: 'reset'; runId: string; eventId: number; reason: string };
@@ -156,7 +157,7 @@ export class ExecutionService {
         const found = key && { ...(await this.mirror.get(Number(key.execution_id), tx))!, fingerprint: key.fingerprint, request: key.request };
         if (found) {
           if (found.fingerprint !== idempotency.fingerprint) {
-            throw new AppError(422, 'idempotency_key_reused', 'This Idempotency-Key was already used for a different request', {
+            throw new AppError('idempotency_key_reused', 'This Idempotency-Key was already used for a different request', {
               execution_id: Number(found.id),
             });
           }
@@ -228,7 +229,7 @@ export class ExecutionService {
     } catch (err) {
       // Only a record no run has claimed is marked: a run that did start claims it and writes its
       // real outcome, which must not be overwritten.
-      const code = launch.kind === 'start' ? 'start_failed' : 'reset_failed';
+      const code = launch.kind === 'start' ? CODE.start_failed : CODE.reset_failed;
       const failure = temporalFailure(err);
       const why = failure && failure.kind !== 'unavailable' ? `Temporal refused it${failure.detail ? ` (${failure.detail})` : ''}` : 'Temporal is unavailable';
       const message = `The ${launch.kind === 'start' ? 'run could not be started' : 'reset could not be made'}: ${why}`;
@@ -338,7 +339,7 @@ export class ExecutionService {
       description = await this.temporal.client.workflow.getHandle(row.temporal_workflow_id).describe();
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) return row; // Temporal unreachable: ask again later
-      const error = { code: 'start_failed', message: 'The run was never started (the service stopped or lost a dependency while starting it)' };
+      const error = { code: CODE.start_failed, message: 'The run was never started (the service stopped or lost a dependency while starting it)' };
       return (await this.mirror.closeUnstarted(id, error)) ?? row;
     }
     // Started, and not yet claimed by its first activity: still running, or ended before that

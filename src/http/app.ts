@@ -77,9 +77,9 @@ export function buildApp(services: Services): { app: Koa; routes: AnyRoute[] } {
   app.use(
     router.allowedMethods({
       throw: true,
-      methodNotAllowed: () => new AppError(405, 'method_not_allowed', 'Method not allowed on this path'),
+      methodNotAllowed: () => new AppError('method_not_allowed', 'Method not allowed on this path'),
       // A method no route knows (TRACE, say) is the caller's mistake: 405, never a 5xx.
-      notImplemented: () => new AppError(405, 'method_not_allowed', 'Method not allowed on this path'),
+      notImplemented: () => new AppError('method_not_allowed', 'Method not allowed on this path'),
     }),
   );
   return { app, routes };

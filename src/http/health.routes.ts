@@ -51,7 +51,7 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
       handler: async () => {
         const [pg, temporal] = await Promise.all([postgresHealthy(services), temporalHealthy(services.temporal)]);
         const state = { postgresql: pg ? 'up' : 'down', temporal: temporal ? 'up' : 'down' } as const;
-        if (!pg || !temporal) throw new AppError(503, 'service_unavailable', 'A dependency is unavailable', state, { 'Retry-After': '5' });
+        if (!pg || !temporal) throw new AppError('service_unavailable', 'A dependency is unavailable', state, { 'Retry-After': '5' });
         return { data: state };
       },
     }),
@@ -64,7 +64,7 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
         'For clients connecting from a loopback address, or with `Authorization: Bearer <SVC_METRICS_TOKEN>` when that is set; anyone else gets 403. In a process that also runs a worker, the Temporal SDK’s own metrics (`temporal_*`) follow the service’s (`svc_*`, process defaults).',
       tag: 'health',
       access: 'public',
-      errors: { 403: 'Not a loopback client and no valid metrics token (`forbidden`)' },
+      errors: { forbidden: 'Not a loopback client and no valid metrics token' },
       responses: { 200: { description: 'The metrics', raw: z.string(), contentType: 'text/plain' } },
       handler: async ({ ctx }) => {
         if (
@@ -73,7 +73,7 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
             services.config.SVC_METRICS_TOKEN,
           )
         ) {
-          throw new AppError(403, 'forbidden', 'Metrics are served to loopback clients, or with the metrics token (SVC_METRICS_TOKEN)');
+          throw new AppError('forbidden', 'Metrics are served to loopback clients, or with the metrics token (SVC_METRICS_TOKEN)');
         }
         ctx.type = services.metrics.contentType;
         return { raw: await services.metrics.text(temporalSdkMetrics) };

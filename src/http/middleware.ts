@@ -59,27 +59,27 @@ export function requestContext(logger: Logger, metrics: Pick<Metrics, 'httpReque
 export function toAppError(err: unknown): AppError | undefined {
   if (err instanceof AppError) return err;
   const e = err as { status?: number; type?: string; code?: string | number; message?: string; name?: string };
-  if (e?.status === 413 || e?.type === 'entity.too.large') return new AppError(413, 'payload_too_large', 'Request body is larger than the limit');
+  if (e?.status === 413 || e?.type === 'entity.too.large') return new AppError('payload_too_large', 'Request body is larger than the limit');
   if (e?.status === 415 || e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') {
-    return new AppError(415, 'unsupported_media_type', 'Unsupported body encoding or charset');
+    return new AppError('unsupported_media_type', 'Unsupported body encoding or charset');
   }
   // Body-parser failures (malformed JSON, bad form encoding) are http-errors with a 4xx status.
   if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
-    return new AppError(400, 'invalid_request', 'Malformed request body');
+    return new AppError('invalid_request', 'Malformed request body');
   }
   // Constraint violations (a race lost between a check and an insert), and values PostgreSQL
   // cannot hold that validation let through: the caller's 4xx, never a 500 carrying SQL text.
   const translated = translateDatabaseError(err);
   if (translated instanceof AppError) return translated;
   if (isDatabaseUnavailable(err)) {
-    return new AppError(503, 'service_unavailable', 'PostgreSQL is unavailable; retry later', { dependency: 'postgresql' }, { 'Retry-After': '5' });
+    return new AppError('service_unavailable', 'PostgreSQL is unavailable; retry later', { dependency: 'postgresql' }, { 'Retry-After': '5' });
   }
   // A Temporal call that failed: only an unavailable server is a 503 worth retrying.
   const temporal = temporalFailure(err);
-  if (temporal?.kind === 'missing') return new AppError(404, 'not_found', `Temporal has no record of this run${temporal.detail ? `: ${temporal.detail}` : ''}`);
-  if (temporal?.kind === 'refused') return new AppError(409, 'conflict', `Temporal refused the request${temporal.detail ? `: ${temporal.detail}` : ''}`);
+  if (temporal?.kind === 'missing') return new AppError('not_found', `Temporal has no record of this run${temporal.detail ? `: ${temporal.detail}` : ''}`);
+  if (temporal?.kind === 'refused') return new AppError('conflict', `Temporal refused the request${temporal.detail ? `: ${temporal.detail}` : ''}`);
   if (temporal?.kind === 'unavailable' || (typeof e?.code === 'number' && e.code === 14)) {
-    return new AppError(503, 'service_unavailable', 'Temporal is unavailable; retry later', { dependency: 'temporal' }, { 'Retry-After': '5' });
+    return new AppError('service_unavailable', 'Temporal is unavailable; retry later', { dependency: 'temporal' }, { 'Retry-After': '5' });
   }
   return undefined;
 }
@@ -90,13 +90,13 @@ export function errorRenderer() {
     try {
       await next();
       if (ctx.status === 404 && ctx.body === undefined) {
-        throw new AppError(404, 'not_found', `No route for ${ctx.method} ${ctx.path}`);
+        throw new AppError('not_found', `No route for ${ctx.method} ${ctx.path}`);
       }
     } catch (err) {
       const known = toAppError(err);
       if (!known) ctx.state.logger?.error({ err }, 'unhandled error');
       else if (known.status >= 500) ctx.state.logger?.warn({ err }, known.message);
-      const error = known ?? new AppError(500, 'internal_error', `Internal error (request ${ctx.state.requestId})`);
+      const error = known ?? new AppError('internal_error', `Internal error (request ${ctx.state.requestId})`);
       ctx.status = error.status;
       for (const [k, v] of Object.entries(error.headers ?? {})) ctx.set(k, v);
       ctx.body = { status: 'fail', error: error.code, message: error.message, ...(error.data ? { data: error.data } : {}) };

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import type { AnyRoute, EventStreamSpec, HeaderSpec, ResponseSpec } from './route.js';
+import type { AnyRoute, EventStreamSpec, HeaderSpec, ResponseSpec, RouteError } from './route.js';
+import { answersWith, ERROR_CODES, type HttpErrorCode } from '../../workflows/error-codes.js';
 
 type Json = Record<string, unknown>;
 type Io = 'input' | 'output';
@@ -242,7 +243,10 @@ const errorSchema: Json = {
   required: ['status', 'error', 'message'],
   properties: {
     status: { const: 'fail' },
-    error: { type: 'string', description: 'Stable machine-readable code (docs/api.md lists them)' },
+    error: {
+      type: 'string',
+      description: 'Stable machine-readable code of the catalogue (docs/api.md lists them); each answer of an operation names the codes it carries',
+    },
     message: { type: 'string', description: 'Human-readable explanation' },
     data: { type: 'object', additionalProperties: true, description: 'Details of the failure (`errors` names each invalid field)' },
   },
@@ -281,12 +285,6 @@ const tags: { name: string; description: string }[] = [
   { name: 'records', description: 'Records of an entity: filtered with EQL, sorted, paginated, written one by one or in bulk' },
   { name: 'agent', description: 'Chat sessions with a model that cannot take a side effect without a human approving it, and the approval gate' },
 ];
-
-const genericErrors: Record<number, string> = {
-  400: 'Malformed or invalid request (`invalid_request`, `validation_failed`)',
-  500: 'Internal error (`internal_error`); details are only in the server log',
-  503: 'A dependency (PostgreSQL or Temporal) is unavailable (`service_unavailable`), see Retry-After',
-};
 
 /** Headers of an answer with this status, besides those the route declares. */
 function statusHeaders(status: number): Record<string, unknown> {
@@ -356,18 +354,53 @@ function security(route: AnyRoute): { security: unknown[]; capability?: string; 
   return { security: signedIn, ...(typeof route.access === 'object' ? { capability: route.access.capability } : {}), signIn: true };
 }
 
-function errorStatuses(route: AnyRoute, capability: string | undefined, signIn: boolean): Record<number, string> {
-  const errors: Record<number, string> = { ...genericErrors };
-  errors[401] = signIn ? 'Not authenticated (`unauthenticated`)' : 'Credentials were sent and are wrong (`unauthenticated`); the route itself needs none';
-  if (capability) errors[403] = `Missing capability ${capability} (\`forbidden\`)`;
-  if (route.params) errors[404] = 'No such resource (`not_found`)';
+/**
+ * The codes an operation answers, by status, each with when: those every route answers (by its
+ * access, path parameters and body), then those the route declares. A route's note replaces the
+ * generic one of the same code.
+ */
+export function errorCodes(route: AnyRoute, capability: string | undefined, signIn: boolean): Map<number, Map<HttpErrorCode, string>> {
+  const codes: [HttpErrorCode, string, number?][] = [
+    ['invalid_request', 'Malformed request (an unparsable or missing body, nesting too deep)'],
+    ['validation_failed', 'Wrong types, unknown fields or query parameters (each named in data.errors)'],
+    ['unauthenticated', signIn ? 'Not authenticated' : 'Credentials were sent and are wrong; the route itself needs none'],
+  ];
+  if (capability) codes.push(['forbidden', `Missing capability ${capability} (named in data.capability)`]);
+  if (route.params) codes.push(['not_found', 'No such resource']);
   if (route.body) {
-    errors[413] = 'Body larger than the configured limit (`payload_too_large`)';
-    errors[415] = 'Unsupported content type (`unsupported_media_type`)';
+    codes.push(['payload_too_large', 'Body larger than the configured limit']);
+    codes.push(['unsupported_media_type', 'Unsupported content type or encoding']);
   }
   // Any route can answer 429: repeated wrong Basic credentials are refused before routing.
-  errors[429] = 'Too many requests or failed logins (`rate_limited`), see Retry-After';
-  return Object.assign(errors, route.errors ?? {});
+  codes.push(['rate_limited', 'Too many requests or failed logins, see Retry-After']);
+  codes.push(['internal_error', 'Internal error; details are only in the server log']);
+  codes.push(['service_unavailable', 'A dependency (PostgreSQL or Temporal, in data.dependency) is unavailable, see Retry-After']);
+  for (const [code, error] of Object.entries(route.errors ?? {}) as [HttpErrorCode, RouteError][]) {
+    const at = typeof error === 'string' ? undefined : error.status;
+    if (at !== undefined && !answersWith(code, at)) throw new Error(`${route.operationId}: the catalogue of error codes gives ${code} no status ${at}`);
+    const index = codes.findIndex(([known]) => known === code);
+    const entry: [HttpErrorCode, string, number?] = [code, typeof error === 'string' ? error : error.when, at];
+    if (index >= 0) codes[index] = entry;
+    else codes.push(entry);
+  }
+  const byStatus = new Map<number, Map<HttpErrorCode, string>>();
+  for (const [code, when, at] of codes) {
+    const status = at ?? ERROR_CODES[code].status;
+    if (!byStatus.has(status)) byStatus.set(status, new Map());
+    byStatus.get(status)!.set(code, when);
+  }
+  return new Map([...byStatus].sort(([a], [b]) => a - b));
+}
+
+/** An error answer naming its codes: in the description, as `x-error-codes`, and as the enum of `error`. */
+function errorResponse(status: number, codes: Map<HttpErrorCode, string>): Json {
+  const list = [...codes.keys()];
+  return {
+    description: [...codes].map(([code, when]) => `\`${code}\`: ${when}`).join('; '),
+    headers: statusHeaders(status),
+    'x-error-codes': list,
+    content: { 'application/json': { schema: { allOf: [{ $ref: `${SCHEMAS}Error` }, { type: 'object', properties: { error: { enum: list } } }] } } },
+  };
 }
 
 function parameters(route: AnyRoute, set: SchemaSet) {
@@ -397,10 +430,14 @@ function parameters(route: AnyRoute, set: SchemaSet) {
 function operation(route: AnyRoute, set: SchemaSet) {
   const access = security(route);
   const responses: Record<string, Json> = {};
-  for (const [status, spec] of Object.entries(route.responses)) responses[status] = response(spec, Number(status), set);
-  for (const [status, description] of Object.entries(errorStatuses(route, access.capability, access.signIn))) {
-    responses[status] ??= { description, headers: statusHeaders(Number(status)), content: { 'application/json': { schema: { $ref: `${SCHEMAS}Error` } } } };
+  for (const [status, spec] of Object.entries(route.responses)) {
+    responses[status] = response(spec, Number(status), set);
+    // A failure body of the route's own (the licence portal's) names its codes in its `error` enum.
+    const codes = ((responses[status].content as Json | undefined)?.['application/json'] as { schema?: { properties?: { error?: { enum?: unknown } } } })
+      ?.schema?.properties?.error?.enum;
+    if (Number(status) >= 400 && Array.isArray(codes)) responses[status]['x-error-codes'] = codes;
   }
+  for (const [status, codes] of errorCodes(route, access.capability, access.signIn)) responses[status] ??= errorResponse(status, codes);
   // Answered by Node's HTTP parser before the application sees the request: no envelope, no headers.
   responses['431'] = { description: 'Request line or headers larger than the HTTP server accepts (no body)' };
   const bodyTypes = route.bodyTypes ?? ['json'];

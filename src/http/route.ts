@@ -2,7 +2,16 @@ import type { Context } from 'koa';
 import { z } from 'zod';
 import type { Principal } from '../auth/auth.service.js';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from '../platform/json-depth.js';
-import { AppError, forbidden, invalidRequest, problemsOf, unauthenticated, validationFailed, type FieldProblem } from '../platform/errors.js';
+import {
+  AppError,
+  forbidden,
+  invalidRequest,
+  problemsOf,
+  unauthenticated,
+  validationFailed,
+  type FieldProblem,
+  type HttpErrorCode,
+} from '../platform/errors.js';
 
 /** Who may call a route: anyone, any signed-in user, or a user holding a capability. */
 export type Access = 'public' | 'authenticated' | { capability: string };
@@ -26,6 +35,13 @@ export interface EventStreamSpec {
   /** Event name to the schema of its data, in the order the events can come. */
   events: Record<string, z.ZodType>;
 }
+
+/**
+ * A code a route answers, and when: one line, or with the status it is answered with here when
+ * that is one of the code's `otherStatuses` in the catalogue.
+ */
+export type RouteError = string | { status: number; when: string };
+export type RouteErrors = Partial<Record<HttpErrorCode, RouteError>>;
 
 export interface ResponseSpec {
   description: string;
@@ -107,8 +123,14 @@ export interface RouteSpec<
   readOnly?: boolean;
   /** Code of a request that fails its schemas; `validation_failed` unless a contract names another. */
   invalidCode?: 'validation_failed' | 'invalid_request';
-  /** Extra error statuses the route can answer, documented beside the generic ones. */
-  errors?: Record<number, string>;
+  /**
+   * The error codes the route answers besides those every route answers (the OpenAPI generator
+   * adds those: `invalid_request`, `validation_failed`, `unauthenticated`, `rate_limited`,
+   * `internal_error`, `service_unavailable`; `forbidden` with a capability, `not_found` with path
+   * parameters, `payload_too_large` and `unsupported_media_type` with a body), each with when it
+   * is answered here. The document lists them per status (`x-error-codes`, an enum of `error`).
+   */
+  errors?: RouteErrors;
   responses: Record<number, ResponseSpec>;
   handler: (input: HandlerInput<P, Q, B, A, H>) => Promise<Reply>;
 }
@@ -160,7 +182,6 @@ function checkContentType(ctx: Context, route: AnyRoute) {
   const accepted = types.map((t) => (t === 'json' ? 'json' : 'urlencoded'));
   if (!ctx.is(...accepted)) {
     throw new AppError(
-      415,
       'unsupported_media_type',
       `Send the body as ${types.map((t) => (t === 'json' ? 'application/json' : 'application/x-www-form-urlencoded')).join(' or ')}`,
     );

@@ -1,8 +1,8 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { named } from '../http/openapi.js';
-import { defineRoute, type AnyRoute } from '../http/route.js';
-import { AppError, rateLimited } from '../platform/errors.js';
+import { defineRoute, type AnyRoute, type RouteErrors } from '../http/route.js';
+import { AppError, rateLimited, type HttpErrorCode } from '../platform/errors.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { Config } from '../config.js';
 import type { RateLimiter } from '../platform/rate-limit.js';
@@ -34,7 +34,7 @@ const fingerprint = z
   .regex(/^[\x21-\x7e]*$/, 'printable characters without spaces')
   .describe('SHA-256 of the home URL plus a per-site secret; identifies the site');
 
-const failure = <C extends [string, ...string[]]>(codes: C, data?: z.ZodType) =>
+const failure = <C extends [HttpErrorCode, ...HttpErrorCode[]]>(codes: C, data?: z.ZodType) =>
   z.object({
     status: z.literal('fail'),
     error: z.enum(codes),
@@ -88,9 +88,9 @@ const unusable = {
   raw: failure(['license_expired', 'license_inactive']),
 };
 const unknownKey = { description: 'No licence matches the key (`license_not_found`)', raw: failure(['license_not_found']) };
-const limited = { 429: 'More than SVC_LICENSE_RATE_LIMIT requests within the last minute from this address (`rate_limited`), see Retry-After' };
+const limited = { rate_limited: 'More than SVC_LICENSE_RATE_LIMIT requests within the last minute from this address, see Retry-After' } satisfies RouteErrors;
 
-/** The public licence endpoints of SPEC's licence root: form-encoded (JSON too), no session. */
+/** The public licence endpoints (activate, verify, deactivate, keys): form-encoded (JSON too), no session. */
 export function licenseRoutes({
   licenses,
   licenseKeys,

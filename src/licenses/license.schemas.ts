@@ -7,7 +7,7 @@ const dateOnly = /^\d{4}-\d{2}-\d{2}$/;
 const isoWithZone = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i;
 
 /**
- * Reads an expiry: ISO 8601 with a zone, SPEC's `YYYY-MM-DD HH:MM:SS` (UTC), or a bare date,
+ * Reads an expiry: ISO 8601 with a zone, verify's `YYYY-MM-DD HH:MM:SS` (UTC), or a bare date,
  * which means the end of that day in UTC (a licence "valid until 2027-01-31" works on the 31st).
  */
 export function parseExpiry(text: string): Date | undefined {
@@ -28,7 +28,7 @@ export function parseExpiry(text: string): Date | undefined {
   return Number.isNaN(date.getTime()) ? undefined : date;
 }
 
-/** SPEC's verify format: `YYYY-MM-DD HH:MM:SS`, UTC. */
+/** The time format of verify answers: `YYYY-MM-DD HH:MM:SS`, UTC. */
 export const formatSpecTimestamp = (date: Date) => date.toISOString().slice(0, 19).replace('T', ' ');
 
 const expiry = z

@@ -36,7 +36,7 @@ export function siteVersions(site: SiteInput): { wpVersion?: string; phpVersion?
   };
 }
 
-/** What verify answers (and activate describes): SPEC's verify fields, exactly what is signed. */
+/** What verify answers (and activate describes): the licence fields of a verify answer, exactly what is signed. */
 export type VerifyResult = SignedLicense;
 
 export interface Page<T> {
@@ -74,7 +74,12 @@ function keyFilter(key: string): { referenceId: string } | { tokenHash: string }
   return referencePattern.test(key) ? { referenceId: key } : { tokenHash: sha256(key) };
 }
 
-/** Fails with the first reason, in DESIGN section 7's order, that a licence cannot be used. */
+/**
+ * Fails with the first reason that a licence cannot be used, in this order: past its `expires_at`
+ * (403 `license_expired`), then a status other than active or grace (403 `license_inactive`). An
+ * unknown key (404 `license_not_found`) is found before, a full licence (409
+ * `site_limit_reached`) after.
+ */
 function assertUsable(license: { status: string; expiresAt?: Date | null }, now = new Date()): void {
   if (license.expiresAt && license.expiresAt.getTime() <= now.getTime()) throw licenseExpired(license.expiresAt);
   if (license.status !== 'active' && license.status !== 'grace') throw licenseInactive(license.status);

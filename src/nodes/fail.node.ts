@@ -1,6 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { z } from 'zod';
 import type { NodeType } from './node-type.js';
+import { CODE } from '../../workflows/error-codes.js';
 
 /** Stops the run with a chosen error (or, with on_error "continue", records it and goes on). */
 export const failNode: NodeType<{ message: string; code?: string }> = {
@@ -16,6 +17,6 @@ export const failNode: NodeType<{ message: string; code?: string }> = {
   }),
   resolvedSchema: z.object({ message: z.string(), code: z.string().optional() }),
   run: async ({ config }) => {
-    throw ApplicationFailure.nonRetryable(config.message, config.code ?? 'node_failed');
+    throw ApplicationFailure.nonRetryable(config.message, config.code ?? CODE.node_failed);
   },
 };

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { HttpCallError, httpCall } from '../connections/http-call.js';
 import { EgressDeniedError } from '../platform/egress.js';
 import type { NodeType } from './node-type.js';
+import { CODE } from '../../workflows/error-codes.js';
 
 const methods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
 const config = z.strictObject({
@@ -32,18 +33,18 @@ export const httpRequestNode: NodeType<HttpConfig> = {
       result = await httpCall(target, c, { timeoutMs: node.timeout_ms ?? 30_000, signal });
     } catch (err) {
       // The egress policy's refusal and answers that can never be read are final; the network's trouble is retried.
-      if (err instanceof EgressDeniedError) throw ApplicationFailure.nonRetryable(err.message, 'egress_denied');
+      if (err instanceof EgressDeniedError) throw ApplicationFailure.nonRetryable(err.message, CODE.egress_denied);
       if (err instanceof HttpCallError) {
         const final = err.reason === 'too_many_redirects' || err.reason === 'invalid_response' || err.reason === 'invalid_url';
-        throw ApplicationFailure.create({ message: err.message, type: 'http_error', nonRetryable: final, details: [{ reason: err.reason }] });
+        throw ApplicationFailure.create({ message: err.message, type: CODE.http_error, nonRetryable: final, details: [{ reason: err.reason }] });
       }
       throw err;
     }
     if (result.status < 200 || result.status >= 300) {
       const message = `HTTP ${result.status} from ${c.method} ${c.path}`;
       const details = { status: result.status, body: result.body };
-      if (result.status === 429 || result.status >= 500) throw ApplicationFailure.retryable(message, 'http_error', details);
-      throw ApplicationFailure.nonRetryable(message, 'http_error', details);
+      if (result.status === 429 || result.status >= 500) throw ApplicationFailure.retryable(message, CODE.http_error, details);
+      throw ApplicationFailure.nonRetryable(message, CODE.http_error, details);
     }
     return { output: result };
   },

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { costOf, hasPrice } from '../providers/pricing.js';
 import { ProviderError, providerFor } from '../providers/index.js';
 import type { NodeType } from './node-type.js';
+import { CODE } from '../../workflows/error-codes.js';
 
 const config = z.strictObject({
   model: z.string().trim().min(1).max(200),
@@ -49,7 +50,7 @@ export const llmPromptNode: NodeType<z.infer<typeof resolved>> = {
       return { output: { text: reply.text, model: c.model, usage } };
     } catch (err) {
       if (err instanceof ProviderError) {
-        if (err.retryable) throw ApplicationFailure.retryable(err.message, 'provider_error', { status: err.httpStatus });
+        if (err.retryable) throw ApplicationFailure.retryable(err.message, CODE.provider_error, { status: err.httpStatus });
         throw ApplicationFailure.nonRetryable(err.message, err.code, { status: err.httpStatus });
       }
       throw err;

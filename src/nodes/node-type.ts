@@ -45,8 +45,6 @@ export interface NodeType<C = unknown> {
   configSchema: z.ZodType;
   /** Schema after expressions are evaluated; defaults to configSchema. */
   resolvedSchema?: z.ZodType<C>;
-  /** Keys of the configuration left unevaluated (evaluated by the node itself). */
-  rawKeys?: string[];
   /** Branch names edges may carry, or 'any' when they depend on the configuration. */
   branches?: (config: Record<string, unknown>) => string[];
   /** Activity nodes run here; a type that `runsAs` a timer or a child has none. */

@@ -13,6 +13,7 @@ import {
   type ModelRequest,
   type ToolCall,
 } from './provider.js';
+import { CODE } from '../../workflows/error-codes.js';
 
 const VENDOR = 'The Anthropic provider';
 const DEFAULT_MAX_TOKENS = 4096;
@@ -61,9 +62,9 @@ export class AnthropicProvider implements ModelProvider {
     try {
       json = await response.json();
     } catch {
-      throw new ProviderError('provider_error', `${VENDOR} sent a body that is not JSON`);
+      throw new ProviderError(CODE.provider_error, `${VENDOR} sent a body that is not JSON`);
     }
-    if (!Array.isArray(json?.content)) throw new ProviderError('provider_error', `${VENDOR} sent no content`);
+    if (!Array.isArray(json?.content)) throw new ProviderError(CODE.provider_error, `${VENDOR} sent no content`);
     let text = '';
     const toolCalls: ToolCall[] = [];
     for (const block of json.content) {
@@ -107,11 +108,11 @@ export class AnthropicProvider implements ModelProvider {
       } else if (type === 'message_stop') stopped = true;
       else if (type === 'error')
         throw new ProviderError(
-          data.error?.type === 'overloaded_error' ? 'provider_unavailable' : 'provider_error',
+          data.error?.type === 'overloaded_error' ? CODE.provider_unavailable : CODE.provider_error,
           `${VENDOR} reported ${data.error?.type ?? 'an error'} in the stream`,
         );
     }
-    if (!stopped) throw new ProviderError('provider_error', `${VENDOR} ended the stream before the answer was complete`);
+    if (!stopped) throw new ProviderError(CODE.provider_error, `${VENDOR} ended the stream before the answer was complete`);
     const toolCalls = [...blocks.entries()]
       .sort((a, b) => a[0] - b[0])
       .filter(([, b]) => b.type === 'tool_use')

@@ -13,6 +13,7 @@ import {
   type ModelRequest,
   type ToolCall,
 } from './provider.js';
+import { CODE } from '../../workflows/error-codes.js';
 
 const VENDOR = 'The OpenAI-compatible provider';
 
@@ -60,10 +61,10 @@ export class OpenAiProvider implements ModelProvider {
     try {
       json = await response.json();
     } catch {
-      throw new ProviderError('provider_error', `${VENDOR} sent a body that is not JSON`);
+      throw new ProviderError(CODE.provider_error, `${VENDOR} sent a body that is not JSON`);
     }
     const message = json?.choices?.[0]?.message;
-    if (!message) throw new ProviderError('provider_error', `${VENDOR} sent no choices`);
+    if (!message) throw new ProviderError(CODE.provider_error, `${VENDOR} sent no choices`);
     const toolCalls: ToolCall[] = (message.tool_calls ?? []).map((c: any) => ({
       id: String(c.id),
       name: String(c.function?.name),
@@ -109,7 +110,7 @@ export class OpenAiProvider implements ModelProvider {
       }
       if (choice.finish_reason) finished = true;
     }
-    if (!done && !finished) throw new ProviderError('provider_error', `${VENDOR} ended the stream before the answer was complete`);
+    if (!done && !finished) throw new ProviderError(CODE.provider_error, `${VENDOR} ended the stream before the answer was complete`);
     const toolCalls = [...calls.entries()]
       .sort((a, b) => a[0] - b[0])
       .map(([i, c]) => ({ id: c.id || `call_${i}`, name: c.name, args: parseArgs(c.args, VENDOR) }));

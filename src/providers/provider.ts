@@ -1,6 +1,7 @@
 import type { Response } from 'undici';
 import type { ResolvedConnection } from '../connections/connection.service.js';
 import { EgressDeniedError, TooManyRedirectsError } from '../platform/egress.js';
+import { CODE, type ErrorCode } from '../../workflows/error-codes.js';
 
 /** One tool call the model asked for; `id` links it to its result in the next request. */
 export interface ToolCall {
@@ -44,7 +45,7 @@ export interface ModelReply {
  * `provider_unavailable` (429, 5xx) is worth retrying with backoff; the other two are not:
  * a wrong key stays wrong, and an unreachable host or a malformed answer is reported at once.
  */
-export type ProviderErrorCode = 'provider_error' | 'provider_auth_failed' | 'provider_unavailable' | 'egress_denied' | 'forbidden';
+export type ProviderErrorCode = Extract<ErrorCode, 'provider_error' | 'provider_auth_failed' | 'provider_unavailable' | 'egress_denied' | 'forbidden'>;
 
 export class ProviderError extends Error {
   constructor(
@@ -70,12 +71,12 @@ export async function errorForStatus(response: Response, vendor: string): Promis
   const text = (await response.text().catch(() => '')).slice(0, 300);
   const detail = text ? `: ${text}` : '';
   if (response.status === 401 || response.status === 403) {
-    return new ProviderError('provider_auth_failed', `${vendor} refused the credential (HTTP ${response.status})`, response.status);
+    return new ProviderError(CODE.provider_auth_failed, `${vendor} refused the credential (HTTP ${response.status})`, response.status);
   }
   if (response.status === 429 || response.status >= 500) {
-    return new ProviderError('provider_unavailable', `${vendor} answered HTTP ${response.status}${detail}`, response.status);
+    return new ProviderError(CODE.provider_unavailable, `${vendor} answered HTTP ${response.status}${detail}`, response.status);
   }
-  return new ProviderError('provider_error', `${vendor} answered HTTP ${response.status}${detail}`, response.status);
+  return new ProviderError(CODE.provider_error, `${vendor} answered HTTP ${response.status}${detail}`, response.status);
 }
 
 /** POSTs a JSON body with the connection's credential; network failures become provider_error. */
@@ -91,7 +92,7 @@ export async function postJson(
   try {
     url = new URL(connection.baseUrl.replace(/\/+$/, '') + path);
   } catch {
-    throw new ProviderError('provider_error', `${vendor}: the connection's base_url is not a URL`);
+    throw new ProviderError(CODE.provider_error, `${vendor}: the connection's base_url is not a URL`);
   }
   const headers: Record<string, string> = {
     'content-type': 'application/json',
@@ -108,11 +109,11 @@ export async function postJson(
 
 export function networkError(err: unknown, vendor: string, timeoutMs: number): ProviderError {
   if (err instanceof ProviderError) return err;
-  if (err instanceof EgressDeniedError) return new ProviderError('egress_denied', `${vendor}: the egress policy refused the call: ${err.message}`);
-  if (err instanceof TooManyRedirectsError) return new ProviderError('provider_error', `${vendor} answered with too many redirects`);
-  if ((err as Error).name === 'TimeoutError') return new ProviderError('provider_error', `${vendor} did not answer within ${timeoutMs} ms`);
+  if (err instanceof EgressDeniedError) return new ProviderError(CODE.egress_denied, `${vendor}: the egress policy refused the call: ${err.message}`);
+  if (err instanceof TooManyRedirectsError) return new ProviderError(CODE.provider_error, `${vendor} answered with too many redirects`);
+  if ((err as Error).name === 'TimeoutError') return new ProviderError(CODE.provider_error, `${vendor} did not answer within ${timeoutMs} ms`);
   const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-  return new ProviderError('provider_error', `${vendor} is unreachable: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
+  return new ProviderError(CODE.provider_error, `${vendor} is unreachable: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
 }
 
 export interface SseEvent {
@@ -122,7 +123,7 @@ export interface SseEvent {
 
 /** Reads a `text/event-stream` body event by event; a broken connection becomes provider_error. */
 export async function* readSse(response: Response, vendor: string, timeoutMs: number): AsyncGenerator<SseEvent> {
-  if (!response.body) throw new ProviderError('provider_error', `${vendor} sent an empty stream`);
+  if (!response.body) throw new ProviderError(CODE.provider_error, `${vendor} sent an empty stream`);
   const decoder = new TextDecoder();
   let buffer = '';
   const parse = (block: string): SseEvent | undefined => {
@@ -160,7 +161,7 @@ export function parseEventJson(data: string, vendor: string): Record<string, any
   } catch {
     // reported below
   }
-  throw new ProviderError('provider_error', `${vendor} sent a malformed stream event`);
+  throw new ProviderError(CODE.provider_error, `${vendor} sent a malformed stream event`);
 }
 
 /** Tool arguments arrive as JSON text; a model that sends something else gets an empty object. */
@@ -172,5 +173,5 @@ export function parseArgs(text: string | undefined, vendor: string): Record<stri
   } catch {
     // reported below
   }
-  throw new ProviderError('provider_error', `${vendor} sent tool arguments that are not a JSON object`);
+  throw new ProviderError(CODE.provider_error, `${vendor} sent tool arguments that are not a JSON object`);
 }

@@ -5,7 +5,7 @@ import type { FieldProblem } from '../platform/errors.js';
 import { nameProblem, SYSTEM_COLUMNS } from './naming.js';
 
 /**
- * The entity definition (DESIGN section 6): the request body of POST /entities, the result of a
+ * The entity definition (`{slug, name, schema: {fields}}`): the request body of POST /entities, the result of a
  * PATCH merge, and what the `entities` catalogue stores. zod checks the shape; `definitionProblems`
  * checks what zod cannot see (names, references between parts, defaults that fit their field).
  */

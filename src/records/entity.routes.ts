@@ -100,7 +100,7 @@ export function entityRoutes({ entities }: { entities: EntityService }): AnyRout
       tag,
       access: manage,
       body: definitionSchema,
-      errors: { 409: 'An entity with this slug exists (`conflict`)' },
+      errors: { conflict: 'An entity with this slug exists' },
       responses: { 201: { description: 'Created', data: entityView } },
       handler: async ({ body }) => ({ status: 201, data: await entities.create(body) }),
     }),
@@ -119,9 +119,9 @@ export function entityRoutes({ entities }: { entities: EntityService }): AnyRout
       query: z.strictObject({ dry_run: flag, allow_destructive: flag }),
       body: definitionPatchSchema,
       errors: {
-        409:
-          'Refused: `destructive_change` (needs allow_destructive, plan in data.dry_run), `unsupported_change` (no safe cast, in ' +
-          'data.refusals) or `change_refused` (existing records prevent a change, counted in data.records)',
+        destructive_change: 'The change loses data: it needs allow_destructive (plan in data.dry_run)',
+        unsupported_change: 'No safe cast of stored values (in data.refusals)',
+        change_refused: 'Existing records prevent a change (counted in data.records)',
       },
       responses: {
         200: {
@@ -145,7 +145,7 @@ export function entityRoutes({ entities }: { entities: EntityService }): AnyRout
       access: manage,
       params: z.object({ slug: slugParam }),
       query: z.strictObject({ force: flag }),
-      errors: { 409: 'Relations point at the entity (`entity_protected`, listed in data.entities)' },
+      errors: { entity_protected: 'Relations point at the entity (listed in data.entities)' },
       responses: {
         200: {
           description: 'Deleted',

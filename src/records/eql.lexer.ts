@@ -24,7 +24,7 @@ export const MAX_EQL_LENGTH = 2000;
  */
 export function invalidEql(source: string, offset: number, message: string): AppError {
   const position = [...source.slice(0, offset)].length;
-  return new AppError(400, 'invalid_eql', `${message} at position ${position}`, { position, reason: message });
+  return new AppError('invalid_eql', `${message} at position ${position}`, { position, reason: message });
 }
 
 const keywordSet = new Set<string>(KEYWORDS);

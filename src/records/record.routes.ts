@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { named } from '../http/openapi.js';
-import { defineRoute, type AnyRoute } from '../http/route.js';
+import { defineRoute, type AnyRoute, type RouteErrors } from '../http/route.js';
 import { MANAGEMENT_ROOT, slugParam } from './entity.routes.js';
 import { bulkOperationSchema, MAX_BULK_OPERATIONS, uuidPattern } from './record-bulk.js';
 import { DEFAULT_PER_PAGE, MAX_PER_PAGE } from './record.service.js';
@@ -28,7 +28,10 @@ const include = z.string().max(2000).optional().describe('comma-separated relati
 
 // Capabilities are per entity (defaults svc_view_records, svc_create_records, svc_edit_records,
 // svc_delete_records), so access is checked by the service and documented here.
-const forbidden = { 403: 'Missing the capability the entity names for this action (`forbidden`, named in data.capability)' };
+const recordErrors = {
+  forbidden: 'Missing the capability the entity names for this action (named in data.capability)',
+  entity_changed: 'The entity definition changed during the request; retry it',
+} satisfies RouteErrors;
 
 export function recordRoutes({ records }: { records: RecordService }): AnyRoute[] {
   const tag = 'records';
@@ -51,7 +54,7 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
         per_page: z.coerce.number().int().min(1).max(MAX_PER_PAGE).default(DEFAULT_PER_PAGE),
         page: z.coerce.number().int().min(1).max(10_000_000).default(1),
       }),
-      errors: forbidden,
+      errors: { ...recordErrors, invalid_eql: 'The filter does not parse or type-check (data.position, data.reason)' },
       responses: {
         200: {
           description: 'A page of records',
@@ -73,7 +76,7 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
       access: 'authenticated',
       params: recordParams,
       query: z.strictObject({ fields, include }),
-      errors: forbidden,
+      errors: recordErrors,
       responses: { 200: { description: 'The record', data: record } },
       handler: async ({ principal, params, query }) => ({ data: await records.get(principal, params.entity, params.uuid, query) }),
     }),
@@ -88,7 +91,7 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
       access: 'authenticated',
       params: entityParams,
       body: fieldMap,
-      errors: { ...forbidden, 409: 'A unique field already has this value (`conflict`, named in data.field)' },
+      errors: { ...recordErrors, conflict: 'A unique field already has this value (named in data.field)' },
       responses: { 201: { description: 'Created', data: record } },
       handler: async ({ principal, params, body }) => ({ status: 201, data: await records.create(principal, params.entity, body) }),
     }),
@@ -103,7 +106,7 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
       access: 'authenticated',
       params: recordParams,
       body: fieldMap,
-      errors: { ...forbidden, 409: 'A unique field already has this value (`conflict`, named in data.field)' },
+      errors: { ...recordErrors, conflict: 'A unique field already has this value (named in data.field)' },
       responses: { 200: { description: 'The updated record', data: record } },
       handler: async ({ principal, params, body }) => ({ data: await records.update(principal, params.entity, params.uuid, body) }),
     }),
@@ -117,7 +120,7 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
       tag,
       access: 'authenticated',
       params: recordParams,
-      errors: { ...forbidden, 409: "Another entity's relation still points at the record (`record_referenced`)" },
+      errors: { ...recordErrors, record_referenced: "Another entity's relation still points at the record" },
       responses: { 200: { description: 'Deleted', data: z.object({ uuid: z.string(), deleted: z.literal(true) }) } },
       handler: async ({ principal, params }) => {
         await records.remove(principal, params.entity, params.uuid);
@@ -135,7 +138,7 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
       access: 'authenticated',
       params: entityParams,
       body: z.array(bulkOperationSchema).min(1).max(MAX_BULK_OPERATIONS),
-      errors: forbidden,
+      errors: recordErrors,
       responses: {
         200: {
           description: 'A result per operation',

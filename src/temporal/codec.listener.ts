@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { PayloadCodec } from '@temporalio/common';
-import { AppError } from '../platform/errors.js';
+import { AppError, type HttpErrorCode } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import { codecPayloads, transcode, type CodecPayloads } from './codec.js';
 
@@ -26,7 +26,7 @@ export interface LoopbackCodec {
   close(): Promise<void>;
 }
 
-const fail = (status: number, code: string, message: string) => new AppError(status, code, message);
+const fail = (code: HttpErrorCode, message: string) => new AppError(code, message);
 
 function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -35,7 +35,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     // Past the limit the rest is drained unread; the refusal closes the connection.
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) reject(fail(413, 'payload_too_large', 'Request body is larger than the limit'));
+      if (size > limit) reject(fail('payload_too_large', 'Request body is larger than the limit'));
       else chunks.push(chunk);
     });
     req.once('end', () => resolve(Buffer.concat(chunks)));
@@ -59,10 +59,10 @@ export interface CodecRequestHead {
  */
 export function admittedOrigin(head: CodecRequestHead, hosts: Set<string>, allowedOrigins: Set<string>): string | undefined {
   if (!hosts.has((head.host ?? '').toLowerCase())) {
-    throw fail(403, 'forbidden', `Only requests addressed to ${LOOPBACK_CODEC_HOST} or localhost are answered`);
+    throw fail('forbidden', `Only requests addressed to ${LOOPBACK_CODEC_HOST} or localhost are answered`);
   }
   const origin = head.origin;
-  if (origin !== undefined && !allowedOrigins.has(origin)) throw fail(403, 'forbidden', 'Only the Temporal Web UI may call this codec endpoint');
+  if (origin !== undefined && !allowedOrigins.has(origin)) throw fail('forbidden', 'Only the Temporal Web UI may call this codec endpoint');
   return origin;
 }
 
@@ -70,11 +70,11 @@ export function admittedOrigin(head: CodecRequestHead, hosts: Set<string>, allow
 export function codecOperation(head: CodecRequestHead): 'decode' | 'encode' | 'preflight' {
   // The protocol names the operation by the last path segment, wherever the endpoint is mounted.
   const operation = new URL(head.url ?? '/', 'http://codec').pathname.split('/').pop();
-  if (operation !== 'decode' && operation !== 'encode') throw fail(404, 'not_found', 'POST /decode or /encode');
+  if (operation !== 'decode' && operation !== 'encode') throw fail('not_found', 'POST /decode or /encode');
   if (head.method === 'OPTIONS') return 'preflight';
-  if (head.method !== 'POST') throw fail(405, 'method_not_allowed', 'Method not allowed on this path');
+  if (head.method !== 'POST') throw fail('method_not_allowed', 'Method not allowed on this path');
   if (!/^application\/json\s*(;|$)/i.test(head.contentType ?? '')) {
-    throw fail(415, 'unsupported_media_type', 'Send the body as application/json');
+    throw fail('unsupported_media_type', 'Send the body as application/json');
   }
   return operation;
 }
@@ -82,7 +82,7 @@ export function codecOperation(head: CodecRequestHead): 'decode' | 'encode' | 'p
 /** The payloads of a request body in the codec server protocol. */
 export function codecRequestPayloads(json: unknown): CodecPayloads {
   const body = codecPayloads.safeParse(json);
-  if (!body.success) throw fail(400, 'invalid_request', 'Expected {"payloads": [{"metadata"?, "data"?}]} in the codec server protocol');
+  if (!body.success) throw fail('invalid_request', 'Expected {"payloads": [{"metadata"?, "data"?}]} in the codec server protocol');
   return body.data;
 }
 
@@ -92,7 +92,7 @@ async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
     return JSON.parse((await readBody(req, limit)).toString('utf8'));
   } catch (err) {
     if (err instanceof AppError) throw err;
-    throw fail(400, 'invalid_request', 'Malformed request body');
+    throw fail('invalid_request', 'Malformed request body');
   }
 }
 
@@ -126,7 +126,7 @@ async function answer(
 
 /** Answers a refused or failed request with the error envelope (an unexpected failure is logged, as a 500). */
 function answerError(req: IncomingMessage, res: ServerResponse, err: unknown, logger: Logger): void {
-  const error = err instanceof AppError ? err : fail(500, 'internal_error', 'Internal error');
+  const error = err instanceof AppError ? err : fail('internal_error', 'Internal error');
   if (!(err instanceof AppError)) logger.error({ err }, 'codec listener failed');
   else logger.debug({ status: error.status, code: error.code, origin: req.headers.origin }, 'codec listener refused a request');
   if (res.headersSent) return void res.destroy();

@@ -38,7 +38,7 @@ export function codecRoutes({ temporal }: { temporal: TemporalHandle }): AnyRout
       },
       query,
       body: codecPayloads,
-      errors: { 403: 'Missing capability svc_manage_workflows (`forbidden`)' },
+      errors: { forbidden: 'Missing capability svc_manage_workflows' },
       responses: { 200: { description: 'The payloads', raw: codecPayloads } },
       handler: async ({ body }) => ({ raw: await transcode(temporal.codec, operation, body) }),
     });

@@ -26,8 +26,8 @@ export function webhookRoutes({ workflows, executions }: { workflows: WorkflowSe
       bodyOptional: true,
       headers: idempotencyHeaders,
       errors: {
-        404: 'No active webhook workflow with this slug, or the secret is missing or wrong (`not_found`: the two are not told apart)',
-        422: 'The Idempotency-Key was used for a different request (`idempotency_key_reused`)',
+        not_found: 'No active webhook workflow with this slug, or the secret is missing or wrong (the two are not told apart)',
+        idempotency_key_reused: 'The Idempotency-Key was used for a different request',
       },
       responses: {
         202: { description: 'Run started', data: z.object({ execution_id: z.number().int() }), headers: replayedHeader },

@@ -177,7 +177,6 @@ export class WorkflowService {
     const capability = stored.definition.capabilities.view;
     if (!principal?.can(capability)) {
       throw new AppError(
-        403,
         'forbidden',
         `A record trigger on ${entity} needs ${capability}, which ${principal ? 'a person this workflow acts for lacks' : 'nobody left holds'}`,
         {
@@ -264,7 +263,7 @@ export class WorkflowService {
     const sameSet = (a: number[], b: number[]) => a.length === b.length && new Set([...a, ...b]).size === new Set(a).size;
     // Whom a workflow is shared with is its owner's choice (administrators manage every workflow).
     if (!sameSet(sharedWith, current.shared_with) && principal.id !== current.owner_id && principal.role !== 'administrator') {
-      throw new AppError(403, 'forbidden', "Only the workflow's owner changes whom it is shared with");
+      throw new AppError('forbidden', "Only the workflow's owner changes whom it is shared with");
     }
     // The new version is the saver's: its runs act for them and the owner together.
     const connectionIds = await this.validate(graph, trigger, sharedWith, [...new Set([current.owner_id, principal.id])]);
@@ -376,7 +375,7 @@ export class WorkflowService {
       [id, version ?? null],
     );
     const row = rows[0];
-    if (!row) throw new AppError(404, 'not_found', `Workflow ${id}${version ? ` version ${version}` : ''} not found`);
+    if (!row) throw new AppError('not_found', `Workflow ${id}${version ? ` version ${version}` : ''} not found`);
     return { version: row.version, graph: { nodes: row.definition.nodes, edges: row.definition.edges }, status: row.status, ownerId: row.owner_id };
   }
 }

@@ -1,17 +1,16 @@
 /**
  * A small typed client of the public licence endpoints, for a plugin's own Node tooling (build
- * scripts, test harnesses, a site's sync job). At run time it imports only the pure signature
- * module (canonical forms and Ed25519 through Node's crypto), nothing of the server.
+ * scripts, test harnesses, a site's sync job). It imports only its own signature module
+ * (canonical forms and Ed25519 through Node's crypto), nothing of the service.
  *
- * SPEC section 4: a network error on verify is no news, and only a definitive answer changes the
- * site's edition. So `verify()` never throws: it answers `valid`, `refused` or `no_news`, and the
+ * A network error on verify is no news, and only a definitive answer (a signed 200, or a 403 or
+ * 404 refusal) changes the site's edition. So `verify()` never throws: it answers `valid`, `refused` or `no_news`, and the
  * cached edition moves only on the first two. A 200 answer counts only when it carries a
- * signature by a trusted key over this licence key and site fingerprint (docs/licences.md); a
+ * signature by a trusted key over this licence key and site fingerprint (README.md); a
  * forged or altered one is no news. The signed answer is kept, so `edition()` can trust it
  * offline for a grace period and refuses a cache that was tampered with.
  */
 
-import type { VerifyResult } from './license.service.js';
 import {
   canonicalAnswer,
   trustedKeys,
@@ -19,13 +18,15 @@ import {
   type AnswerSignature,
   type AnswerToSign,
   type PublicKeyEntry,
+  type SignedLicense,
   type TrustedKey,
-} from './license.signature.js';
+} from './signature.js';
 
 export type { AnswerSignature, PublicKeyEntry, TrustedKey };
+export { canonicalAnswer, canonicalKey, trustedKeys, verifyText } from './signature.js';
 
-/** The licence as verify describes it; the server's own type, so client and server cannot drift. */
-export type VerifiedLicense = VerifyResult;
+/** The licence as verify describes it; the service's answers are typed by the same interface. */
+export type VerifiedLicense = SignedLicense;
 
 /** Codes with which the server definitively refuses a licence. */
 export const refusalCodes = ['license_not_found', 'license_inactive', 'license_expired'] as const;
