@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../config.js';
-import type { ClusterPorts } from './cluster.js';
+import type { ClusterPorts } from './cluster-specs.js';
 import { checkMembershipPorts, mask, portsToCheck, postgresEnv, serviceEnv, tagLine, temporalServerSpec, temporalUiSpec } from './cluster-specs.js';
 
 const ports: ClusterPorts = {

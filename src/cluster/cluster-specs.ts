@@ -5,7 +5,26 @@ import { join } from 'node:path';
 import type { Config } from '../config.js';
 import { ConfigError } from '../config.js';
 import type { ProcessSpec } from './process.js';
-import type { ClusterPorts } from './cluster.js';
+
+/** Every port of the one-machine cluster. */
+export interface ClusterPorts {
+  /** One port per API process. */
+  api: number[];
+  /** The embedded PostgreSQL (unused with DATABASE_URL). */
+  postgres: number;
+  /** Temporal's frontend (gRPC): what TEMPORAL_ADDRESS names. */
+  temporal: number;
+  temporalHistory: number;
+  temporalMatching: number;
+  temporalWorker: number;
+  /** Ringpop membership of each Temporal service: below 32768 (Temporal stores them as smallint). */
+  membership: { frontend: number; history: number; matching: number; worker: number };
+  /** Temporal's Prometheus metrics. */
+  temporalMetrics: number;
+  /** Each worker process's metrics port (SVC_METRICS_PORT): one per worker, `off` for none. */
+  workerMetrics: (number | 'off')[];
+  ui: number;
+}
 
 /** A URL with its password masked, for logs and the command's summary. */
 export const mask = (url: string) => url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');

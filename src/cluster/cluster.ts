@@ -15,6 +15,9 @@ import { EMBEDDED_DATABASE, ensureDatabase, loadKeyRing } from '../stack.js';
 import { bundleWorkflows } from '../temporal/worker.js';
 import { TEMPORAL_SERVER, TEMPORAL_UI, provisionGoModule } from './binaries.js';
 import { ManagedProcess, type ProcessSpec } from './process.js';
+import type { ClusterPorts } from './cluster-specs.js';
+
+export type { ClusterPorts } from './cluster-specs.js';
 import {
   checkMembershipPorts,
   mask,
@@ -31,26 +34,6 @@ import {
 /** The repository: deploy/ holds the files docker-compose.yml mounts, src/main.ts the service. */
 export const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const deployDir = join(projectRoot, 'deploy');
-
-/** Every port of the one-machine cluster. */
-export interface ClusterPorts {
-  /** One port per API process. */
-  api: number[];
-  /** The embedded PostgreSQL (unused with DATABASE_URL). */
-  postgres: number;
-  /** Temporal's frontend (gRPC): what TEMPORAL_ADDRESS names. */
-  temporal: number;
-  temporalHistory: number;
-  temporalMatching: number;
-  temporalWorker: number;
-  /** Ringpop membership of each Temporal service: below 32768 (Temporal stores them as smallint). */
-  membership: { frontend: number; history: number; matching: number; worker: number };
-  /** Temporal's Prometheus metrics. */
-  temporalMetrics: number;
-  /** Each worker process's metrics port (SVC_METRICS_PORT): one per worker, `off` for none. */
-  workerMetrics: (number | 'off')[];
-  ui: number;
-}
 
 /**
  * The ports `npm run cluster` uses: the API on PORT and PORT+1 (8080, 8081), Temporal's frontend
