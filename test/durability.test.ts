@@ -46,164 +46,168 @@ async function finished(executionId: number, client = app.admin, timeoutMs = 60_
   );
 }
 
-describe('a run the API never got to start', () => {
-  it('is closed as start_failed a minute later instead of staying running forever', async () => {
-    const workflow = (
-      await app.admin.post(W, { title: 'Never started', trigger: { type: 'manual' }, nodes: [{ id: 'a', type: 'transform', config: { value: 1 } }] })
-    ).body.data;
-    // As the API leaves it when it dies between writing the record and starting the run.
-    const prefix = app.stack.services.temporal.executionWorkflowPrefix;
-    const insert = (age: string) =>
-      app.sql<{ id: string }>(
-        `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, started_at)
+// The last test closes the shared API's listener (an API restart), so the file's tests run in
+// this order even when shuffled.
+describe('durability, in order', { shuffle: false }, () => {
+  describe('a run the API never got to start', () => {
+    it('is closed as start_failed a minute later instead of staying running forever', async () => {
+      const workflow = (
+        await app.admin.post(W, { title: 'Never started', trigger: { type: 'manual' }, nodes: [{ id: 'a', type: 'transform', config: { value: 1 } }] })
+      ).body.data;
+      // As the API leaves it when it dies between writing the record and starting the run.
+      const prefix = app.stack.services.temporal.executionWorkflowPrefix;
+      const insert = (age: string) =>
+        app.sql<{ id: string }>(
+          `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, started_at)
          select n.id, $1, 1, 'running', 'manual', 'null', $2 || n.id, now() - $3::interval from (select nextval('executions_id_seq') as id) n returning id`,
-        [workflow.id, prefix, age],
-      );
-    const [old] = await insert('2 minutes');
-    const [fresh] = await insert('1 second');
-    const view = (await app.admin.get(`/api/workflow/v1/executions/${old!.id}`)).body.data;
-    expect(view).toMatchObject({ status: 'failed', error: { code: 'start_failed' } });
-    expect(view.finished_at).not.toBeNull();
-    // A record just written may still be claimed by its run: it is left alone.
-    expect((await app.admin.get(`/api/workflow/v1/executions/${fresh!.id}`)).body.data.status).toBe('running');
-  });
-});
-
-describe('a worker killed in the middle of a run', () => {
-  it('inside a slow node: the run finishes on a new worker, completed nodes do not run again, the timeline is whole', async () => {
-    const workflow = (
-      await app.admin.post(W, {
-        title: 'Slow middle',
-        trigger: { type: 'manual' },
-        nodes: [call('first', '/k1-first'), call('slow', '/slow-k1'), call('last', '/k1-last')],
-        edges: [
-          { from: 'first', to: 'slow' },
-          { from: 'slow', to: 'last' },
-        ],
-      })
-    ).body.data;
-    const worker = startWorker();
-    const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: {} })).body.data.execution_id;
-    await eventually(async () => target.count('/slow-k1') > 0, 60_000, 'the slow node to start');
-    await kill(worker);
-    startWorker();
-    const done = await finished(run);
-    expect(done.status).toBe('success');
-    expect(target.count('/k1-first')).toBe(1);
-    expect(target.count('/k1-last')).toBe(1);
-    expect(target.count('/slow-k1')).toBeGreaterThanOrEqual(2); // it had not completed, so it ran again
-    expect(done.timeline.map((t: { node_id: string; status: string }) => [t.node_id, t.status])).toEqual([
-      ['first', 'success'],
-      ['slow', 'success'],
-      ['last', 'success'],
-    ]);
-    expect(done.timeline[1].attempts).toBeGreaterThanOrEqual(2);
-  }, 120_000);
-
-  it('between two nodes, during a delay: the timer survives and nothing runs twice', async () => {
-    const workflow = (
-      await app.admin.post(W, {
-        title: 'Delay between',
-        trigger: { type: 'manual' },
-        nodes: [call('before', '/k2-before'), { id: 'pause', type: 'delay', config: { duration_ms: 4000 } }, call('after', '/k2-after')],
-        edges: [
-          { from: 'before', to: 'pause' },
-          { from: 'pause', to: 'after' },
-        ],
-      })
-    ).body.data;
-    const worker = workers.at(-1)!;
-    const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: {} })).body.data.execution_id;
-    // Killed once the delay has begun: the first node is done and the timer is Temporal's.
-    await eventually(
-      async () => (await app.sql(`select 1 from execution_nodes where execution_id = $1 and node_id = 'pause' and status = 'running'`, [run])).length > 0,
-      30_000,
-      'the delay to begin',
-    );
-    await kill(worker);
-    startWorker();
-    const done = await finished(run);
-    expect(done.status).toBe('success');
-    expect(target.count('/k2-before')).toBe(1);
-    expect(target.count('/k2-after')).toBe(1);
-    expect(done.timeline.map((t: { status: string }) => t.status)).toEqual(['success', 'success', 'success']);
-  }, 120_000);
-});
-
-describe('a worker started while PostgreSQL is unreachable', () => {
-  it('waits for it instead of exiting, then runs what it is given', async () => {
-    // A stand-in for PostgreSQL's address: it drops every connection (a server restarting) until
-    // opened, then forwards to the real server.
-    const real = new URL(app.databaseUrl);
-    let open = false;
-    let dropped = 0;
-    const sockets = new Set<Socket>();
-    const proxy = createServer((client) => {
-      sockets.add(client);
-      client.on('close', () => sockets.delete(client)).on('error', () => undefined);
-      if (!open) {
-        dropped++;
-        client.destroy();
-        return;
-      }
-      const upstream = connect(Number(real.port), real.hostname).on('error', () => client.destroy());
-      client.pipe(upstream).pipe(client);
+          [workflow.id, prefix, age],
+        );
+      const [old] = await insert('2 minutes');
+      const [fresh] = await insert('1 second');
+      const view = (await app.admin.get(`/api/workflow/v1/executions/${old!.id}`)).body.data;
+      expect(view).toMatchObject({ status: 'failed', error: { code: 'start_failed' } });
+      expect(view.finished_at).not.toBeNull();
+      // A record just written may still be claimed by its run: it is left alone.
+      expect((await app.admin.get(`/api/workflow/v1/executions/${fresh!.id}`)).body.data.status).toBe('running');
     });
-    const port = await freePort();
-    await new Promise<void>((ok) => proxy.listen(port, '127.0.0.1', ok));
-    try {
-      const url = new URL(app.databaseUrl);
-      url.hostname = '127.0.0.1';
-      url.port = String(port);
-      const child = startWorker({ DATABASE_URL: url.toString() });
-      let exit: number | null | undefined;
-      child.once('exit', (code) => (exit = code));
-      // It met a dropped connection, and tried again rather than exit.
-      await eventually(async () => (dropped >= 3 || exit !== undefined ? true : undefined), 60_000, 'the worker to try PostgreSQL three times');
-      expect(exit).toBeUndefined();
-      open = true;
+  });
+
+  describe('a worker killed in the middle of a run', () => {
+    it('inside a slow node: the run finishes on a new worker, completed nodes do not run again, the timeline is whole', async () => {
       const workflow = (
         await app.admin.post(W, {
-          title: 'After the database came up',
+          title: 'Slow middle',
           trigger: { type: 'manual' },
-          nodes: [{ id: 'a', type: 'transform', config: { value: 7 } }],
+          nodes: [call('first', '/k1-first'), call('slow', '/slow-k1'), call('last', '/k1-last')],
+          edges: [
+            { from: 'first', to: 'slow' },
+            { from: 'slow', to: 'last' },
+          ],
         })
       ).body.data;
-      const run = (await app.admin.post(`${W}/${workflow.id}/run`, {})).body.data.execution_id;
-      expect(await finished(run, app.admin, 120_000)).toMatchObject({ status: 'success' });
-      expect(exit).toBeUndefined();
-      await kill(child);
-    } finally {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((ok) => proxy.close(() => ok()));
-    }
-  }, 180_000);
-});
+      const worker = startWorker();
+      const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: {} })).body.data.execution_id;
+      await eventually(async () => target.count('/slow-k1') > 0, 60_000, 'the slow node to start');
+      await kill(worker);
+      startWorker();
+      const done = await finished(run);
+      expect(done.status).toBe('success');
+      expect(target.count('/k1-first')).toBe(1);
+      expect(target.count('/k1-last')).toBe(1);
+      expect(target.count('/slow-k1')).toBeGreaterThanOrEqual(2); // it had not completed, so it ran again
+      expect(done.timeline.map((t: { node_id: string; status: string }) => [t.node_id, t.status])).toEqual([
+        ['first', 'success'],
+        ['slow', 'success'],
+        ['last', 'success'],
+      ]);
+      expect(done.timeline[1].attempts).toBeGreaterThanOrEqual(2);
+    }, 120_000);
 
-describe('the API restarted', () => {
-  it('loses nothing: a run started before the restart is visible and finishes after it', async () => {
-    const workflow = (
-      await app.admin.post(W, {
-        title: 'Across an API restart',
-        trigger: { type: 'manual' },
-        nodes: [{ id: 'pause', type: 'delay', config: { duration_ms: 2000 } }, call('done', '/k3-done')],
-        edges: [{ from: 'pause', to: 'done' }],
-      })
-    ).body.data;
-    const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: { keep: true } })).body.data.execution_id;
-    const env = {
-      SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!,
-      TEMPORAL_TASK_QUEUE: app.config.TEMPORAL_TASK_QUEUE,
-      SVC_INSTANCE_ID: app.config.SVC_INSTANCE_ID,
-    };
-    const second = await startTestApp({ databaseUrl: app.databaseUrl, env });
-    try {
-      await app.stack.server!.close();
-      const done = await finished(run, second.admin);
-      expect(done).toMatchObject({ status: 'success', trigger_payload: { keep: true } });
-      expect(target.count('/k3-done')).toBe(1);
-    } finally {
-      await second.close();
-    }
-  }, 120_000);
+    it('between two nodes, during a delay: the timer survives and nothing runs twice', async () => {
+      const workflow = (
+        await app.admin.post(W, {
+          title: 'Delay between',
+          trigger: { type: 'manual' },
+          nodes: [call('before', '/k2-before'), { id: 'pause', type: 'delay', config: { duration_ms: 4000 } }, call('after', '/k2-after')],
+          edges: [
+            { from: 'before', to: 'pause' },
+            { from: 'pause', to: 'after' },
+          ],
+        })
+      ).body.data;
+      const worker = workers.at(-1)!;
+      const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: {} })).body.data.execution_id;
+      // Killed once the delay has begun: the first node is done and the timer is Temporal's.
+      await eventually(
+        async () => (await app.sql(`select 1 from execution_nodes where execution_id = $1 and node_id = 'pause' and status = 'running'`, [run])).length > 0,
+        30_000,
+        'the delay to begin',
+      );
+      await kill(worker);
+      startWorker();
+      const done = await finished(run);
+      expect(done.status).toBe('success');
+      expect(target.count('/k2-before')).toBe(1);
+      expect(target.count('/k2-after')).toBe(1);
+      expect(done.timeline.map((t: { status: string }) => t.status)).toEqual(['success', 'success', 'success']);
+    }, 120_000);
+  });
+
+  describe('a worker started while PostgreSQL is unreachable', () => {
+    it('waits for it instead of exiting, then runs what it is given', async () => {
+      // A stand-in for PostgreSQL's address: it drops every connection (a server restarting) until
+      // opened, then forwards to the real server.
+      const real = new URL(app.databaseUrl);
+      let open = false;
+      let dropped = 0;
+      const sockets = new Set<Socket>();
+      const proxy = createServer((client) => {
+        sockets.add(client);
+        client.on('close', () => sockets.delete(client)).on('error', () => undefined);
+        if (!open) {
+          dropped++;
+          client.destroy();
+          return;
+        }
+        const upstream = connect(Number(real.port), real.hostname).on('error', () => client.destroy());
+        client.pipe(upstream).pipe(client);
+      });
+      const port = await freePort();
+      await new Promise<void>((ok) => proxy.listen(port, '127.0.0.1', ok));
+      try {
+        const url = new URL(app.databaseUrl);
+        url.hostname = '127.0.0.1';
+        url.port = String(port);
+        const child = startWorker({ DATABASE_URL: url.toString() });
+        let exit: number | null | undefined;
+        child.once('exit', (code) => (exit = code));
+        // It met a dropped connection, and tried again rather than exit.
+        await eventually(async () => (dropped >= 3 || exit !== undefined ? true : undefined), 60_000, 'the worker to try PostgreSQL three times');
+        expect(exit).toBeUndefined();
+        open = true;
+        const workflow = (
+          await app.admin.post(W, {
+            title: 'After the database came up',
+            trigger: { type: 'manual' },
+            nodes: [{ id: 'a', type: 'transform', config: { value: 7 } }],
+          })
+        ).body.data;
+        const run = (await app.admin.post(`${W}/${workflow.id}/run`, {})).body.data.execution_id;
+        expect(await finished(run, app.admin, 120_000)).toMatchObject({ status: 'success' });
+        expect(exit).toBeUndefined();
+        await kill(child);
+      } finally {
+        for (const socket of sockets) socket.destroy();
+        await new Promise<void>((ok) => proxy.close(() => ok()));
+      }
+    }, 180_000);
+  });
+
+  describe('the API restarted', () => {
+    it('loses nothing: a run started before the restart is visible and finishes after it', async () => {
+      const workflow = (
+        await app.admin.post(W, {
+          title: 'Across an API restart',
+          trigger: { type: 'manual' },
+          nodes: [{ id: 'pause', type: 'delay', config: { duration_ms: 2000 } }, call('done', '/k3-done')],
+          edges: [{ from: 'pause', to: 'done' }],
+        })
+      ).body.data;
+      const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: { keep: true } })).body.data.execution_id;
+      const env = {
+        SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!,
+        TEMPORAL_TASK_QUEUE: app.config.TEMPORAL_TASK_QUEUE,
+        SVC_INSTANCE_ID: app.config.SVC_INSTANCE_ID,
+      };
+      const second = await startTestApp({ databaseUrl: app.databaseUrl, env });
+      try {
+        await app.stack.server!.close();
+        const done = await finished(run, second.admin);
+        expect(done).toMatchObject({ status: 'success', trigger_payload: { keep: true } });
+        expect(target.count('/k3-done')).toBe(1);
+      } finally {
+        await second.close();
+      }
+    }, 120_000);
+  });
 });
