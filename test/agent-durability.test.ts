@@ -45,7 +45,9 @@ async function session(body: Record<string, unknown> = {}) {
   return (await editor.client.post(`${A}/sessions`, { provider_id: providerId, model_id: 'm', ...body })).body.data.session_id as string;
 }
 
-describe('agent across processes', () => {
+// The tests share one scripted model provider, whose answers they take in turn, and the worker
+// process each leaves running for the next, so they run in this order even when shuffled.
+describe('agent across processes', { shuffle: false }, () => {
   it('streams tokens produced in a worker process to the API process', async () => {
     startWorker();
     const id = await session();
