@@ -3,7 +3,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { describe, expect, it } from 'vitest';
 import type { TemporalHandle } from '../temporal/connection.js';
-import { finishedBefore, nodesFinishedBefore, readNodeEvents } from './reset-point.js';
+import { finishedBefore, nodesFinishedBefore, readNodeEvents, untilClosed } from './reset-point.js';
 
 /**
  * Where a replay resets a run, read from the histories recorded in test/histories/ (decrypted, so
@@ -145,5 +145,50 @@ describe('lean runs (no memos for regular activities)', () => {
     // At the task that started `mark` (50), `save` had ended (47); at `save`'s own task it had not.
     expect(nodesFinishedBefore(events, 50, 'mark')).toContain('save');
     expect(nodesFinishedBefore(events, 42)).not.toContain('save');
+  });
+});
+
+/** A gRPC failure as the client reports it: a code, details and metadata. */
+const grpcFailure = (code: number, details: string) => Object.assign(new Error(`${code} ${details}`), { code, details, metadata: {} });
+
+/** A handle whose close poll answers with `answers` in turn (an Error is thrown), counting the calls. */
+function polled(answers: (Error | { history: { events: unknown[] } })[]) {
+  const calls = { count: 0 };
+  const handle = {
+    namespace: 'default',
+    connection: { withDeadline: (_deadline: number, fn: () => Promise<unknown>) => fn() },
+    client: {
+      workflowService: {
+        getWorkflowExecutionHistory: async () => {
+          const answer = answers[Math.min(calls.count++, answers.length - 1)]!;
+          if (answer instanceof Error) throw answer;
+          return answer;
+        },
+      },
+    },
+  } as unknown as TemporalHandle;
+  return { handle, calls };
+}
+
+describe('waiting for a run to close', () => {
+  const CANCELLED = 1;
+  const DEADLINE_EXCEEDED = 4;
+  const closed = { history: { events: [{ eventId: 9 }] } };
+
+  it('a poll the server ends early (the stream reset as cancelled) is asked again, not taken for an error', async () => {
+    const { handle, calls } = polled([grpcFailure(CANCELLED, 'Call cancelled'), closed]);
+    expect(await untilClosed(handle, 'wf', 'run', 5_000)).toBe(true);
+    expect(calls.count).toBe(2);
+  });
+
+  it('still open when the wait runs out, whether the last poll ended past its deadline or cancelled', async () => {
+    expect(await untilClosed(polled([grpcFailure(DEADLINE_EXCEEDED, 'Deadline exceeded')]).handle, 'wf', 'run', 5_000)).toBe(false);
+    const started = Date.now();
+    expect(await untilClosed(polled([grpcFailure(CANCELLED, 'Call cancelled')]).handle, 'wf', 'run', 300)).toBe(false);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+  });
+
+  it("any other failure is the caller's to see", async () => {
+    await expect(untilClosed(polled([grpcFailure(14, 'Connection dropped')]).handle, 'wf', 'run', 5_000)).rejects.toThrow('Connection dropped');
   });
 });

@@ -1,4 +1,4 @@
-import { isGrpcDeadlineError } from '@temporalio/client';
+import { isGrpcCancelledError, isGrpcDeadlineError } from '@temporalio/client';
 import type { Payload } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import { NODE_FINISHED_MEMO, NODE_HISTORY_MEMO, NODE_STARTED_MEMO, childWorkflowId, nodeActivityId, type NodeFinishedMemo } from '../../workflows/defs.js';
@@ -207,31 +207,42 @@ export class RunStillOpen extends Error {
 /**
  * Waits until Temporal has closed a run (its close event is in the history), up to `timeoutMs`;
  * false when it is still open then. A long poll: it answers as soon as the run closes.
+ *
+ * The server keeps the call's deadline too and may end the poll itself a little before it (the
+ * stream is reset, and the call fails as cancelled rather than past its deadline); this reader
+ * never cancels the call, so a cancelled poll is the wait running out, or is asked again while
+ * time is left.
  */
 export async function untilClosed(handle: TemporalHandle, workflowId: string, runId: string, timeoutMs: number): Promise<boolean> {
-  const deadline = new Date(Date.now() + timeoutMs);
+  const deadline = Date.now() + timeoutMs;
   let nextPageToken: Uint8Array | undefined;
-  try {
-    return await handle.connection.withDeadline(deadline, async () => {
-      for (;;) {
-        const page = await handle.client.workflowService.getWorkflowExecutionHistory({
+  for (;;) {
+    const left = deadline - Date.now();
+    if (left <= 0) return false;
+    try {
+      const page = await handle.connection.withDeadline(deadline, () =>
+        handle.client.workflowService.getWorkflowExecutionHistory({
           namespace: handle.namespace,
           execution: { workflowId, runId },
           waitNewEvent: true,
           historyEventFilterType: proto.temporal.api.enums.v1.HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
           skipArchival: true,
           ...(nextPageToken?.length ? { nextPageToken } : {}),
-        });
-        if (page.history?.events?.length) return true;
-        // The server's long poll ended with the run still open: ask again until the deadline.
-        nextPageToken = page.nextPageToken ?? undefined;
-      }
-    });
-  } catch (err) {
-    if (isGrpcDeadlineError(err)) return false;
-    throw err;
+        }),
+      );
+      if (page.history?.events?.length) return true;
+      // The server's long poll ended with the run still open: ask again until the deadline.
+      nextPageToken = page.nextPageToken ?? undefined;
+    } catch (err) {
+      if (isGrpcDeadlineError(err)) return false;
+      if (!isGrpcCancelledError(err)) throw err;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(POLL_AGAIN_MS, Math.max(0, deadline - Date.now()))));
+    }
   }
 }
+
+/** Pause before asking again after the server ended a close poll early. */
+const POLL_AGAIN_MS = 100;
 
 /**
  * Finds where to reset a run so that `nodeId` runs again and nothing finished before it does;
