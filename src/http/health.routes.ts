@@ -10,7 +10,7 @@ interface HealthPorts {
 }
 import { temporalHealthy } from '../temporal/connection.js';
 import type { Config } from '../config.js';
-import { mayReadMetrics, type Metrics } from '../platform/metrics.js';
+import { METRICS_REFUSAL, mayReadMetrics, type Metrics } from '../platform/metrics.js';
 import { temporalSdkMetrics } from '../temporal/worker.js';
 import { AppError } from '../platform/errors.js';
 import { defineRoute, type AnyRoute } from './route.js';
@@ -73,7 +73,7 @@ export function healthRoutes(services: HealthPorts, openApi: () => unknown): Any
             services.config.SVC_METRICS_TOKEN,
           )
         ) {
-          throw new AppError('forbidden', 'Metrics are served to loopback clients, or with the metrics token (SVC_METRICS_TOKEN)');
+          throw new AppError('forbidden', METRICS_REFUSAL);
         }
         ctx.type = services.metrics.contentType;
         return { raw: await services.metrics.text(temporalSdkMetrics) };

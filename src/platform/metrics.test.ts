@@ -18,6 +18,11 @@ describe('who may read the metrics', () => {
       expect(mayReadMetrics({ remoteAddress, authorization: `Basic ${token}` }, token)).toBe(false);
     }
   });
+
+  it('refuses a token of the right length in other characters, rather than failing on it', () => {
+    const presented = `Bearer ${'é'.repeat(token.length)}`;
+    expect(mayReadMetrics({ remoteAddress: '10.0.0.5', authorization: presented }, token)).toBe(false);
+  });
 });
 
 describe('the registry', () => {

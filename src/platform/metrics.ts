@@ -1,4 +1,4 @@
-import { timingSafeEqual } from 'node:crypto';
+import { safeEqual } from './crypto.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /**
@@ -160,6 +160,9 @@ export class Metrics {
   }
 }
 
+/** The answer to a caller `mayReadMetrics` refuses. */
+export const METRICS_REFUSAL = 'Metrics are served to loopback clients, or with the metrics token (SVC_METRICS_TOKEN)';
+
 /**
  * Who may read the metrics: a client connecting from a loopback address (the socket's own
  * address, never a forwarded one), or one presenting `Authorization: Bearer <token>` when a token
@@ -170,7 +173,7 @@ export function mayReadMetrics(request: { remoteAddress: string | undefined; aut
   if (/^127\./.test(address) || address === '::1') return true;
   if (!token) return false;
   const presented = /^Bearer\s+(\S+)$/i.exec(request.authorization ?? '')?.[1] ?? '';
-  return presented.length === token.length && timingSafeEqual(Buffer.from(presented), Buffer.from(token));
+  return safeEqual(presented, token);
 }
 
 /** Tokens and cost of one model call, by the connection's type (openai, anthropic) and where it came from. */
