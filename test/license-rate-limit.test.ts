@@ -77,5 +77,10 @@ describe('licence endpoint rate limit', () => {
     expect((await from('192.0.2.99, 203.0.113.5')).status).toBe(429);
     expect((await from('203.0.113.6')).status).toBe(200);
     expect((await from('192.0.2.99, 203.0.113.7')).status).toBe(200);
+    // Each request is counted once in the metrics, by its answer.
+    const metrics = await (await fetch(`${proxied.url}/metrics`)).text();
+    const verify = (outcome: string) =>
+      Number(new RegExp(`^svc_license_requests_total\\{endpoint="verify",outcome="${outcome}"\\} (\\d+)$`, 'm').exec(metrics)?.[1] ?? 0);
+    expect({ ok: verify('ok'), rate_limited: verify('rate_limited') }).toEqual({ ok: 7, rate_limited: 2 });
   });
 });

@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import { z } from 'zod';
 import { named } from '../http/openapi.js';
 import { defineRoute, type AnyRoute, type RouteErrors } from '../http/route.js';
-import { AppError, rateLimited, type HttpErrorCode } from '../platform/errors.js';
+import { rateLimited, type HttpErrorCode } from '../platform/errors.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { Config } from '../config.js';
 import type { RateLimiter } from '../platform/rate-limit.js';
@@ -104,28 +104,18 @@ export function licenseRoutes({
   config: Config;
   metrics: Pick<Metrics, 'licenseRequests' | 'licenseRateLimited'>;
 }): AnyRoute[] {
-  /** Counts each answer of a licence endpoint by its outcome: ok, or the error code. */
-  const counted =
-    <I, R>(endpoint: 'activate' | 'verify' | 'deactivate', handler: (input: I) => Promise<R>) =>
-    async (input: I): Promise<R> => {
-      try {
-        const reply = await handler(input);
-        metrics.licenseRequests.inc({ endpoint, outcome: 'ok' });
-        return reply;
-      } catch (err) {
-        metrics.licenseRequests.inc({ endpoint, outcome: err instanceof AppError ? err.code : 'internal_error' });
-        throw err;
-      }
-    };
   // One budget per client address over all three endpoints, counted in PostgreSQL so that every
   // API process shares it. Malformed requests count too: the guard runs before validation (for
-  // verify, alongside it).
-  const guard = async (ctx: Context) => {
+  // verify, alongside it). Each request is counted once by its answer (ok, or the error code),
+  // however the guard and the handler ended.
+  const guardOf = (endpoint: 'activate' | 'verify' | 'deactivate') => async (ctx: Context) => {
+    ctx.res.once('finish', () => {
+      const code = (ctx.body as { error?: unknown } | undefined)?.error;
+      metrics.licenseRequests.inc({ endpoint, outcome: ctx.status < 400 ? 'ok' : typeof code === 'string' ? code : 'internal_error' });
+    });
     const decision = await limiter.hit(`license:${ctx.ip}`, config.SVC_LICENSE_RATE_LIMIT, RATE_WINDOW_SECONDS);
     if (!decision.allowed) {
       metrics.licenseRateLimited.inc();
-      const endpoint = /\/(activate|verify|deactivate)$/.exec(ctx.path)?.[1] ?? 'other';
-      metrics.licenseRequests.inc({ endpoint, outcome: 'rate_limited' });
       throw rateLimited(decision.retryAfterSeconds);
     }
   };
@@ -134,7 +124,6 @@ export function licenseRoutes({
     access: 'public' as const,
     params: keyParams,
     bodyTypes: ['form', 'json'] as ('form' | 'json')[],
-    guard,
     invalidCode: 'invalid_request' as const,
     errors: limited,
   };
@@ -186,7 +175,8 @@ export function licenseRoutes({
           raw: failure(['site_limit_reached'], z.object({ site_limit: z.number().int() })),
         },
       },
-      handler: counted('activate', async ({ params, body }) => {
+      guard: guardOf('activate'),
+      handler: async ({ params, body }) => {
         const activated = await licenses.activate(params.key, {
           siteUrl: body.site_url,
           siteFingerprint: body.site_fingerprint,
@@ -202,7 +192,7 @@ export function licenseRoutes({
           activation: { activation_id: activated.activation_id, reactivated: activated.reactivated === true },
         });
         return { data: { ...activated, signature: signed } };
-      }),
+      },
     }),
     defineRoute({
       ...common,
@@ -229,11 +219,12 @@ export function licenseRoutes({
         403: unusable,
         404: unknownKey,
       },
-      handler: counted('verify', async ({ params, body }) => {
+      guard: guardOf('verify'),
+      handler: async ({ params, body }) => {
         const license = await licenses.verify(params.key, body.site_fingerprint, body.site_url);
         const signed = await licenseKeys.signAnswer({ action: 'verify', licenseKey: params.key, siteFingerprint: body.site_fingerprint, license });
         return { raw: { status: 'ok', ...license, signature: signed } };
-      }),
+      },
     }),
     defineRoute({
       ...common,
@@ -251,7 +242,8 @@ export function licenseRoutes({
         },
         409: { description: 'The activation was already deactivated (`already_deactivated`)', raw: failure(['already_deactivated']) },
       },
-      handler: counted('deactivate', async ({ params, body }) => ({ data: await licenses.deactivate(params.key, body.site_fingerprint) })),
+      guard: guardOf('deactivate'),
+      handler: async ({ params, body }) => ({ data: await licenses.deactivate(params.key, body.site_fingerprint) }),
     }),
   ];
 }
