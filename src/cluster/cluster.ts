@@ -254,7 +254,8 @@ async function bringUp(run: Startup): Promise<Cluster> {
     logDir: run.logDir,
     projectRoot,
     baseChildEnv: {
-      PATH: [dirname(server['temporal-server']!), dirname(cli), process.env.PATH ?? ''].join(':'),
+      // Each tool may have been found in a different place (PATH, the project's or the user's cache).
+      PATH: [...new Set([...Object.values(server), cli].map((path) => dirname(path))), process.env.PATH ?? ''].join(':'),
       HOME: process.env.HOME ?? '',
       ...(process.env.XDG_CACHE_HOME ? { XDG_CACHE_HOME: process.env.XDG_CACHE_HOME } : {}),
     },
