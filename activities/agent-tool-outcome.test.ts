@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { CheckedActionRow } from '../src/agent/agent-action.store.js';
 import type { ActionRow } from '../src/agent/agent.store.js';
 import {
   MAX_TOOL_CONTENT,
@@ -12,7 +13,6 @@ import {
   ranEnd,
   rejectedEnd,
   truncateToolContent,
-  type CheckedActionRow,
 } from './agent-tool-outcome.js';
 
 const call = { id: 'call_1', name: 'update_record', args: { id: 'r1', data: { a: 1 } } };

@@ -1,6 +1,7 @@
 // The pure steps of the agent's tool activity (agentRunTool in agent.activities.ts): checking a
 // decision against the stored action, and what the model reads, the history keeps and the stream
 // shows for each way a call ends. No I/O, so they are unit tested on their own.
+import type { CheckedActionRow } from '../src/agent/agent-action.store.js';
 import type { ActionRow, DecisionRecord } from '../src/agent/agent.store.js';
 import { summarizeResult, type ToolOutcome } from '../src/agent/agent.tools.js';
 import { toIso } from '../src/db/sql.js';
@@ -18,9 +19,6 @@ export interface ToolCallEnd {
   /** The tool ran and succeeded (recorded as the action's outcome). */
   ok: boolean;
 }
-
-/** The stored action as the gate check reads it: the row, and whether it matches this call. */
-export type CheckedActionRow = ActionRow & { same_call: boolean; same_edit: boolean };
 
 /** Why a call may not run: the failure's message, and `stored: 'pending'` when the claim rolled back. */
 export interface Refusal {

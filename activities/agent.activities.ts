@@ -98,9 +98,7 @@ export async function agentCallModel(ports: ModelCallPorts, input: AgentModelCal
   const stepKey = `model:${input.turnId}:${input.step}`;
   // A turn's first call stores the user's message (as agentBeginTurn did before it), so the
   // conversation read below holds it; a retry finds it stored.
-  if (input.userMessage !== undefined) {
-    await insertMessage(sql, { sessionId: input.sessionId, stepKey: `user:${input.turnId}`, turnId: input.turnId, role: 'user', content: input.userMessage });
-  }
+  if (input.userMessage !== undefined) await agentBeginTurn(ports, { sessionId: input.sessionId, turnId: input.turnId, content: input.userMessage });
   // The three reads are independent: one round trip of waiting, not three.
   const [done, session, messages] = await Promise.all([
     stepMessage(sql, input.sessionId, stepKey, ['content', 'tool_calls', 'telemetry']),

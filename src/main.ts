@@ -7,6 +7,7 @@ import { createLicenseBody, type LicenseView } from './licenses/license.schemas.
 import type { PublicKeyEntry } from './licenses/license.signature.js';
 import { AppError, validationFailed } from './platform/errors.js';
 import { createLogger, type Logger } from './platform/logger.js';
+import { untilStopped } from './platform/signals.js';
 import { loadKeyRing, startStack } from './stack.js';
 import { createCommandServices } from './services.js';
 import { findTemporalCli } from './platform/temporal-cli.js';
@@ -106,25 +107,10 @@ async function runServer(config: Config, logger: Logger, roles: { api: boolean; 
     ];
     process.stderr.write(lines.filter(Boolean).join('\n') + '\n');
   }
-  await new Promise<void>((resolveStop) => {
-    let stopping = false;
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        logger.warn({ signal }, 'second signal: exiting at once');
-        process.exit(130);
-      }
-      stopping = true;
-      logger.info({ signal }, 'stopping');
-      stack.stop().then(resolveStop, resolveStop);
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-    stack.worker?.done.then(() => {
-      if (!stopping) {
-        logger.error('the worker stopped unexpectedly; stopping the service');
-        onSignal('SIGTERM');
-      }
-    });
+  await untilStopped(logger, {
+    stop: () => stack.stop(),
+    atOnce: () => process.exit(130),
+    ...(stack.worker ? { stopWhen: { done: stack.worker.done, message: 'the worker stopped unexpectedly; stopping the service' } } : {}),
   });
   logger.info('stopped');
 }

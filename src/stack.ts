@@ -10,14 +10,14 @@ import { migrate } from './db/orm.js';
 import { buildApp } from './http/app.js';
 import { KeyRing, generateMasterKey, parseMasterKey } from './platform/crypto.js';
 import { EmbeddedPostgres } from './platform/embedded-postgres.js';
-import type { Logger } from './platform/logger.js';
+import { mask, type Logger } from './platform/logger.js';
 import { TemporalDevServer, provisionTemporalCli } from './platform/temporal-server.js';
 import { closeServices, createServices, useEagerClient, type Services } from './services.js';
 import { EncryptionCodec } from './temporal/codec.js';
 import { startLoopbackCodec } from './temporal/codec.listener.js';
 import { startWorker, type RunningWorker } from './temporal/worker.js';
 import { createServer, type Server as HttpServer } from 'node:http';
-import { mayReadMetrics } from './platform/metrics.js';
+import { METRICS_REFUSAL, mayReadMetrics } from './platform/metrics.js';
 import { temporalSdkMetrics } from './temporal/worker.js';
 import { wireRecordTrigger } from './workflow-definitions/record-trigger.js';
 
@@ -90,8 +90,6 @@ export async function loadKeyRing(config: Config, embeddedDatabase: boolean): Pr
   }
   return new KeyRing(parseMasterKey(await readFile(file, 'utf8')), previous);
 }
-
-const mask = (url: string) => url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
 
 /** Stops what a stack started, in reverse order; a step that fails is logged and the rest still run. */
 class Cleanups {
@@ -276,9 +274,7 @@ async function serveMetrics(services: Services, host: string, port: number): Pro
   const server = createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') return void res.writeHead(404).end();
     if (!mayReadMetrics({ remoteAddress: req.socket.remoteAddress, authorization: req.headers.authorization }, services.config.SVC_METRICS_TOKEN)) {
-      return void res
-        .writeHead(403, { 'content-type': 'text/plain' })
-        .end('Metrics are served to loopback clients, or with the metrics token (SVC_METRICS_TOKEN)\n');
+      return void res.writeHead(403, { 'content-type': 'text/plain' }).end(`${METRICS_REFUSAL}\n`);
     }
     services.metrics.text(temporalSdkMetrics).then(
       (text) => res.writeHead(200, { 'content-type': services.metrics.contentType }).end(text),

@@ -21,6 +21,9 @@ export const ACTION_TRANSITIONS: Readonly<Record<AgentActionStatus, readonly Age
   expired: [],
 };
 
+/** The stored action as the gate check reads it: the row, and whether it matches this call. */
+export type CheckedActionRow = ActionRow & { same_call: boolean; same_edit: boolean };
+
 /** An action with its session's owner and policy, as the inbox, the audit and the action endpoint read it. */
 export interface ActionWithSession extends ActionRow {
   owner_id: number;
@@ -101,7 +104,7 @@ export class AgentActionStore {
         `update agent_actions set status = ?, note = ?, decided_by = ?, decided_at = now(),
                 edited_args = case when ?::jsonb is null or ?::jsonb = args then null else ?::jsonb end
           where action_id = ? returning edited_args`,
-        [decision.approved ? 'approved' : 'rejected', decision.note, decision.decidedBy, edit, edit, edit, actionId],
+        [target, decision.note, decision.decidedBy, edit, edit, edit, actionId],
       );
       return deliver(stored!);
     });
@@ -164,8 +167,8 @@ export class AgentActionStore {
     turnId: string;
     call: AgentToolCall;
     editedArgs: Record<string, unknown> | undefined;
-  }): Promise<(ActionRow & { same_call: boolean; same_edit: boolean }) | undefined> {
-    const [row] = await this.sql.query<ActionRow & { same_call: boolean; same_edit: boolean }>(
+  }): Promise<CheckedActionRow | undefined> {
+    const [row] = await this.sql.query<CheckedActionRow>(
       `select *, args = ?::jsonb as same_call, edited_args is not distinct from ?::jsonb as same_edit from agent_actions
         where action_id = ? and session_id = ? and turn_id = ? and tool_call_id = ? and tool = ? for share`,
       [

@@ -1,10 +1,10 @@
 import { execFile, spawn } from 'node:child_process';
-import { accessSync, constants, existsSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
-import { homedir } from 'node:os';
-import { basename, delimiter, join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { tail } from '../platform/child-process.js';
 import type { Logger } from '../platform/logger.js';
+import { isExecutable, onPath, userCacheRoot } from '../platform/temporal-cli.js';
 
 /**
  * The Temporal server, its sql tool and the Web UI server of `npm run cluster`, built from their
@@ -48,35 +48,14 @@ export const TEMPORAL_UI: GoModule = {
   tools: [{ name: 'ui-server', pkg: 'github.com/temporalio/ui-server/v2/cmd/server', version: /\b2\.42\.1\b/ }],
 };
 
-const isExecutable = (path: string) => {
-  try {
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-/** `~/.cache/workflow-svc` (or under XDG_CACHE_HOME): shared by every clone on the machine. */
-export function userCacheRoot(): string {
-  return join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'workflow-svc');
-}
-
 const versionOf = (binary: string) => new Promise<string>((ok) => execFile(binary, ['--version'], { timeout: 10_000 }, (err, stdout) => ok(err ? '' : stdout)));
-
-const onPath = (name: string) =>
-  (process.env.PATH ?? '')
-    .split(delimiter)
-    .filter(Boolean)
-    .map((dir) => join(dir, name))
-    .filter(isExecutable);
 
 /** Where each tool of `mod` is: name -> absolute path. Builds the module's tools when missing. */
 export async function provisionGoModule(mod: GoModule, logger: Logger): Promise<Record<string, string>> {
   const caches = [resolve('.cache', mod.dir, mod.version), join(userCacheRoot(), mod.dir, mod.version)];
   const found: Record<string, string> = {};
   for (const tool of mod.tools) {
-    for (const candidate of onPath(tool.name)) {
+    for (const candidate of onPath(process.env, tool.name).filter(isExecutable)) {
       if (tool.version.test(await versionOf(candidate))) {
         found[tool.name] = candidate;
         break;
@@ -91,7 +70,7 @@ export async function provisionGoModule(mod: GoModule, logger: Logger): Promise<
 }
 
 async function build(mod: GoModule, target: string, logger: Logger): Promise<void> {
-  const go = onPath('go')[0];
+  const go = onPath(process.env, 'go').find(isExecutable);
   if (!go) {
     throw new Error(
       `${mod.tools.map((t) => t.name).join(' and ')} (${mod.module}@${mod.version}) were not found on PATH or in ${target}, and Go is not installed to build them; install Go, or put the binaries there`,

@@ -26,8 +26,7 @@ export interface ClusterPorts {
   ui: number;
 }
 
-/** A URL with its password masked, for logs and the command's summary. */
-export const mask = (url: string) => url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+export { mask } from '../platform/logger.js';
 
 /** Temporal stores its membership ports as smallint: each must lie between 1 and 32767. */
 export function checkMembershipPorts(ports: ClusterPorts): void {

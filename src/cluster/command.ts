@@ -1,6 +1,7 @@
 import { join, relative } from 'node:path';
 import type { Config } from '../config.js';
 import type { Logger } from '../platform/logger.js';
+import { untilStopped } from '../platform/signals.js';
 import { clusterPorts, startCluster } from './cluster.js';
 
 /** How many of each `npm run cluster` starts. */
@@ -40,20 +41,9 @@ export async function runClusterCommand(config: Config, logger: Logger, json: bo
     ];
     process.stderr.write(lines.filter(Boolean).join('\n') + '\n');
   }
-  await new Promise<void>((resolveStop) => {
-    let stopping = false;
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        logger.warn({ signal }, 'second signal: killing what is left');
-        cluster.killAll().finally(() => process.exit(130));
-        return;
-      }
-      stopping = true;
-      logger.info({ signal }, 'stopping the cluster');
-      cluster.stop().then(resolveStop, resolveStop);
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+  await untilStopped(logger, {
+    stop: () => cluster.stop(),
+    atOnce: () => void cluster.killAll().finally(() => process.exit(130)),
   });
   logger.info('stopped');
 }

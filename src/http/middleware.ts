@@ -7,7 +7,7 @@ import { AppError, unauthenticated } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import { temporalFailure } from '../temporal/connection.js';
 import type { Metrics } from '../platform/metrics.js';
-import { SpanKind, SpanStatusCode, context, contextFromHeaders, trace, type Span } from '../platform/tracing.js';
+import { SpanKind, SpanStatusCode, TRACER, context, contextFromHeaders, trace, type Span } from '../platform/tracing.js';
 
 const requestIdPattern = /^[A-Za-z0-9._-]{8,100}$/;
 
@@ -50,7 +50,7 @@ export function requestContext(logger: Logger, metrics: Pick<Metrics, 'httpReque
     if (untraced.has(ctx.path)) return handle(ctx, next);
     const attributes = { 'http.request.method': ctx.method };
     return context.with(contextFromHeaders(ctx.headers), () =>
-      trace.getTracer('workflow-svc').startActiveSpan(ctx.method, { kind: SpanKind.SERVER, attributes }, (span) => handle(ctx, next, span)),
+      trace.getTracer(TRACER).startActiveSpan(ctx.method, { kind: SpanKind.SERVER, attributes }, (span) => handle(ctx, next, span)),
     );
   };
 }

@@ -308,7 +308,8 @@ function envelope(data: Json): Json {
   return { type: 'object', required: ['status', 'data'], properties: { status: { const: 'ok' }, data } };
 }
 
-const pascal = (name: string) => name.replace(/(^|[_-])([a-z])/g, (_, _sep: string, c: string) => c.toUpperCase());
+/** `node_failed` / `gate-pending` -> `NodeFailed` / `GatePending`: schema names from snake or kebab case. */
+export const pascal = (name: string) => name.replace(/(^|[_-])([a-z])/g, (_, _sep: string, c: string) => c.toUpperCase());
 
 /** The named union of a stream's events; each event is named too, its data JSON text of its own schema. */
 function eventStream(stream: EventStreamSpec, set: SchemaSet): string {

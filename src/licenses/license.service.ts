@@ -6,7 +6,7 @@ import { siteDomain, type SiteDomain } from './domain.js';
 import type { ActivationStatus, License, LicenseActivation } from './license.entities.js';
 import { activationNotFound, alreadyDeactivated, licenseExpired, licenseInactive, licenseNotFound, siteLimitReached } from './license.errors.js';
 import type { LicenseEvent } from './license-webhooks.schemas.js';
-import type { LicenseStore, LicenseUnit } from './license.store.js';
+import type { LicenseKeyFilter, LicenseStore, LicenseUnit } from './license.store.js';
 import type { SignedLicense } from './license.signature.js';
 import {
   formatSpecTimestamp,
@@ -70,7 +70,7 @@ function randomId(prefix: string): string {
  * A key in the path is a reference id when it has that shape (tokens are 43 characters, so the
  * two forms never overlap) and otherwise a token, looked up by its SHA-256.
  */
-function keyFilter(key: string): { referenceId: string } | { tokenHash: string } {
+function keyFilter(key: string): LicenseKeyFilter {
   return referencePattern.test(key) ? { referenceId: key } : { tokenHash: sha256(key) };
 }
 
@@ -108,7 +108,6 @@ const eventLicense = (license: License) => ({
   product_name: license.productName,
 });
 
-/** Starts the delivery of events whose deliveries a committed transaction wrote. */
 /** What activate answers. */
 type Activated = { activation_id: string; reactivated?: true; license: VerifyResult };
 /** Writes an event's outbox rows in the caller's transaction. */
@@ -118,6 +117,7 @@ interface Refusal {
   refused?: { license: License; limit: number };
 }
 
+/** Starts the delivery of events whose deliveries a committed transaction wrote. */
 export interface LicenseEventDispatcher {
   dispatch(deliveryIds: string[]): void;
 }
@@ -151,7 +151,7 @@ export class LicenseService {
   ) {}
 
   /** Runs a change and its events' outbox rows in one transaction, then starts the deliveries. */
-  private async withEvents<T>(work: (unit: LicenseUnit, emit: (type: LicenseEvent, data: Record<string, unknown>) => Promise<void>) => Promise<T>): Promise<T> {
+  private async withEvents<T>(work: (unit: LicenseUnit, emit: Emit) => Promise<T>): Promise<T> {
     const deliveries: string[] = [];
     const result = await this.store.transaction(async (unit) => {
       deliveries.length = 0;

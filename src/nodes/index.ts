@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { documentAs, named } from '../http/openapi.js';
+import { documentAs, named, pascal } from '../http/openapi.js';
 import { conditionNode } from './condition.node.js';
 import { delayNode } from './delay.node.js';
 import { failNode } from './fail.node.js';
@@ -33,8 +33,6 @@ export const nodeTypes: ReadonlyMap<string, NodeType<any>> = new Map(
 export function nodeRunModes(localPure: boolean): Record<string, NodeRunMode> {
   return Object.fromEntries([...nodeTypes.values()].map((n) => [n.type, n.runsAs ?? (localPure && n.pure ? 'local' : 'activity')]));
 }
-
-const pascal = (type: string) => type.replace(/(^|_)([a-z])/g, (_, _sep: string, c: string) => c.toUpperCase());
 
 /**
  * What the OpenAPI document shows for a node (`Node`): one named schema per type (`DelayNode`,

@@ -38,3 +38,6 @@ export function createLogger(level: string, destination?: pino.DestinationStream
     destination,
   );
 }
+
+/** A URL with its password masked, for logs and start-up summaries. */
+export const mask = (url: string) => url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');

@@ -98,7 +98,7 @@ export interface TemporalCliOptions {
   wheelBinarySha256?: string;
 }
 
-const isExecutable = (path: string) => {
+export const isExecutable = (path: string) => {
   try {
     accessSync(path, constants.X_OK);
     return true;
@@ -107,7 +107,8 @@ const isExecutable = (path: string) => {
   }
 };
 
-const onPath = (env: NodeJS.ProcessEnv, name: string) =>
+/** Every place `name` would be on the PATH of `env`, executable or not. */
+export const onPath = (env: NodeJS.ProcessEnv, name: string) =>
   (env.PATH ?? '')
     .split(delimiter)
     .filter(Boolean)
@@ -120,10 +121,14 @@ const message = (err: unknown) => {
   return `${e?.message ?? String(err)}${cause && !String(e?.message).includes(cause) ? ` (${cause})` : ''}`;
 };
 
-/** Per-user cache, shared by every clone on the machine so a download or build happens once. */
+/** `~/.cache/workflow-svc` (or under XDG_CACHE_HOME): shared by every clone on the machine. */
+export function userCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
+  return join(env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache'), 'workflow-svc');
+}
+
+/** Per-user cache of the CLI, shared by every clone on the machine so a download or build happens once. */
 export function userCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  const base = env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache');
-  return join(base, 'workflow-svc', 'temporal');
+  return join(userCacheRoot(env), 'temporal');
 }
 
 /** The binary's `--version` line, or an error saying why it is not the pinned release. */

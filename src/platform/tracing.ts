@@ -1,4 +1,4 @@
-import { SpanKind, SpanStatusCode, context, propagation, trace, type Attributes, type Span, type Tracer } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, context, propagation, trace, type Attributes, type Span } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
 import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -12,7 +12,6 @@ import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
  */
 export interface Tracing {
   enabled: boolean;
-  tracer: Tracer;
   /** What workflow code's spans are exported through (the worker's sink), batched, when enabled. */
   workflowSpans?: SpanProcessor;
   resource?: Resource;
@@ -20,14 +19,15 @@ export interface Tracing {
   flush(): Promise<void>;
 }
 
-const TRACER = 'workflow-svc';
+/** The name of the service's own tracer. */
+export const TRACER = 'workflow-svc';
 let installed: Tracing | undefined;
 
 /** Installs the process's tracer provider once; later calls answer the first installation. */
 export function installTracing(options: { endpoint?: string | undefined; serviceName: string; role: string }): Tracing {
   if (installed) return installed;
   if (!options.endpoint) {
-    installed = { enabled: false, tracer: trace.getTracer(TRACER), flush: async () => undefined };
+    installed = { enabled: false, flush: async () => undefined };
     return installed;
   }
   const resource = new Resource({ 'service.name': options.serviceName, 'service.namespace': 'workflow-svc', 'svc.role': options.role });
@@ -39,7 +39,6 @@ export function installTracing(options: { endpoint?: string | undefined; service
   const workflowSpans = new BatchSpanProcessor(exporter, { scheduledDelayMillis: 1000 });
   installed = {
     enabled: true,
-    tracer: trace.getTracer(TRACER),
     workflowSpans,
     resource,
     flush: async () => {
@@ -56,9 +55,7 @@ export function tracingActive(): boolean {
 
 /** The trace the calling code runs in, when tracing is on and a span is active. */
 export function currentTraceId(): string | undefined {
-  const span = trace.getActiveSpan();
-  const id = span?.spanContext().traceId;
-  return id && !/^0+$/.test(id) ? id : undefined;
+  return traceFields().trace_id;
 }
 
 /** Fields a log line carries to be found from its trace: `trace_id` and `span_id` of the active span. */
