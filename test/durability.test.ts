@@ -1,10 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
-import { connect, createServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, killProcess } from './helpers/worker-process.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
-import { freePort } from './helpers/ports.js';
+import { startTcpProxy } from './helpers/tcp-proxy.js';
 
 let app: TestApp;
 let target: HttpTarget;
@@ -138,33 +137,18 @@ describe('durability, in order', { shuffle: false }, () => {
       // A stand-in for PostgreSQL's address: it drops every connection (a server restarting) until
       // opened, then forwards to the real server.
       const real = new URL(app.databaseUrl);
-      let open = false;
-      let dropped = 0;
-      const sockets = new Set<Socket>();
-      const proxy = createServer((client) => {
-        sockets.add(client);
-        client.on('close', () => sockets.delete(client)).on('error', () => undefined);
-        if (!open) {
-          dropped++;
-          client.destroy();
-          return;
-        }
-        const upstream = connect(Number(real.port), real.hostname).on('error', () => client.destroy());
-        client.pipe(upstream).pipe(client);
-      });
-      const port = await freePort();
-      await new Promise<void>((ok) => proxy.listen(port, '127.0.0.1', ok));
+      const proxy = await startTcpProxy({ host: real.hostname, port: Number(real.port) }, 'drop');
       try {
         const url = new URL(app.databaseUrl);
         url.hostname = '127.0.0.1';
-        url.port = String(port);
+        url.port = String(proxy.port);
         const child = startWorker({ DATABASE_URL: url.toString() });
         let exit: number | null | undefined;
         child.once('exit', (code) => (exit = code));
         // It met a dropped connection, and tried again rather than exit.
-        await eventually(async () => (dropped >= 3 || exit !== undefined ? true : undefined), 60_000, 'the worker to try PostgreSQL three times');
+        await eventually(async () => (proxy.dropped >= 3 || exit !== undefined ? true : undefined), 60_000, 'the worker to try PostgreSQL three times');
         expect(exit).toBeUndefined();
-        open = true;
+        proxy.set('pass');
         const workflow = (
           await app.admin.post(W, {
             title: 'After the database came up',
@@ -177,8 +161,7 @@ describe('durability, in order', { shuffle: false }, () => {
         expect(exit).toBeUndefined();
         await kill(child);
       } finally {
-        for (const socket of sockets) socket.destroy();
-        await new Promise<void>((ok) => proxy.close(() => ok()));
+        await proxy.close();
       }
     }, 180_000);
   });
