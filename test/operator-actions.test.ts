@@ -1,9 +1,10 @@
 import type { ServerResponse } from 'node:http';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { findResetPoint, RunStillOpen, untilClosed } from '../src/executions/reset-point.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { eventually, fixedServers, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
+import { startTcpProxy } from './helpers/tcp-proxy.js';
 import { temporalCli } from './helpers/temporal-cli.js';
 
 /**
@@ -356,47 +357,69 @@ describe('replays through the API', () => {
   });
 
   it('from a node that started in the last workflow task, while Temporal is still completing it: waits for the run to close, then resets to it', async () => {
-    // `hold` waits for this server's answer; when it comes, one workflow task starts and runs
-    // `b` and `check` (local activities), skips `never` and ends with finishExecution, which
-    // writes the record and then marks `never` skipped. A row this test holds in a transaction
-    // stalls that last write, as a busy database would: the record says `success`, and Temporal
-    // has not written the task (nor b's start in it) until finishExecution returns.
-    let answer!: (res: ServerResponse) => void;
-    const asked = new Promise<ServerResponse>((resolve) => (answer = resolve));
-    const url = await servers.start((_req, res) => answer(res));
-    const conn = await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'held', cred: 'tok-held', extra: { base_url: url } });
-    const id = await create({
-      nodes: [
-        { id: 'hold', type: 'http_request', connection_id: conn.body.data.id, config: { method: 'GET', path: '/hold' } },
-        { id: 'b', type: 'transform', config: { value: '{{ execution.id }}' } },
-        { id: 'check', type: 'condition', config: { expression: false } },
-        { id: 'never', type: 'transform', config: { value: 'never' } },
-      ],
-      edges: [
-        { from: 'hold', to: 'b' },
-        { from: 'b', to: 'check' },
-        { from: 'check', to: 'never', branch: 'true' },
-      ],
+    // The run goes to a second worker (its own task queue) that reaches Temporal through a proxy
+    // the test holds: when `hold` has finished, one workflow task starts and runs `b` and `check`
+    // (local activities), skips `never` and ends with finishExecution; the worker's answer then
+    // waits in the proxy, as on a busy Temporal server: the record says `success`, and Temporal
+    // has not written the task (nor b's start in it) until the proxy passes it on.
+    const [host, port] = inject('temporalAddress').split(':') as [string, string];
+    const proxy = await startTcpProxy({ host, port: Number(port) });
+    const held = await startTestApp({
+      worker: true,
+      databaseUrl: app.databaseUrl,
+      env: { TEMPORAL_ADDRESS: proxy.address, SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!, SVC_INSTANCE_ID: app.config.SVC_INSTANCE_ID },
     });
-    const run = await start(id);
-    const held = await asked;
     const db = new pg.Client({ connectionString: app.databaseUrl });
     await db.connect();
     try {
+      let answer!: (res: ServerResponse) => void;
+      const asked = new Promise<ServerResponse>((resolve) => (answer = resolve));
+      const url = await servers.start((_req, res) => answer(res));
+      const conn = await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'held', cred: 'tok-held', extra: { base_url: url } });
+      const id = await create({
+        nodes: [
+          { id: 'hold', type: 'http_request', connection_id: conn.body.data.id, config: { method: 'GET', path: '/hold' } },
+          { id: 'b', type: 'transform', config: { value: '{{ execution.id }}' } },
+          { id: 'check', type: 'condition', config: { expression: false } },
+          { id: 'never', type: 'transform', config: { value: 'never' } },
+        ],
+        edges: [
+          { from: 'hold', to: 'b' },
+          { from: 'b', to: 'check' },
+          { from: 'check', to: 'never', branch: 'true' },
+        ],
+      });
+      const started = await held.admin.post(`${W}/${id}/run`, { payload: {} });
+      expect(started.status, started.text).toBe(202);
+      const run = { executionId: started.body.data.execution_id as number };
+      const workflowId = app.stack.services.temporal.executionWorkflowId(run.executionId);
+      const hold = await asked;
+      // The worker is stopped in the last task (b's entry is locked) before the proxy holds its answers.
       await db.query('begin');
-      await db.query(`insert into execution_nodes (execution_id, node_id, node_type, status) values ($1, 'never', 'transform', 'skipped')`, [run.executionId]);
-      held.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      await db.query(`insert into execution_nodes (execution_id, node_id, node_type, status) values ($1, 'b', 'transform', 'running')`, [run.executionId]);
+      hold.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      await eventually(
+        async () =>
+          (await app.sql(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%execution_nodes%'`))
+            .length > 0,
+        30_000,
+        "the worker to wait for b's entry",
+      );
+      proxy.set('hold');
+      await db.query('rollback');
+
       const original = await settled(run.executionId);
       expect(original.status).toBe('success');
+      expect(nodeOf(original, 'never')).toMatchObject({ status: 'skipped' });
       const temporal = app.stack.services.temporal;
-      const handle = temporal.client.workflow.getHandle(run.temporalWorkflowId, original.temporal.run_id);
+      const handle = temporal.client.workflow.getHandle(workflowId, original.temporal.run_id);
       expect((await handle.describe()).status.name).toBe('RUNNING');
 
       // The API's replay waits for the run to close rather than answer that b never ran.
       const replay = app.admin.post(`${E}/${run.executionId}/replay`, { from_node_id: 'b' });
       // The reader itself: not closed within its wait, so it cannot say where b started.
-      await expect(findResetPoint(temporal, run.temporalWorkflowId, original.temporal.run_id, 'b', { closeWaitMs: 500 })).rejects.toBeInstanceOf(RunStillOpen);
-      await db.query('rollback');
+      await expect(findResetPoint(temporal, workflowId, original.temporal.run_id, 'b', { closeWaitMs: 500 })).rejects.toBeInstanceOf(RunStillOpen);
+      proxy.set('pass');
 
       const accepted = await replay;
       expect(accepted.status, accepted.text).toBe(202);
@@ -408,7 +431,55 @@ describe('replays through the API', () => {
       // The original run closed as it ended, not terminated by the reset.
       expect((await handle.describe()).status.name).toBe('COMPLETED');
     } finally {
+      proxy.set('pass');
+      await db.end();
+      await held.close();
+      await proxy.close();
+    }
+  });
+});
+
+describe('the record of a run that ended', () => {
+  it('says the run ended only together with the nodes it skipped', async () => {
+    // A row this test holds in a transaction stalls the write of `never`'s skipped entry, as a
+    // busy database would: the record must not say the run ended in the meantime.
+    let answer!: (res: ServerResponse) => void;
+    const asked = new Promise<ServerResponse>((resolve) => (answer = resolve));
+    const url = await servers.start((_req, res) => answer(res));
+    const conn = await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'skip', cred: 'tok-skip', extra: { base_url: url } });
+    const id = await create({
+      nodes: [
+        { id: 'hold', type: 'http_request', connection_id: conn.body.data.id, config: { method: 'GET', path: '/hold' } },
+        { id: 'check', type: 'condition', config: { expression: false } },
+        { id: 'never', type: 'transform', config: { value: 'never' } },
+      ],
+      edges: [
+        { from: 'hold', to: 'check' },
+        { from: 'check', to: 'never', branch: 'true' },
+      ],
+    });
+    const run = await start(id);
+    const hold = await asked;
+    const db = new pg.Client({ connectionString: app.databaseUrl });
+    await db.connect();
+    try {
+      await db.query('begin');
+      await db.query(`insert into execution_nodes (execution_id, node_id, node_type, status) values ($1, 'never', 'transform', 'running')`, [run.executionId]);
+      hold.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      await eventually(
+        async () =>
+          (await app.sql(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%execution_nodes%'`))
+            .length > 0,
+        30_000,
+        "the worker to wait for never's entry",
+      );
+      expect((await view(run.executionId)).status).toBe('running');
+      await db.query('rollback');
+    } finally {
       await db.end();
     }
+    const done = await settled(run.executionId);
+    expect(done.status).toBe('success');
+    expect(nodeOf(done, 'never')).toMatchObject({ status: 'skipped' });
   });
 });

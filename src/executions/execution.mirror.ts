@@ -445,48 +445,65 @@ export class ExecutionMirror {
     await this.sql.query(WRITE_NODE, [executionId, node.id, ...values]);
   }
 
-  /** The run's outcome. */
-  /** The run's outcome; answers how long it ran when this call ended it (a retried call answers nothing). */
-  async finish(executionId: number, result: { status: string; error?: unknown; lastOutput?: unknown }): Promise<{ seconds: number } | undefined> {
-    const [row] = await this.sql.query<{ was: string; seconds: number }>(
-      `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?, last_output = ?
-         from (select status as was from executions where id = ? for no key update) before
-        where e.id = ? returning before.was, extract(epoch from e.finished_at - e.started_at)::float8 as seconds`,
-      [
-        result.status,
-        result.error ? JSON.stringify(result.error) : null,
-        result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput),
-        executionId,
-        executionId,
-      ],
-    );
-    return row && row.was === 'running' ? { seconds: row.seconds } : undefined;
-  }
-
-  /** Nodes the run never reached (an untaken branch, or the run stopped early). */
-  async markSkipped(executionId: number, nodes: { id: string; type: string }[]): Promise<void> {
-    if (!nodes.length) return;
-    await this.sql.query(
-      `insert into execution_nodes (execution_id, node_id, node_type, status)
-       select ?, id, type, 'skipped' from unnest(?::varchar[], ?::varchar[]) with ordinality as n(id, type, position) order by position
-       on conflict do nothing`,
-      [executionId, nodes.map((n) => n.id), nodes.map((n) => n.type)],
-    );
-  }
-
-  /** Nodes a cancel of the run interrupted: `cancelled`, with their finish time. */
-  async markCancelled(executionId: number, nodes: { id: string; type: string; startedAt: number }[]): Promise<void> {
-    const error = json({ code: CODE.cancelled, message: 'The run was cancelled while this node was in flight' });
-    for (const node of nodes) {
-      await this.sql.query(
-        `insert into execution_nodes (execution_id, node_id, node_type, status, started_at, finished_at, duration_ms, attempts, error)
-         values (?, ?, ?, 'cancelled', ?, now(), ?, 1, ?)
-         on conflict (execution_id, node_id) do update set status = 'cancelled', finished_at = now(),
-           duration_ms = greatest(0, (extract(epoch from now() - coalesce(execution_nodes.started_at, excluded.started_at)) * 1000)::int),
-           error = excluded.error
-         where execution_nodes.status in ('running', 'cancelled')`,
-        [executionId, node.id, node.type, new Date(node.startedAt), Math.max(0, Date.now() - node.startedAt), error],
+  /**
+   * The run's outcome, with the nodes it never reached (`skipped`: an untaken branch, or the run
+   * stopped early) and the ones a cancel interrupted (`cancelled`), in one transaction: a reader
+   * never sees the run ended without its whole timeline. Answers how long it ran when this call
+   * ended it (a retried call answers nothing).
+   */
+  async finish(
+    executionId: number,
+    result: {
+      status: string;
+      error?: unknown;
+      lastOutput?: unknown;
+      skipped?: { id: string; type: string }[];
+      cancelled?: { id: string; type: string; startedAt: number }[];
+    },
+  ): Promise<{ seconds: number } | undefined> {
+    return this.sql.transaction(async (tx) => {
+      await markCancelled(tx, executionId, result.cancelled ?? []);
+      await markSkipped(tx, executionId, result.skipped ?? []);
+      const [row] = await tx.query<{ was: string; seconds: number }>(
+        `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?, last_output = ?
+           from (select status as was from executions where id = ? for no key update) before
+          where e.id = ? returning before.was, extract(epoch from e.finished_at - e.started_at)::float8 as seconds`,
+        [
+          result.status,
+          result.error ? JSON.stringify(result.error) : null,
+          result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput),
+          executionId,
+          executionId,
+        ],
       );
-    }
+      return row && row.was === 'running' ? { seconds: row.seconds } : undefined;
+    });
+  }
+}
+
+/** Nodes the run never reached: `skipped`, unless an entry exists already. */
+async function markSkipped(tx: Queryable, executionId: number, nodes: { id: string; type: string }[]): Promise<void> {
+  if (!nodes.length) return;
+  await tx.query(
+    `insert into execution_nodes (execution_id, node_id, node_type, status)
+     select ?, id, type, 'skipped' from unnest(?::varchar[], ?::varchar[]) with ordinality as n(id, type, position) order by position
+     on conflict do nothing`,
+    [executionId, nodes.map((n) => n.id), nodes.map((n) => n.type)],
+  );
+}
+
+/** Nodes a cancel of the run interrupted: `cancelled`, with their finish time. */
+async function markCancelled(tx: Queryable, executionId: number, nodes: { id: string; type: string; startedAt: number }[]): Promise<void> {
+  const error = json({ code: CODE.cancelled, message: 'The run was cancelled while this node was in flight' });
+  for (const node of nodes) {
+    await tx.query(
+      `insert into execution_nodes (execution_id, node_id, node_type, status, started_at, finished_at, duration_ms, attempts, error)
+       values (?, ?, ?, 'cancelled', ?, now(), ?, 1, ?)
+       on conflict (execution_id, node_id) do update set status = 'cancelled', finished_at = now(),
+         duration_ms = greatest(0, (extract(epoch from now() - coalesce(execution_nodes.started_at, excluded.started_at)) * 1000)::int),
+         error = excluded.error
+       where execution_nodes.status in ('running', 'cancelled')`,
+      [executionId, node.id, node.type, new Date(node.startedAt), Math.max(0, Date.now() - node.startedAt), error],
+    );
   }
 }

@@ -17,8 +17,8 @@ import type { TemporalHandle } from '../temporal/connection.js';
  * Those events are written when the workflow task that issued them completes. A run's last task
  * runs its last nodes' local activities and then finishExecution, which makes the execution record
  * final, and Temporal writes the task (its WorkflowTaskCompleted, every marker and memo in it, the
- * close event) only once all of them have returned: for that moment, longer on a busy worker or
- * database, the record says the run ended while its history still ends at WorkflowTaskStarted,
+ * close event) only once all of them have returned and the worker's answer reached it: for that
+ * moment, longer on a busy worker or Temporal server, the record says the run ended while its history still ends at WorkflowTaskStarted,
  * without the start of any node that started in that task. A reset point is therefore only read
  * from a run Temporal has closed.
  */
