@@ -111,9 +111,15 @@ describe('event stream', () => {
       headers: { 'content-type': 'application/json', authorization: 'Basic ' + Buffer.from(`${editor.login}:${editor.appPassword}`).toString('base64') },
       body: JSON.stringify({ content: 'count', stream: true }),
     });
+    if (response.status !== 200) throw new Error(`The turn was not accepted: ${response.status} ${await response.text()}`);
     const reader = response.body!.getReader();
     let text = '';
-    while (!text.includes('event: token')) text += new TextDecoder().decode((await reader.read()).value);
+    while (!text.includes('event: token')) {
+      const { value, done } = await reader.read();
+      // A stream that ended without a token fails here with what it said, rather than looping.
+      if (done) throw new Error(`The event stream ended before any token: ${text}`);
+      text += new TextDecoder().decode(value);
+    }
     // The first token is here while the provider is still streaming the rest (8 chunks, 100 ms apart).
     expect(text).not.toContain('event: done');
     await reader.cancel();
