@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { tail } from '../platform/child-process.js';
 import type { Logger } from '../platform/logger.js';
-import { isExecutable, onPath, userCacheRoot } from '../platform/temporal-cli.js';
+import { goInstallEnv, isExecutable, onPath, userCacheRoot } from '../platform/temporal-cli.js';
 
 /**
  * The Temporal server, its sql tool and the Web UI server of `npm run cluster`, built from their
@@ -87,7 +87,7 @@ async function build(mod: GoModule, target: string, logger: Logger): Promise<voi
   try {
     await new Promise<void>((ok, fail) => {
       const output = tail(8000);
-      const child = spawn(go, ['install', ...packages], { env: { ...process.env, GOBIN: staging }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(go, ['install', ...packages], { env: goInstallEnv(process.env, staging), stdio: ['ignore', 'pipe', 'pipe'] });
       child.stdout!.on('data', (c) => output.push(c));
       child.stderr!.on('data', (c) => output.push(c));
       child.once('error', fail);

