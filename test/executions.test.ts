@@ -198,6 +198,34 @@ describe('runs', () => {
   });
 });
 
+describe('timeline writes that come late', () => {
+  it('a node that ended is not set running again by a late write of the same attempt; a later attempt may', async () => {
+    // A worker whose workflow task timed out while its "running" write waited (on a restarting
+    // database, say) sends that write after the task ran again elsewhere and the node ended.
+    const id = await create({ nodes: [{ id: 'only', type: 'transform', config: { value: 1 } }] });
+    const done = await runAndWait(id);
+    expect(nodeOf(done, 'only')).toMatchObject({ status: 'success', attempts: 1 });
+    const mirror = app.stack.services.executionMirror;
+    const node = { id: 'only', type: 'transform' };
+    await mirror.writeNode(done.id, node, { status: 'running', started_at: new Date(), attempts: 1 });
+    expect(nodeOf(await view(done.id), 'only')).toMatchObject({ status: 'success', attempts: 1, output: 1 });
+
+    // An activity's attempt that failed, then its retry: the retry shows as running.
+    const retried = { id: 'retried', type: 'http_request' };
+    await mirror.writeNode(done.id, retried, {
+      status: 'failed',
+      started_at: new Date(),
+      finished_at: new Date(),
+      attempts: 1,
+      error: { code: 'http_error', message: 'HTTP 502' },
+    });
+    await mirror.writeNode(done.id, retried, { status: 'running', started_at: new Date(), attempts: 1 });
+    expect(nodeOf(await view(done.id), 'retried')).toMatchObject({ status: 'failed', attempts: 1 });
+    await mirror.writeNode(done.id, retried, { status: 'running', started_at: new Date(), attempts: 2 });
+    expect(nodeOf(await view(done.id), 'retried')).toMatchObject({ status: 'running', attempts: 2 });
+  });
+});
+
 describe('the history a run leaves in Temporal', () => {
   it("a one-node HTTP run: the bare activity workflow's 11 events, its first step's and its finish's markers, nothing per node", async () => {
     const id = await create({ nodes: [{ id: 'fetch', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } }] });

@@ -119,9 +119,13 @@ const WRITE_NODE = `insert into execution_nodes (execution_id, node_id, ${NODE_C
          input = coalesce(excluded.input, execution_nodes.input), output = excluded.output, error = excluded.error, reused = false
        -- A node the run's cancel ended stays ended. A node a replay carried over (reused) is only
        -- re-recorded by the replay run's bookkeeping (a delay's end, a child's result): it keeps
-       -- its original entry.
+       -- its original entry. An ended node goes back to running only for a later attempt: a
+       -- "running" write of the same attempt comes late, from a worker that lost its workflow task
+       -- while that write waited (the task ran again elsewhere and the node ended there).
        where execution_nodes.status <> 'cancelled'
-         and not (execution_nodes.reused and execution_nodes.status = excluded.status and excluded.status in ('success', 'failed'))`;
+         and not (execution_nodes.reused and execution_nodes.status = excluded.status and excluded.status in ('success', 'failed'))
+         and not (excluded.status = 'running' and not execution_nodes.reused
+                  and execution_nodes.status in ('success', 'failed', 'skipped') and excluded.attempts <= execution_nodes.attempts)`;
 
 const json = (value: unknown) => (value === undefined ? null : JSON.stringify(value));
 
