@@ -60,10 +60,12 @@ describe('signed licence answers', () => {
   it('signs verify answers over the answer, the key and the fingerprint, with the time of issue', async () => {
     const license = await issueLicense(app, { domain_limit: 2, expires_at: '2031-05-06T09:08:07Z', product_name: 'Signé — “quoted” & more' });
     const s = site('https://signed.example');
+    // The current key is listed first, and is the only current one (the rotation tests of this
+    // file may have run before, leaving retired keys listed after it).
     const keys = await listedKeys();
-    expect(keys).toHaveLength(1);
     const [current] = keys;
-    expect(current).toMatchObject({ alg: 'ed25519', status: 'current', retired_at: null, valid_until: null, endorsement: null });
+    expect(current).toMatchObject({ alg: 'ed25519', status: 'current', retired_at: null, valid_until: null });
+    expect(keys.filter((k) => k.status === 'current')).toEqual([current]);
     expect(keyIdOf(Buffer.from(current!.public_key, 'base64'))).toBe(current!.key_id);
 
     const before = Date.now();
