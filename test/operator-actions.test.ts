@@ -76,6 +76,51 @@ const inFlight = (executionId: number, node: string) =>
       (await app.sql(`select 1 from execution_nodes where execution_id = $1 and node_id = $2 and status = 'running'`, [executionId, node])).length > 0,
   );
 
+/**
+ * A node `hold` calling a target that answers only when the test says (`answer`), for a test to
+ * act while the run waits on it.
+ */
+async function heldCall(label: string) {
+  let answered!: (res: ServerResponse) => void;
+  const asked = new Promise<ServerResponse>((resolve) => (answered = resolve));
+  const url = await servers.start((_req, res) => answered(res));
+  const conn = await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label, cred: `tok-${label}`, extra: { base_url: url } });
+  return {
+    node: { id: 'hold', type: 'http_request', connection_id: conn.body.data.id, config: { method: 'GET', path: '/hold' } },
+    asked,
+    answer: async () => void (await asked).writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'),
+  };
+}
+
+/**
+ * Writes a node's timeline entry in a transaction of the test's own and keeps it open, so the
+ * worker's write of that entry waits, as on a busy database, until `release`.
+ */
+async function lockedEntry(executionId: number, node: { id: string; type: string }) {
+  const db = new pg.Client({ connectionString: app.databaseUrl });
+  await db.connect();
+  await db.query('begin');
+  await db.query(`insert into execution_nodes (execution_id, node_id, node_type, status) values ($1, $2, $3, 'running')`, [executionId, node.id, node.type]);
+  let released = false;
+  return {
+    /** Until a write of the entry waits on the lock. */
+    workerWaits: () =>
+      eventually(
+        async () =>
+          (await app.sql(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%execution_nodes%'`))
+            .length > 0,
+        30_000,
+        `the worker to wait for ${node.id}'s entry`,
+      ),
+    release: async () => {
+      if (released) return;
+      released = true;
+      await db.query('rollback').catch(() => undefined);
+      await db.end();
+    },
+  };
+}
+
 describe('cancel and terminate from the Temporal CLI', () => {
   const longRun = () =>
     create({
@@ -369,16 +414,12 @@ describe('replays through the API', () => {
       databaseUrl: app.databaseUrl,
       env: { TEMPORAL_ADDRESS: proxy.address, SVC_ENCRYPTION_KEY: app.config.SVC_ENCRYPTION_KEY!, SVC_INSTANCE_ID: app.config.SVC_INSTANCE_ID },
     });
-    const db = new pg.Client({ connectionString: app.databaseUrl });
-    await db.connect();
+    let entry: Awaited<ReturnType<typeof lockedEntry>> | undefined;
     try {
-      let answer!: (res: ServerResponse) => void;
-      const asked = new Promise<ServerResponse>((resolve) => (answer = resolve));
-      const url = await servers.start((_req, res) => answer(res));
-      const conn = await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'held', cred: 'tok-held', extra: { base_url: url } });
+      const hold = await heldCall('held');
       const id = await create({
         nodes: [
-          { id: 'hold', type: 'http_request', connection_id: conn.body.data.id, config: { method: 'GET', path: '/hold' } },
+          hold.node,
           { id: 'b', type: 'transform', config: { value: '{{ execution.id }}' } },
           { id: 'check', type: 'condition', config: { expression: false } },
           { id: 'never', type: 'transform', config: { value: 'never' } },
@@ -393,20 +434,13 @@ describe('replays through the API', () => {
       expect(started.status, started.text).toBe(202);
       const run = { executionId: started.body.data.execution_id as number };
       const workflowId = app.stack.services.temporal.executionWorkflowId(run.executionId);
-      const hold = await asked;
+      await hold.asked;
       // The worker is stopped in the last task (b's entry is locked) before the proxy holds its answers.
-      await db.query('begin');
-      await db.query(`insert into execution_nodes (execution_id, node_id, node_type, status) values ($1, 'b', 'transform', 'running')`, [run.executionId]);
-      hold.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
-      await eventually(
-        async () =>
-          (await app.sql(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%execution_nodes%'`))
-            .length > 0,
-        30_000,
-        "the worker to wait for b's entry",
-      );
+      entry = await lockedEntry(run.executionId, { id: 'b', type: 'transform' });
+      await hold.answer();
+      await entry.workerWaits();
       proxy.set('hold');
-      await db.query('rollback');
+      await entry.release();
 
       const original = await settled(run.executionId);
       expect(original.status).toBe('success');
@@ -432,7 +466,7 @@ describe('replays through the API', () => {
       expect((await handle.describe()).status.name).toBe('COMPLETED');
     } finally {
       proxy.set('pass');
-      await db.end();
+      await entry?.release();
       await held.close();
       await proxy.close();
     }
@@ -443,40 +477,23 @@ describe('the record of a run that ended', () => {
   it('says the run ended only together with the nodes it skipped', async () => {
     // A row this test holds in a transaction stalls the write of `never`'s skipped entry, as a
     // busy database would: the record must not say the run ended in the meantime.
-    let answer!: (res: ServerResponse) => void;
-    const asked = new Promise<ServerResponse>((resolve) => (answer = resolve));
-    const url = await servers.start((_req, res) => answer(res));
-    const conn = await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'skip', cred: 'tok-skip', extra: { base_url: url } });
+    const hold = await heldCall('skip');
     const id = await create({
-      nodes: [
-        { id: 'hold', type: 'http_request', connection_id: conn.body.data.id, config: { method: 'GET', path: '/hold' } },
-        { id: 'check', type: 'condition', config: { expression: false } },
-        { id: 'never', type: 'transform', config: { value: 'never' } },
-      ],
+      nodes: [hold.node, { id: 'check', type: 'condition', config: { expression: false } }, { id: 'never', type: 'transform', config: { value: 'never' } }],
       edges: [
         { from: 'hold', to: 'check' },
         { from: 'check', to: 'never', branch: 'true' },
       ],
     });
     const run = await start(id);
-    const hold = await asked;
-    const db = new pg.Client({ connectionString: app.databaseUrl });
-    await db.connect();
+    await hold.asked;
+    const entry = await lockedEntry(run.executionId, { id: 'never', type: 'transform' });
     try {
-      await db.query('begin');
-      await db.query(`insert into execution_nodes (execution_id, node_id, node_type, status) values ($1, 'never', 'transform', 'running')`, [run.executionId]);
-      hold.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
-      await eventually(
-        async () =>
-          (await app.sql(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%execution_nodes%'`))
-            .length > 0,
-        30_000,
-        "the worker to wait for never's entry",
-      );
+      await hold.answer();
+      await entry.workerWaits();
       expect((await view(run.executionId)).status).toBe('running');
-      await db.query('rollback');
     } finally {
-      await db.end();
+      await entry.release();
     }
     const done = await settled(run.executionId);
     expect(done.status).toBe('success');

