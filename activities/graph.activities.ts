@@ -1,11 +1,13 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import {
   LEAN_HISTORY,
+  REFS_HISTORY,
   childWorkflowId,
   type BeganExecution,
   type Graph,
   type GraphNode,
   type NodeError,
+  type OutputRef,
   type RunGraphInput,
   type RunNodeInput,
   type RunNodeOutput,
@@ -27,7 +29,7 @@ import type { TemporalHandle } from '../src/temporal/connection.js';
 import type { WorkflowService } from '../src/workflow-definitions/workflow.service.js';
 import { ForgetfulMap, OldestFirstMap } from './caches.js';
 import { withHeartbeat } from './heartbeat.js';
-import { checkOutputSize, errorOf, invalidConfig, modelUsageOf, toFailure } from './node-outcome.js';
+import { checkOutputSize, errorOf, invalidConfig, jsonBytes, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
 import { CODE } from '../workflows/error-codes.js';
 
@@ -44,7 +46,14 @@ const RUNNING_AFTER_MS = 50;
 export interface GraphActivityPorts {
   config: Pick<
     Config,
-    'SVC_NODE_OUTPUT_LIMIT' | 'SVC_LOCAL_PURE_NODES' | 'SVC_AGENT_PRICES' | 'SVC_RUN_WORKFLOW_MAX_DEPTH' | 'SVC_RUN_WORKFLOW_MAX_CHILD_RUNS'
+    | 'SVC_NODE_OUTPUT_LIMIT'
+    | 'SVC_LOCAL_PURE_NODES'
+    | 'SVC_AGENT_PRICES'
+    | 'SVC_RUN_WORKFLOW_MAX_DEPTH'
+    | 'SVC_RUN_WORKFLOW_MAX_CHILD_RUNS'
+    | 'SVC_HISTORY_INLINE_BYTES'
+    | 'SVC_NODE_CONTEXT_INLINE_BYTES'
+    | 'SVC_RUN_MAX_PARALLEL_NODES'
   >;
   executionMirror: ExecutionMirror;
   workflows: Pick<WorkflowService, 'loadVersion' | 'visibleToAll'>;
@@ -74,6 +83,8 @@ export interface RunResult {
   skipped: { id: string; type: string }[];
   error?: NodeError & { node_id?: string };
   lastOutput?: unknown;
+  /** The last output is in the timeline (too large for history). */
+  lastOutputRef?: OutputRef;
   cancelled?: { id: string; type: string; startedAt: number }[];
 }
 
@@ -83,17 +94,23 @@ export interface NodeEnd {
   output?: unknown;
   error?: NodeError;
   startedAt: number;
+  /** A child run's output kept out of history: it goes in `output.output`, read from the child's timeline. */
+  outputRef?: OutputRef;
+  /** Answer the output by reference when larger than this (workflow code that reads references). */
+  inlineBytes?: number;
 }
 
 /** Every graph activity, by the name Temporal schedules it under: the run's control steps and its nodes. */
 export function graphActivities(services: GraphActivityPorts) {
   const g: GraphWorker = { ports: services, runs: new ForgetfulMap(1_000), versions: new OldestFirstMap(500) };
   const control = {
-    beginExecution: (input: RunGraphInput, runId: string, understands: { history?: number } = {}) => beginExecution(g, input, runId, understands),
+    beginExecution: (input: RunGraphInput, runId: string, understands: { history?: number; refs?: number } = {}) =>
+      beginExecution(g, input, runId, understands),
     finishExecution: (runId: string, result: RunResult) => finishExecution(g, runId, result),
     recordNodeStart: (node: GraphNode, runId: string) => recordNodeStart(g, node, runId),
     recordNodeEnd: (node: GraphNode, runId: string, end: NodeEnd) => recordNodeEnd(g, node, runId, end),
-    prepareChildRun: (node: GraphNode, context: RunNodeInput['context'], runId: string) => prepareChildRun(g, node, context, runId),
+    prepareChildRun: (node: GraphNode, context: RunNodeInput['context'], runId: string, bounds: { inlineBytes?: number } = {}) =>
+      prepareChildRun(g, node, context, runId, bounds),
   };
   const nodes = { runNode: (input: RunNodeInput) => runNode(g, input) };
   return { control, nodes };
@@ -173,8 +190,8 @@ export async function beginExecution(
   g: GraphWorker,
   input: RunGraphInput,
   runId: string,
-  /** What the calling workflow code can read; earlier code asks for nothing (see LEAN_HISTORY). */
-  understands: { history?: number },
+  /** What the calling workflow code can read; earlier code asks for nothing (see LEAN_HISTORY, REFS_HISTORY). */
+  understands: { history?: number; refs?: number },
 ): Promise<BeganExecution> {
   const { workflowId: temporalWorkflowId } = runOf();
   // The record is claimed first: a run that then fails (its definition unreadable through a
@@ -182,13 +199,16 @@ export async function beginExecution(
   let ref = await executionOf(g, temporalWorkflowId, runId);
   const definition = await definitionOf(g, input.workflowId, input.version);
   if (!ref) {
-    // Started by a schedule, a record event or a parent run: nobody prepared a record.
+    // Started by a schedule, a record event or a parent run: nobody prepared a record. A child
+    // whose payload was too large for history takes it from its parent's timeline.
+    const { payloadRef } = input;
+    const payload = payloadRef ? await patiently(() => g.ports.executionMirror.nodeInputPayload(payloadRef.execution, payloadRef.node)) : input.payload;
     await patiently(() =>
       g.ports.executionMirror.insertStarted({
         workflowId: input.workflowId,
         version: definition.version,
         trigger: input.trigger,
-        payload: input.payload,
+        payload,
         temporalWorkflowId,
         runId,
         ...(input.parentExecutionId !== undefined ? { parentExecutionId: input.parentExecutionId } : {}),
@@ -197,7 +217,7 @@ export async function beginExecution(
     ref = await findExecution(g, temporalWorkflowId, runId);
     if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', CODE.execution_not_ready);
   }
-  const { SVC_LOCAL_PURE_NODES } = g.ports.config;
+  const { SVC_LOCAL_PURE_NODES, SVC_HISTORY_INLINE_BYTES, SVC_NODE_CONTEXT_INLINE_BYTES, SVC_RUN_MAX_PARALLEL_NODES } = g.ports.config;
   return {
     executionId: ref.id,
     version: definition.version,
@@ -208,6 +228,10 @@ export async function beginExecution(
     localPureNodes: SVC_LOCAL_PURE_NODES,
     pureTypes: [...nodeTypes.values()].filter((n) => n.pure).map((n) => n.type),
     ...(understands.history === LEAN_HISTORY ? { history: LEAN_HISTORY } : {}),
+    // Granted only to workflow code that asked: earlier code would take a reference for a value.
+    ...(understands.refs === REFS_HISTORY
+      ? { bounds: { inlineBytes: SVC_HISTORY_INLINE_BYTES, contextBytes: SVC_NODE_CONTEXT_INLINE_BYTES, maxRunning: SVC_RUN_MAX_PARALLEL_NODES } }
+      : {}),
   };
 }
 
@@ -229,21 +253,35 @@ export async function recordNodeStart(g: GraphWorker, node: GraphNode, runId: st
   await writeNode(g, ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
 }
 
-/** A node the workflow runs itself (local or pure) ended: its timeline entry and its metrics. */
-export async function recordNodeEnd(g: GraphWorker, node: GraphNode, runId: string, end: NodeEnd): Promise<void> {
+/**
+ * A node the workflow runs itself (a timer, a child run) ended: its timeline entry and its
+ * metrics. Answers, to workflow code that asked with `inlineBytes`, the output's size, or a
+ * reference to the entry when the output is too large to go back through history.
+ */
+export async function recordNodeEnd(g: GraphWorker, node: GraphNode, runId: string, end: NodeEnd): Promise<{ ref?: OutputRef; bytes?: number } | void> {
   const ref = await currentExecution(g, runId);
   const finished = new Date();
   countAttempt(g, node.type, end.status, end.error?.code, finished.getTime() - end.startedAt);
+  let output = end.output;
+  if (end.outputRef) {
+    const child = end.outputRef;
+    const read = await patiently(() => g.ports.executionMirror.readValues(ref.id, [{ execution: child.execution ?? ref.id, node: child.node }], false));
+    output = { ...(output as Record<string, unknown>), output: read.outputs.get(`${child.execution ?? ref.id}:${child.node}`) ?? null };
+  }
   await writeNode(g, ref.id, node, {
     status: end.status,
     started_at: new Date(end.startedAt),
     finished_at: finished,
     duration_ms: finished.getTime() - end.startedAt,
     attempts: 1,
-    input: node.config,
-    output: end.output,
+    // A child node's entry keeps the evaluated input prepareChildRun wrote (its payload may be read by reference).
+    input: node.type === 'run_workflow' && end.inlineBytes !== undefined ? undefined : node.config,
+    output,
     error: end.error,
   });
+  if (end.inlineBytes === undefined || end.status !== 'success') return;
+  const bytes = jsonBytes(output);
+  return bytes > end.inlineBytes ? { ref: { node: node.id, bytes } } : { bytes };
 }
 
 /**
@@ -257,22 +295,56 @@ export async function prepareChildRun(
   node: GraphNode,
   context: RunNodeInput['context'],
   runId: string,
-): Promise<{ workflowId: number; payload: unknown; parentExecutionId: number }> {
+  bounds: { inlineBytes?: number },
+): Promise<{ workflowId: number; payload?: unknown; parentExecutionId: number; payloadRef?: { execution: number; node: string } }> {
   const ref = await currentExecution(g, runId);
   await writeNode(g, ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
   try {
-    const config = (await g.ports.expressions.resolve(node.config, { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
+    const values = await contextValues(g, ref, context);
+    const config = (await g.ports.expressions.resolve(node.config, { ...values, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
       workflow_id: number;
       payload?: unknown;
     };
     const targetId = Number(config.workflow_id);
     await checkChildRun(g, ref, node, config.workflow_id, targetId);
-    return { workflowId: targetId, payload: config.payload ?? null, parentExecutionId: ref.id };
+    const payload = config.payload ?? null;
+    if (bounds.inlineBytes === undefined) return { workflowId: targetId, payload, parentExecutionId: ref.id };
+    // The evaluated input is the node's entry from here on; a payload too large for history is
+    // read from it by the child's first step.
+    checkOutputSize(payload, g.ports.config.SVC_NODE_OUTPUT_LIMIT);
+    await writeNode(g, ref.id, node, { status: 'running', attempts: 1, input: { ...config, payload } });
+    return jsonBytes(payload) > bounds.inlineBytes
+      ? { workflowId: targetId, parentExecutionId: ref.id, payloadRef: { execution: ref.id, node: node.id } }
+      : { workflowId: targetId, payload, parentExecutionId: ref.id };
   } catch (err) {
     const failure = toFailure(err);
     await writeNode(g, ref.id, node, { status: 'failed', finished_at: new Date(), error: errorOf(failure) });
     throw failure;
   }
+}
+
+/**
+ * A node's expression context with the values the workflow passed by reference read back from
+ * the execution's record and timeline. A reference names this run's execution unless it says
+ * otherwise (a child run's output); one that reads nothing is a fault of the run, not the node's.
+ */
+async function contextValues(
+  g: GraphWorker,
+  ref: ExecutionRef,
+  context: RunNodeInput['context'],
+): Promise<{ trigger: unknown; nodes: Record<string, unknown> }> {
+  const { refs } = context;
+  if (!refs) return { trigger: context.trigger, nodes: context.nodes };
+  const wanted = Object.entries(refs.nodes ?? {}).map(([id, r]) => ({ id, execution: r.execution ?? ref.id, node: r.node }));
+  const read = await patiently(() => g.ports.executionMirror.readValues(ref.id, wanted, refs.trigger === true));
+  const nodes = { ...context.nodes };
+  for (const w of wanted) {
+    const key = `${w.execution}:${w.node}`;
+    if (!read.outputs.has(key))
+      throw ApplicationFailure.retryable(`The output of node ${w.node} is not in execution ${w.execution}'s timeline yet`, CODE.execution_not_ready);
+    nodes[w.id] = read.outputs.get(key);
+  }
+  return { trigger: refs.trigger ? (read.trigger ?? null) : context.trigger, nodes };
 }
 
 /** The child run's limits and its target's visibility; claims the child's place in the tree's count. */
@@ -316,7 +388,7 @@ interface NodeAttempt {
 }
 
 /** Runs one node: evaluates its expressions, runs the type's implementation, records the result. */
-export async function runNode(g: GraphWorker, { node, context }: RunNodeInput): Promise<RunNodeOutput> {
+export async function runNode(g: GraphWorker, { node, context, inlineBytes }: RunNodeInput): Promise<RunNodeOutput> {
   const activity = Context.current();
   const run = async () => {
     const started = Date.now();
@@ -326,7 +398,12 @@ export async function runNode(g: GraphWorker, { node, context }: RunNodeInput): 
     try {
       const result = await executeNode(g, attempt, context);
       await recordNodeSuccess(g, attempt, result, shown.settle);
-      return result;
+      if (inlineBytes === undefined) return { output: result.output, ...(result.branch !== undefined ? { branch: result.branch } : {}) };
+      // Written to the timeline above: a large output goes back to the workflow as a reference to it.
+      const branch = result.branch !== undefined ? { branch: result.branch } : {};
+      return result.bytes! > inlineBytes
+        ? { ref: { node: node.id, bytes: result.bytes! }, ...branch }
+        : { output: result.output, bytes: result.bytes!, ...branch };
     } catch (err) {
       throw await recordNodeFailure(g, attempt, err, shown.settle);
     } finally {
@@ -366,7 +443,7 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
   const activity = Context.current();
   const type = nodeTypes.get(node.type);
   if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, CODE.validation_failed);
-  const expressionContext: ExpressionContext = { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } };
+  const expressionContext: ExpressionContext = { ...(await contextValues(g, ref, context)), execution: { id: ref.id, workflow_id: ref.workflowId } };
   attempt.input = await g.ports.expressions.resolve(node.config, expressionContext);
   const parsed = (type.resolvedSchema ?? type.configSchema).safeParse(attempt.input);
   if (!parsed.success) throw invalidConfig(parsed.error.issues);
@@ -388,8 +465,7 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
     heartbeat: (details) => activity.heartbeat(details),
     actor: () => actorOf(g, ref),
   });
-  checkOutputSize(result.output, g.ports.config.SVC_NODE_OUTPUT_LIMIT);
-  return result;
+  return { ...result, bytes: checkOutputSize(result.output, g.ports.config.SVC_NODE_OUTPUT_LIMIT) };
 }
 
 /** The node succeeded: its metrics and its timeline entry. */

@@ -45,12 +45,16 @@ export function invalidConfig(issues: { path: PropertyKey[]; message: string }[]
   return ApplicationFailure.nonRetryable(`Configuration after evaluating expressions is invalid: ${detail}`, CODE.validation_failed);
 }
 
-/** Refuses a node output over `limit` bytes of JSON (SVC_NODE_OUTPUT_LIMIT): the history would carry it. */
-export function checkOutputSize(output: unknown, limit: number): void {
-  const size = Buffer.byteLength(JSON.stringify(output ?? null));
+/** JSON size of a value as it is stored and sent. */
+export const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value ?? null));
+
+/** Refuses a node output over `limit` bytes of JSON (SVC_NODE_OUTPUT_LIMIT); answers its size. */
+export function checkOutputSize(output: unknown, limit: number): number {
+  const size = jsonBytes(output);
   if (size > limit) {
     throw ApplicationFailure.nonRetryable(`Node output is ${size} bytes, over the limit of ${limit} (SVC_NODE_OUTPUT_LIMIT)`, CODE.output_too_large);
   }
+  return size;
 }
 
 /** The model usage an llm_prompt node reports in its output, to be counted in the metrics. */

@@ -185,6 +185,31 @@ const schema = z.object({
   /** Largest output a workflow node may produce; a larger one fails the node with `output_too_large`. */
   SVC_NODE_OUTPUT_LIMIT: byteSize.default(512 * 1024),
   /**
+   * A node output or trigger payload larger than this stays out of Temporal's history: it is kept
+   * in the execution's timeline and passed by reference. With the two below it bounds what one
+   * workflow task carries (at most 32 x (32 KiB + 32 KiB) = 2 MiB, under gRPC's 4 MiB), whatever
+   * the payload and the outputs.
+   */
+  SVC_HISTORY_INLINE_BYTES: byteSize
+    .pipe(
+      z
+        .number()
+        .min(1024)
+        .max(32 * 1024),
+    )
+    .default(16 * 1024),
+  /** Inline context one node is given at most (the outputs it reads and the payload); the rest by reference. */
+  SVC_NODE_CONTEXT_INLINE_BYTES: byteSize
+    .pipe(
+      z
+        .number()
+        .min(1024)
+        .max(32 * 1024),
+    )
+    .default(32 * 1024),
+  /** Nodes of one run in flight at once; more ready nodes wait their turn (a loop over items has its own concurrency). */
+  SVC_RUN_MAX_PARALLEL_NODES: z.coerce.number().int().min(1).max(32).default(32),
+  /**
    * How long an Idempotency-Key of run, replay or webhook is remembered, in hours (at least 24):
    * a retried call with the same key within it returns the first call's execution.
    */

@@ -189,7 +189,15 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
   const connections = new ConnectionService(sql, keys, egress);
   const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror, { connections, entities, acting });
-  const executions = new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS, metrics);
+  const executions = new ExecutionService(
+    sql,
+    executionMirror,
+    temporal,
+    workflows,
+    config.SVC_IDEMPOTENCY_TTL_HOURS,
+    metrics,
+    config.SVC_HISTORY_INLINE_BYTES,
+  );
   const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
   return {
     ...platform,

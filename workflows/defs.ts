@@ -44,8 +44,20 @@ export interface RunGraphInput {
   version?: number;
   payload: unknown;
   trigger: 'manual' | 'webhook' | 'schedule' | 'record' | 'replay' | 'child';
+  /**
+   * A run_workflow child whose payload is too large for history: the payload is the `payload` of
+   * the calling node's evaluated input in the parent's timeline (`payload` is then null).
+   */
+  payloadRef?: { execution: number; node: string };
+  /** The payload was too large for history: it is the trigger payload of the run's prepared record (`payload` is then null). */
+  payloadInRecord?: true;
   /** Replay with from_node_id and a payload: outputs of upstream nodes reused, not re-run. */
   seed?: Record<string, unknown>;
+  /**
+   * Reused outputs too large to travel in the run's input: each is read from the new execution's
+   * own timeline (the replay copies the entries there), and counts as finished on `branch`.
+   */
+  seedRefs?: Record<string, { branch?: string }>;
   startAt?: string;
   /** Execution being replayed, for the replay_of link. */
   replayOf?: number;
@@ -78,6 +90,42 @@ export interface BeganExecution {
    * every node's start and finish, behind the `node-finished-memo` patch.
    */
   history?: typeof LEAN_HISTORY;
+  /**
+   * The bounds that keep every workflow task of the run under Temporal's limits (REFS_HISTORY).
+   * Absent in answers to workflow code that did not ask for them: those runs pass every value
+   * inline and start every ready node at once, as they always did.
+   */
+  bounds?: RunBounds;
+}
+
+/**
+ * How a run keeps each workflow task under Temporal's limits (4 MiB a message) whatever its
+ * payload and node outputs: a value larger than `inlineBytes` never travels in history (the
+ * activity that made it keeps it in the execution's timeline and answers a reference); a node's
+ * inline context is at most `contextBytes` (the rest goes by reference); at most `maxRunning` of
+ * the run's nodes are in flight at once. What one task carries is then bounded by
+ * maxRunning x (contextBytes + inlineBytes) plus the node definitions, whatever the run does.
+ */
+export interface RunBounds {
+  inlineBytes: number;
+  contextBytes: number;
+  maxRunning: number;
+}
+
+/** What workflow code asks of beginExecution: it reads bounds and passes large values by reference. */
+export const REFS_HISTORY = 1;
+
+/**
+ * A node output kept out of Temporal's history: the timeline entry of `node` in `execution` (the
+ * current run's own execution when absent) holds the value. Only activities create references,
+ * and they travel beside values, never inside them, so no value a user's expression builds can
+ * pose as one.
+ */
+export interface OutputRef {
+  node: string;
+  execution?: number;
+  /** JSON size of the value referred to. */
+  bytes: number;
 }
 
 /**
@@ -112,19 +160,39 @@ export interface RunGraphResult {
   status: Exclude<ExecutionStatus, 'running'>;
   /** Output of the node that finished last (webhook `respond: "last_node"`). */
   lastOutput?: unknown;
+  /** Instead of lastOutput when that output is too large for history: read it from the execution record. */
+  lastOutputRef?: OutputRef;
   error?: NodeError & { node_id?: string };
 }
 
 export interface RunNodeInput {
   node: GraphNode;
   /** Expression context: trigger payload and outputs of the nodes that ran before. */
-  context: { trigger: unknown; nodes: Record<string, unknown> };
+  context: NodeContext;
+  /** Answer an output larger than this many bytes of JSON by reference (workflow code that reads references sets it). */
+  inlineBytes?: number;
+}
+
+/**
+ * What a node's expressions see, as the workflow passes it: values inline, and under `refs` the
+ * ones kept out of history (the trigger payload of this run's execution, outputs by reference),
+ * which the activity reads from PostgreSQL before it evaluates anything.
+ */
+export interface NodeContext {
+  trigger: unknown;
+  nodes: Record<string, unknown>;
+  refs?: { trigger?: true; nodes?: Record<string, OutputRef> };
 }
 
 export interface RunNodeOutput {
-  output: unknown;
+  /** Absent when `ref` is set. */
+  output?: unknown;
   /** For branching nodes: the branch taken. */
   branch?: string;
+  /** The output is in the timeline, too large for history (only when the input asked with inlineBytes). */
+  ref?: OutputRef;
+  /** JSON size of the output, when the activity measured it. */
+  bytes?: number;
 }
 
 /**

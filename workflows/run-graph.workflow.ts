@@ -16,6 +16,7 @@ import {
 import type { ControlActivities, NodeActivities } from '../activities/index.js';
 import {
   LEAN_HISTORY,
+  REFS_HISTORY,
   NODE_FINISHED_MEMO,
   NODE_FINISHED_MEMO_PATCH,
   NODE_HISTORY_MEMO,
@@ -34,7 +35,7 @@ import {
   type RunNodeOutput,
 } from './defs.js';
 import { GraphState } from './graph.js';
-import { contextFor } from './references.js';
+import { RunValues } from './run-values.js';
 import { CODE } from './error-codes.js';
 import { notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
 
@@ -84,8 +85,8 @@ interface Run {
   lean: boolean;
   nodes: Map<string, GraphNode>;
   state: GraphState;
-  outputs: Record<string, unknown>;
-  lastOutput: unknown;
+  /** The trigger payload and the nodes' outputs, inline or by reference. */
+  values: RunValues;
   failure: RunGraphResult['error'];
   partial: boolean;
   cancelled: unknown;
@@ -98,7 +99,7 @@ interface Run {
 async function beginRun(input: RunGraphInput): Promise<Run> {
   // Bookkeeping runs as local activities: no task round trip through the server for each.
   // The answer says how this run marks its nodes; it is in the history, so a replay reads it back.
-  const began = await localControl.beginExecution(input, workflowInfo().runId, { history: LEAN_HISTORY });
+  const began = await localControl.beginExecution(input, workflowInfo().runId, { history: LEAN_HISTORY, refs: REFS_HISTORY });
   const { graph } = began;
   const run: Run = {
     input,
@@ -106,15 +107,14 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
     lean: began.history === LEAN_HISTORY,
     nodes: new Map(graph.nodes.map((n) => [n.id, n])),
     state: new GraphState(graph),
-    outputs: {},
-    lastOutput: undefined,
+    values: new RunValues(input.payload, began.bounds, input.payloadRef !== undefined || input.payloadInRecord === true),
     failure: undefined,
     partial: false,
     cancelled: undefined,
     startedAt: new Map(),
     interrupted: [],
   };
-  seedRun(run.state, run.outputs, input.seed);
+  seedRun(run.state, run.values, input.seed, input.seedRefs);
   return run;
 }
 
@@ -131,7 +131,7 @@ async function runTimer(run: Run, node: GraphNode): Promise<RunNodeOutput> {
 /** A sub-workflow node: a child run of the referenced workflow, its outcome recorded as the node's. */
 async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   const startedAt = Date.now();
-  const child = await control.prepareChildRun(node, { trigger: run.input.payload, nodes: contextFor(node, run.outputs) }, workflowInfo().runId);
+  const child = await control.prepareChildRun(node, run.values.contextFor(node), workflowInfo().runId, boundsOf(run));
   try {
     const result = await executeChild(RUN_GRAPH_WORKFLOW, {
       workflowId: childWorkflowId(workflowInfo().workflowId, node.id),
@@ -139,16 +139,25 @@ async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
       args: [
         {
           workflowId: child.workflowId,
-          payload: child.payload,
+          payload: child.payload ?? null,
           trigger: 'child',
           ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
+          ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
         } satisfies RunGraphInput,
       ],
     });
     const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
     if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
-    await localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'success', output, startedAt });
-    return { output };
+    // A child's large output stays out of this run's history too: the activity copies it into
+    // this node's entry and answers a reference.
+    const kept = await localControl.recordNodeEnd(node, workflowInfo().runId, {
+      status: 'success',
+      output,
+      startedAt,
+      ...(result.lastOutputRef ? { outputRef: { ...result.lastOutputRef, execution: result.lastOutputRef.execution ?? result.executionId } } : {}),
+      ...boundsOf(run),
+    });
+    return kept?.ref ? { ref: kept.ref } : { output, ...(kept?.bytes !== undefined ? { bytes: kept.bytes } : {}) };
   } catch (err) {
     if (!isCancellation(err)) await localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'failed', error: nodeErrorOf(err), startedAt });
     throw err;
@@ -159,8 +168,11 @@ async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
 async function runActivity(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   const { activityId: _id, heartbeatTimeout: _hb, ...localOptions } = activityOptions(node);
   const activities = runsLocally(run, node) ? proxyLocalActivities<NodeActivities>(localOptions) : proxyActivities<NodeActivities>(activityOptions(node));
-  return activities.runNode({ node, context: { trigger: run.input.payload, nodes: contextFor(node, run.outputs) } });
+  return activities.runNode({ node, context: run.values.contextFor(node), ...boundsOf(run) });
 }
+
+/** What a run that keeps large values out of history asks of activities that answer a value. */
+const boundsOf = (run: Run): { inlineBytes?: number } => (run.began.bounds ? { inlineBytes: run.began.bounds.inlineBytes } : {});
 
 /**
  * Runs one node the way its type runs. Not async itself: each way's promise is the one the caller
@@ -200,8 +212,7 @@ async function runOne(run: Run, id: string): Promise<void> {
   run.startedAt.set(id, Date.now());
   try {
     const result = await runNode(run, node);
-    run.outputs[id] = result.output;
-    run.lastOutput = result.output;
+    run.values.set(id, result);
     run.state.complete(id, result.branch);
     markFinished(run, node);
   } catch (err) {
@@ -214,7 +225,7 @@ async function runOne(run: Run, id: string): Promise<void> {
     const error = nodeErrorOf(err);
     if (node.on_error === 'continue') {
       run.partial = true;
-      run.outputs[id] = { error };
+      run.values.set(id, { output: { error } }, { last: false, kept: false });
       run.state.complete(id);
     } else {
       run.failure ??= { ...error, node_id: id };
@@ -222,16 +233,25 @@ async function runOne(run: Run, id: string): Promise<void> {
   }
 }
 
-/** Starts every node as soon as it is ready, until none runs and none is ready (or the run failed or was cancelled). */
+/**
+ * Starts every node as soon as it is ready, until none runs and none is ready (or the run failed
+ * or was cancelled). A run with bounds keeps at most `maxRunning` nodes in flight; the others
+ * wait in the order they became ready.
+ */
 async function runAll(run: Run): Promise<void> {
   const running = new Map<string, Promise<void>>();
+  const waiting: string[] = [];
+  const limit = run.began.bounds?.maxRunning ?? Infinity;
   for (;;) {
     if (!run.failure && !run.cancelled) {
-      for (const id of run.state.ready())
+      waiting.push(...run.state.ready());
+      while (waiting.length && running.size < limit) {
+        const id = waiting.shift()!;
         running.set(
           id,
           runOne(run, id).finally(() => running.delete(id)),
         );
+      }
     }
     if (running.size === 0) break;
     await Promise.race(running.values());
@@ -240,7 +260,8 @@ async function runAll(run: Run): Promise<void> {
 
 /** Writes the run's outcome to its execution record and answers it (a cancelled run ends cancelled). */
 async function finishRun(run: Run): Promise<RunGraphResult> {
-  const { failure, cancelled, lastOutput, interrupted } = run;
+  const { failure, cancelled, interrupted } = run;
+  const { lastOutput, lastOutputRef } = run.values.lastOutput();
   const status = runStatus(run);
   const notRun = notRunNodes(run.state, run.nodes, Boolean(failure || cancelled));
   // The record this run writes to: after a reset (from the API or by an operator in the Temporal
@@ -251,15 +272,18 @@ async function finishRun(run: Run): Promise<RunGraphResult> {
       skipped: notRun,
       ...(failure ? { error: failure } : {}),
       lastOutput,
+      ...(lastOutputRef ? { lastOutputRef } : {}),
       ...(interrupted.length ? { cancelled: interrupted } : {}),
     }),
   );
   if (cancelled) throw cancelled;
+  // Runs recorded before finishExecution answered with the id have only beginExecution's.
+  const executionId = finished?.executionId ?? run.began.executionId;
   return {
-    // Runs recorded before finishExecution answered with the id have only beginExecution's.
-    executionId: finished?.executionId ?? run.began.executionId,
+    executionId,
     status,
     ...(lastOutput !== undefined ? { lastOutput } : {}),
+    ...(lastOutputRef ? { lastOutputRef: { ...lastOutputRef, execution: lastOutputRef.execution ?? executionId } } : {}),
     ...(failure ? { error: failure } : {}),
   };
 }

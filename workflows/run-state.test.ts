@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Graph, GraphNode } from './defs.js';
 import { GraphState } from './graph.js';
 import { notRunNodes, runStatus, seedRun } from './run-state.js';
+import { RunValues } from './run-values.js';
 
 // start -> check -(true)-> yes, check -(false)-> no; yes -> end
 const graph: Graph = {
@@ -24,26 +25,26 @@ const nodes = new Map<string, GraphNode>(graph.nodes.map((n) => [n.id, n]));
 describe('seedRun', () => {
   it('counts seeded nodes as finished, on the branch a condition’s result names', () => {
     const state = new GraphState(graph);
-    const outputs: Record<string, unknown> = {};
-    seedRun(state, outputs, { start: { value: 1 }, check: { result: true } });
-    expect(outputs).toEqual({ start: { value: 1 }, check: { result: true } });
+    const values = new RunValues(null, undefined);
+    seedRun(state, values, { start: { value: 1 }, check: { result: true } });
+    expect(values.inline()).toEqual({ start: { value: 1 }, check: { result: true } });
     expect(state.ready()).toEqual(['yes']);
     expect(state.skippedNodes()).toEqual(['no']);
   });
 
   it('prefers an output’s `branch` to its `result`, and takes null outputs as finished without a branch', () => {
     const state = new GraphState(graph);
-    const outputs: Record<string, unknown> = {};
-    seedRun(state, outputs, { start: null, check: { branch: 'false', result: true } });
-    expect(outputs).toEqual({ start: null, check: { branch: 'false', result: true } });
+    const values = new RunValues(null, undefined);
+    seedRun(state, values, { start: null, check: { branch: 'false', result: true } });
+    expect(values.inline()).toEqual({ start: null, check: { branch: 'false', result: true } });
     expect(state.ready()).toEqual(['no']);
   });
 
   it('leaves a run without a seed as it was', () => {
     const state = new GraphState(graph);
-    const outputs: Record<string, unknown> = {};
-    seedRun(state, outputs, undefined);
-    expect(outputs).toEqual({});
+    const values = new RunValues(null, undefined);
+    seedRun(state, values, undefined);
+    expect(values.inline()).toEqual({});
     expect(state.ready()).toEqual(['start']);
   });
 });

@@ -433,6 +433,42 @@ export class ExecutionMirror {
     });
   }
 
+  /**
+   * Values a run keeps out of Temporal's history, for the activity that needs them: the outputs of
+   * timeline entries (`[execution, node]` pairs) and, when asked, the trigger payload of `executionId`.
+   * An entry that is missing reads as undefined (the caller refuses it).
+   */
+  async readValues(
+    executionId: number,
+    outputs: { execution: number; node: string }[],
+    trigger: boolean,
+  ): Promise<{ outputs: Map<string, unknown>; trigger: unknown }> {
+    const found = new Map<string, unknown>();
+    if (outputs.length) {
+      const rows = await this.sql.query<{ execution_id: string; node_id: string; output: unknown }>(
+        `select n.execution_id, n.node_id, n.output from execution_nodes n
+           join unnest(?::bigint[], ?::varchar[]) as want(execution_id, node_id) using (execution_id, node_id)`,
+        [outputs.map((o) => o.execution), outputs.map((o) => o.node)],
+      );
+      for (const r of rows) found.set(`${r.execution_id}:${r.node_id}`, r.output);
+    }
+    let payload: unknown;
+    if (trigger) {
+      const [row] = await this.sql.query<{ trigger_payload: unknown }>('select trigger_payload from executions where id = ?', [executionId]);
+      payload = row?.trigger_payload;
+    }
+    return { outputs: found, trigger: payload };
+  }
+
+  /** The `payload` of a node's evaluated input (a run_workflow node's payload for its child). */
+  async nodeInputPayload(executionId: number, nodeId: string): Promise<unknown> {
+    const [row] = await this.sql.query<{ payload: unknown }>(`select input->'payload' as payload from execution_nodes where execution_id = ? and node_id = ?`, [
+      executionId,
+      nodeId,
+    ]);
+    return row?.payload;
+  }
+
   /** Writes a node's timeline entry (first write inserts, later ones update). */
   async writeNode(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry): Promise<void> {
     // An entry is always for at least one attempt (the column is required even when the write only
@@ -461,6 +497,8 @@ export class ExecutionMirror {
       status: string;
       error?: unknown;
       lastOutput?: unknown;
+      /** The last output is the output of this node's entry (too large to pass through history). */
+      lastOutputRef?: { node: string; execution?: number };
       skipped?: { id: string; type: string }[];
       cancelled?: { id: string; type: string; startedAt: number }[];
     },
@@ -469,13 +507,16 @@ export class ExecutionMirror {
       await markCancelled(tx, executionId, result.cancelled ?? []);
       await markSkipped(tx, executionId, result.skipped ?? []);
       const [row] = await tx.query<{ was: string; seconds: number }>(
-        `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?, last_output = ?
+        `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?,
+                last_output = coalesce(?::jsonb, (select output from execution_nodes where execution_id = ? and node_id = ?))
            from (select status as was from executions where id = ? for no key update) before
           where e.id = ? returning before.was, extract(epoch from e.finished_at - e.started_at)::float8 as seconds`,
         [
           result.status,
           result.error ? JSON.stringify(result.error) : null,
           result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput),
+          result.lastOutputRef?.execution ?? executionId,
+          result.lastOutputRef?.node ?? null,
           executionId,
           executionId,
         ],

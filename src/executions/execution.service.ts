@@ -11,7 +11,7 @@ import type { Idempotency } from './idempotency.js';
 import { findIdempotencyKey, forgetIdempotencyKey, lockIdempotencyKey, purgeIdempotencyKeys, rememberIdempotencyKey } from './idempotency.store.js';
 import type { Metrics } from '../platform/metrics.js';
 import { findResetPoint } from './reset-point.js';
-import { replayMode, replaySeed, resetPointFailure } from './replay.js';
+import { replayMode, replaySeed, resetPointFailure, splitSeed } from './replay.js';
 import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
 import { CODE } from '../../workflows/error-codes.js';
 
@@ -71,6 +71,8 @@ export class ExecutionService {
     /** SVC_IDEMPOTENCY_TTL_HOURS */
     private readonly idempotencyTtlHours = 24,
     private readonly metrics?: Pick<Metrics, 'replays'>,
+    /** SVC_HISTORY_INLINE_BYTES: a reused output larger than this goes to the run by reference. */
+    private readonly inlineBytes = 16 * 1024,
   ) {}
 
   private summary(r: ExecutionRow) {
@@ -105,7 +107,14 @@ export class ExecutionService {
   ): Promise<Started> {
     if (workflow.status === 'archived') throw conflict('workflow_archived', 'The workflow is archived; restore it to run it');
     const version = input.version ?? workflow.version;
-    const runInput = { ...input, workflowId: workflow.id, version } satisfies RunGraphInput;
+    // A payload too large for Temporal's history stays in the record alone; the run reads it from there.
+    const stored = Buffer.byteLength(JSON.stringify(input.payload ?? null)) > this.inlineBytes;
+    const runInput = {
+      ...input,
+      workflowId: workflow.id,
+      version,
+      ...(stored ? { payload: null, payloadInRecord: true as const } : {}),
+    } satisfies RunGraphInput;
     const prepared = await this.prepare(
       workflow.id,
       idempotency,
@@ -247,7 +256,10 @@ export class ExecutionService {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), timeoutMs)));
     try {
-      return await Promise.race([handle.result() as Promise<RunGraphResult>, timeout]).catch(() => undefined);
+      const result = await Promise.race([handle.result() as Promise<RunGraphResult>, timeout]).catch(() => undefined);
+      // An output too large for Temporal's history is read from the record the run wrote it to.
+      if (result?.lastOutputRef) return { ...result, lastOutput: (await this.mirror.get(result.executionId))?.last_output ?? null };
+      return result;
     } finally {
       clearTimeout(timer);
     }
@@ -404,7 +416,14 @@ export class ExecutionService {
     const seed = replaySeed(await this.mirror.timeline(Number(original.id)), ancestors(graph, fromNode), original.id);
     return this.start(
       workflow,
-      { payload, trigger: 'replay', replayOf: Number(original.id), version: original.workflow_version, seed, startAt: fromNode },
+      {
+        payload,
+        trigger: 'replay',
+        replayOf: Number(original.id),
+        version: original.workflow_version,
+        ...splitSeed(seed, this.inlineBytes),
+        startAt: fromNode,
+      },
       principal.id,
       idempotency,
       { from: Number(original.id), nodeIds: Object.keys(seed) },

@@ -5,6 +5,7 @@ import { conflict } from '../platform/errors.js';
 import { temporalFailure } from '../temporal/connection.js';
 import type { TimelineRow } from './execution.mirror.js';
 import { RunStillOpen } from './reset-point.js';
+import { branchOf } from '../../workflows/run-state.js';
 
 /** What a replay request asks for: the whole run again, a rerun from a node seeded with recorded outputs, or a Temporal reset. */
 export type ReplayMode = 'rerun' | 'rerun_seeded' | 'reset';
@@ -48,4 +49,26 @@ export function resetPointFailure(err: unknown, executionId: number | string): u
     'node_not_run',
     `Temporal no longer has the history of execution ${executionId} (past the namespace's retention); replay it with with_payload instead`,
   );
+}
+
+/**
+ * A replay's reused outputs as the run's input carries them: small ones inline (`seed`), larger
+ * ones by reference to the new execution's timeline, where the replay copies them (`seedRefs`,
+ * with the branch each was finished on, which the run cannot read from a value it does not hold).
+ */
+export function splitSeed(
+  seed: Record<string, unknown>,
+  inlineBytes: number,
+): { seed: Record<string, unknown>; seedRefs?: Record<string, { branch?: string }> } {
+  const inline: Record<string, unknown> = {};
+  const refs: Record<string, { branch?: string }> = {};
+  for (const [id, output] of Object.entries(seed)) {
+    if (Buffer.byteLength(JSON.stringify(output ?? null)) <= inlineBytes) {
+      inline[id] = output;
+      continue;
+    }
+    const branch = branchOf(output);
+    refs[id] = branch === undefined ? {} : { branch };
+  }
+  return Object.keys(refs).length ? { seed: inline, seedRefs: refs } : { seed: inline };
 }

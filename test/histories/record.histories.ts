@@ -204,6 +204,23 @@ it('records a graph run with every node kind, pure nodes as regular activities',
   await save('graph-every-node-regular', regular, [execution.temporal.workflow_id, `${execution.temporal.workflow_id}-sub`]);
 });
 
+it('records values kept out of history: large outputs, a large payload, a child with both, more ready nodes than may run at once', async () => {
+  const child = await create(app, { nodes: [{ id: 'echo', type: 'transform', config: { value: { got: '{{ $length(trigger.blob) }}', again: '{{ trigger.blob }}' } } }] });
+  const wide = Array.from({ length: 40 }, (_, i) => `w${i}`);
+  const id = await create(app, {
+    nodes: [
+      { id: 'make', type: 'transform', config: { value: `{{ $pad('', 100000, 'p') }}` } },
+      ...wide.map((w) => ({ id: w, type: 'transform', config: { value: `{{ $length(nodes.make) + ${w.slice(1)} }}` } })),
+      { id: 'call', type: 'run_workflow', config: { workflow_id: child, payload: { blob: '{{ nodes.make }}' } } },
+      { id: 'last', type: 'transform', config: { value: { back: '{{ $length(nodes.call.output.again) }}', big: '{{ nodes.make }}', payload: '{{ $length(trigger.text) }}' } } },
+    ],
+    edges: [...wide.map((w) => ({ from: 'make', to: w })), { from: 'make', to: 'call' }, ...wide.map((w) => ({ from: w, to: 'last' })), { from: 'call', to: 'last' }],
+  });
+  const execution = await run(app, id, { text: 'x'.repeat(50_000) });
+  expect(execution.status).toBe('success');
+  await save('graph-large-values', app, [execution.temporal.workflow_id, `${execution.temporal.workflow_id}-call`]);
+});
+
 it('records a failed run, both replays of it, a cancelled run and a terminated run', async () => {
   const http = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'target2', cred: 'tok-history', extra: { base_url: target.url } })).body.data.id;
   const failing = await create(app, {
