@@ -35,6 +35,7 @@ import {
   type RunNodeOutput,
 } from './defs.js';
 import { GraphState } from './graph.js';
+import { LocalGate } from './local-gate.js';
 import { RunValues } from './run-values.js';
 import { CODE } from './error-codes.js';
 import { notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
@@ -87,6 +88,11 @@ interface Run {
   state: GraphState;
   /** The trigger payload and the nodes' outputs, inline or by reference. */
   values: RunValues;
+  /**
+   * Orders the results of parallel local activities the same way live and on replay. Runs begun
+   * before it (their first step granted no bounds) await each result as they always did.
+   */
+  gate?: LocalGate;
   failure: RunGraphResult['error'];
   partial: boolean;
   cancelled: unknown;
@@ -108,6 +114,7 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
     nodes: new Map(graph.nodes.map((n) => [n.id, n])),
     state: new GraphState(graph),
     values: new RunValues(input.payload, began.bounds, input.payloadRef !== undefined || input.payloadInRecord === true),
+    ...(began.bounds ? { gate: new LocalGate() } : {}),
     failure: undefined,
     partial: false,
     cancelled: undefined,
@@ -121,45 +128,50 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
 /** A delay node: a durable timer between its recorded start and end. */
 async function runTimer(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   const startedAt = Date.now();
-  await localControl.recordNodeStart(node, workflowInfo().runId);
-  await sleep(Number(node.config.duration_ms));
+  await local(run, () => localControl.recordNodeStart(node, workflowInfo().runId));
+  await other(run, () => sleep(Number(node.config.duration_ms)));
   const output = { waited_ms: Number(node.config.duration_ms) };
-  await localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'success', output, startedAt });
+  await local(run, () => localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'success', output, startedAt }));
   return { output };
 }
 
 /** A sub-workflow node: a child run of the referenced workflow, its outcome recorded as the node's. */
 async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   const startedAt = Date.now();
-  const child = await control.prepareChildRun(node, run.values.contextFor(node), workflowInfo().runId, boundsOf(run));
+  const child = await other(run, () => control.prepareChildRun(node, run.values.contextFor(node), workflowInfo().runId, boundsOf(run)));
   try {
-    const result = await executeChild(RUN_GRAPH_WORKFLOW, {
-      workflowId: childWorkflowId(workflowInfo().workflowId, node.id),
-      // Answers recorded before children knew their parent carry no parentExecutionId.
-      args: [
-        {
-          workflowId: child.workflowId,
-          payload: child.payload ?? null,
-          trigger: 'child',
-          ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
-          ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
-        } satisfies RunGraphInput,
-      ],
-    });
+    const result = await other(run, () =>
+      executeChild(RUN_GRAPH_WORKFLOW, {
+        workflowId: childWorkflowId(workflowInfo().workflowId, node.id),
+        // Answers recorded before children knew their parent carry no parentExecutionId.
+        args: [
+          {
+            workflowId: child.workflowId,
+            payload: child.payload ?? null,
+            trigger: 'child',
+            ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
+            ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
+          } satisfies RunGraphInput,
+        ],
+      }),
+    );
     const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
     if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
     // A child's large output stays out of this run's history too: the activity copies it into
     // this node's entry and answers a reference.
-    const kept = await localControl.recordNodeEnd(node, workflowInfo().runId, {
-      status: 'success',
-      output,
-      startedAt,
-      ...(result.lastOutputRef ? { outputRef: { ...result.lastOutputRef, execution: result.lastOutputRef.execution ?? result.executionId } } : {}),
-      ...boundsOf(run),
-    });
+    const kept = await local(run, () =>
+      localControl.recordNodeEnd(node, workflowInfo().runId, {
+        status: 'success',
+        output,
+        startedAt,
+        ...(result.lastOutputRef ? { outputRef: { ...result.lastOutputRef, execution: result.lastOutputRef.execution ?? result.executionId } } : {}),
+        ...boundsOf(run),
+      }),
+    );
     return kept?.ref ? { ref: kept.ref } : { output, ...(kept?.bytes !== undefined ? { bytes: kept.bytes } : {}) };
   } catch (err) {
-    if (!isCancellation(err)) await localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'failed', error: nodeErrorOf(err), startedAt });
+    if (!isCancellation(err))
+      await local(run, () => localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'failed', error: nodeErrorOf(err), startedAt }));
     throw err;
   }
 }
@@ -167,9 +179,15 @@ async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
 /** Any other node: one activity, local for the node types the run was told to run locally. */
 async function runActivity(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   const { activityId: _id, heartbeatTimeout: _hb, ...localOptions } = activityOptions(node);
-  const activities = runsLocally(run, node) ? proxyLocalActivities<NodeActivities>(localOptions) : proxyActivities<NodeActivities>(activityOptions(node));
-  return activities.runNode({ node, context: run.values.contextFor(node), ...boundsOf(run) });
+  const input = { node, context: run.values.contextFor(node), ...boundsOf(run) };
+  if (runsLocally(run, node)) return local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input));
+  return other(run, () => proxyActivities<NodeActivities>(activityOptions(node)).runNode(input));
 }
+
+/** A local activity of the run, through its gate when it has one (see LocalGate). */
+const local = <T>(run: Run, start: () => Promise<T>): Promise<T> => (run.gate ? run.gate.local(start) : start());
+/** Any other await of a node (an activity, a child, a timer), through the run's gate when it has one. */
+const other = <T>(run: Run, start: () => Promise<T>): Promise<T> => (run.gate ? run.gate.other(start) : start());
 
 /** What a run that keeps large values out of history asks of activities that answer a value. */
 const boundsOf = (run: Run): { inlineBytes?: number } => (run.began.bounds ? { inlineBytes: run.began.bounds.inlineBytes } : {});

@@ -280,7 +280,10 @@ it('records a failed run, both replays of it, a cancelled run and a terminated r
   await save('graph-cancelled-in-activity', app, [workflowId]);
 });
 
-it('records a run whose last workflow task outlives its record: read while the task is open, and closed after a task heartbeat', async () => {
+// The path this scenario recorded (a record that says success while its last workflow task is
+// still open, its skipped nodes written apart) is gone: the record ends in one transaction with its
+// skipped nodes, so holding that write holds the record too. Its histories stay in 2026-11-23-last-task.
+it.skip('records a run whose last workflow task outlives its record: read while the task is open, and closed after a task heartbeat', async () => {
   // `hold` waits for this server's answer; then one workflow task runs `b` and `check` (local
   // activities), skips `never` and ends with finishExecution, whose last write (`never` skipped)
   // waits on a row held here. The record says success while Temporal has not written the task.
