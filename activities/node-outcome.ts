@@ -31,12 +31,45 @@ export function toFailure(err: unknown): Error {
   return ApplicationFailure.retryable(err instanceof Error ? err.message : String(err), CODE.node_failed satisfies NodeErrorCode);
 }
 
-/** The error a node's timeline entry shows for a failure from toFailure. */
+/** The error a node's timeline entry shows for a failure from toFailure, with what it carries (`data`). */
 export function errorOf(failure: Error): NodeError {
+  const data: unknown = failure instanceof ApplicationFailure ? failure.details?.[0] : undefined;
   return {
     code: failure instanceof ApplicationFailure ? (failure.type ?? CODE.node_failed) : failure instanceof CancelledFailure ? CODE.cancelled : CODE.node_failed,
     message: failure.message,
+    ...(data && typeof data === 'object' ? { data } : {}),
   };
+}
+
+/**
+ * A failure's data (an http_error's `{status, body}`) within `limit` bytes of JSON
+ * (SVC_NODE_OUTPUT_LIMIT): it goes into Temporal's history, the timeline and the next nodes'
+ * input like an output. A larger one keeps its other fields and the start of its `body` as text,
+ * marked `truncated: true` with the whole `size`.
+ */
+export function boundFailure(failure: Error, limit: number): Error {
+  const data: unknown = failure instanceof ApplicationFailure ? failure.details?.[0] : undefined;
+  if (!(failure instanceof ApplicationFailure) || !data || typeof data !== 'object') return failure;
+  const size = Buffer.byteLength(JSON.stringify(data));
+  if (size <= limit) return failure;
+  const { body, ...rest } = data as Record<string, unknown>;
+  const text = typeof body === 'string' ? body : JSON.stringify(body ?? null);
+  const room = Math.max(0, limit - Buffer.byteLength(JSON.stringify(rest)) - 80);
+  const bounded = {
+    ...rest,
+    body: Buffer.from(text)
+      .subarray(0, room)
+      .toString('utf8')
+      .replace(/\uFFFD$/, ''),
+    truncated: true,
+    size,
+  };
+  return ApplicationFailure.create({
+    message: failure.message,
+    type: failure.type ?? undefined,
+    nonRetryable: failure.nonRetryable === true,
+    details: [bounded],
+  });
 }
 
 /** A node's configuration, after its expressions were evaluated, failed its type's schema. */

@@ -15,6 +15,7 @@ import {
 } from '@temporalio/workflow';
 import type { ControlActivities, NodeActivities } from '../activities/index.js';
 import {
+  ERROR_BRANCH_PATCH,
   LEAN_HISTORY,
   NODE_FINISHED_MEMO,
   NODE_FINISHED_MEMO_PATCH,
@@ -36,7 +37,7 @@ import {
 import { GraphState } from './graph.js';
 import { contextFor } from './references.js';
 import { CODE } from './error-codes.js';
-import { notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
+import { handledFailures, notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
 
 const control = proxyActivities<ControlActivities>({
   startToCloseTimeout: '30s',
@@ -68,7 +69,11 @@ function activityOptions(node: GraphNode): ActivityOptions {
 function nodeErrorOf(err: unknown): NodeError {
   let cause: unknown = err;
   while (cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) cause = cause.cause ?? cause;
-  if (cause instanceof ApplicationFailure) return { code: cause.type ?? CODE.node_failed, message: cause.message };
+  if (cause instanceof ApplicationFailure) {
+    // What the failure carries (an http_error's status and body of the answer) goes on with it.
+    const data: unknown = cause.details?.[0];
+    return { code: cause.type ?? CODE.node_failed, message: cause.message, ...(data && typeof data === 'object' ? { data } : {}) };
+  }
   if (err instanceof ActivityFailure && err.cause?.name === 'TimeoutFailure') return { code: CODE.timeout, message: err.cause.message };
   return { code: CODE.node_failed, message: err instanceof Error ? err.message : String(err) };
 }
@@ -88,6 +93,8 @@ interface Run {
   lastOutput: unknown;
   failure: RunGraphResult['error'];
   partial: boolean;
+  /** Nodes whose failure the run handled (on_error "continue" or "branch"): their output is `{error}`. */
+  handled: string[];
   cancelled: unknown;
   /** Workflow time each node started; the nodes a cancel interrupted. */
   startedAt: Map<string, number>;
@@ -110,11 +117,14 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
     lastOutput: undefined,
     failure: undefined,
     partial: false,
+    handled: [],
     cancelled: undefined,
     startedAt: new Map(),
     interrupted: [],
   };
-  seedRun(run.state, run.outputs, input.seed);
+  // A reused failure that took its error edges: only code that knows error edges reads it so.
+  const seedErrors = input.seedErrors?.length && patched(ERROR_BRANCH_PATCH) ? input.seedErrors : [];
+  seedRun(run.state, run.outputs, input.seed, seedErrors);
   return run;
 }
 
@@ -215,7 +225,13 @@ async function runOne(run: Run, id: string): Promise<void> {
     if (node.on_error === 'continue') {
       run.partial = true;
       run.outputs[id] = { error };
+      run.handled.push(id);
       run.state.complete(id);
+    } else if (node.on_error === 'branch' && patched(ERROR_BRANCH_PATCH)) {
+      // The failure goes on along the node's "error" edges only; the run's outcome is theirs.
+      run.outputs[id] = { error };
+      run.handled.push(id);
+      run.state.fail(id);
     } else {
       run.failure ??= { ...error, node_id: id };
     }
@@ -252,6 +268,7 @@ async function finishRun(run: Run): Promise<RunGraphResult> {
       ...(failure ? { error: failure } : {}),
       lastOutput,
       ...(interrupted.length ? { cancelled: interrupted } : {}),
+      ...(run.handled.length ? { handled: handledFailures(run.handled, run.nodes, run.outputs) } : {}),
     }),
   );
   if (cancelled) throw cancelled;

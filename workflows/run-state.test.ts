@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Graph, GraphNode } from './defs.js';
 import { GraphState } from './graph.js';
-import { notRunNodes, runStatus, seedRun } from './run-state.js';
+import { handledFailures, notRunNodes, runStatus, seedRun } from './run-state.js';
 
 // start -> check -(true)-> yes, check -(false)-> no; yes -> end
 const graph: Graph = {
@@ -79,6 +79,36 @@ describe('notRunNodes', () => {
       { id: 'no', type: 'transform' },
       { id: 'yes', type: 'http_request' },
       { id: 'end', type: 'delay' },
+    ]);
+  });
+});
+
+describe('seeding a reused failure that took its error edges', () => {
+  it('counts it as failed into those edges, whatever its output says', () => {
+    const g: Graph = {
+      nodes: [
+        { id: 'pay', type: 'http_request', config: {}, on_error: 'branch' },
+        { id: 'ship', type: 'transform', config: {} },
+        { id: 'notify', type: 'transform', config: {} },
+      ],
+      edges: [
+        { from: 'pay', to: 'ship' },
+        { from: 'pay', to: 'notify', branch: 'error' },
+      ],
+    };
+    const state = new GraphState(g);
+    const outputs: Record<string, unknown> = {};
+    const failure = { error: { code: 'http_error', message: 'HTTP 402', data: { status: 402 } } };
+    seedRun(state, outputs, { pay: failure }, ['pay']);
+    expect(outputs).toEqual({ pay: failure });
+    expect(state.ready()).toEqual(['notify']);
+    expect(state.skippedNodes()).toEqual(['ship']);
+  });
+
+  it('lists the handled failures with the output each became', () => {
+    const types = new Map<string, GraphNode>([['a', { id: 'a', type: 'fail', config: {} }]]);
+    expect(handledFailures(['a'], types, { a: { error: { code: 'x', message: 'm' } }, b: 1 })).toEqual([
+      { id: 'a', type: 'fail', output: { error: { code: 'x', message: 'm' } } },
     ]);
   });
 });
