@@ -25,9 +25,10 @@ import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
 import type { NodeRunContext } from '../src/nodes/node-type.js';
 import type { TemporalHandle } from '../src/temporal/connection.js';
 import type { WorkflowService } from '../src/workflow-definitions/workflow.service.js';
+import type { ErrorWorkflows } from '../src/executions/error-workflow.js';
 import { ForgetfulMap, OldestFirstMap } from './caches.js';
 import { withHeartbeat } from './heartbeat.js';
-import { checkOutputSize, errorOf, invalidConfig, modelUsageOf, toFailure } from './node-outcome.js';
+import { boundFailure, checkOutputSize, errorOf, invalidConfig, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
 import { CODE } from '../workflows/error-codes.js';
 
@@ -57,6 +58,8 @@ export interface GraphActivityPorts {
   /** Where `{{ }}` expressions are evaluated, bounded in time and memory, off the event loop. */
   expressions: Pick<ExpressionSandbox, 'resolve'>;
   metrics: Pick<Metrics, 'runsStarted' | 'runsFinished' | 'runDuration' | 'nodeDuration' | 'nodeAttempts' | 'modelTokens' | 'modelCost'>;
+  /** Starts the error workflow's run a failed run queued. */
+  errorWorkflows: Pick<ErrorWorkflows, 'launch'>;
 }
 
 /** The ports and a worker's caches: what every graph activity is a function over. */
@@ -75,6 +78,8 @@ export interface RunResult {
   error?: NodeError & { node_id?: string };
   lastOutput?: unknown;
   cancelled?: { id: string; type: string; startedAt: number }[];
+  /** Failures the run handled (on_error continue or branch), with the output `{error}` each became. */
+  handled?: { id: string; type: string; output: unknown }[];
 }
 
 /** How a node ran in the workflow (a local or pure node), as reported to recordNodeEnd. */
@@ -211,7 +216,10 @@ export async function beginExecution(
   };
 }
 
-/** Last step of every run: the outcome, the skipped nodes and the ones a cancel interrupted, written at once. */
+/**
+ * Last step of every run: the outcome, the skipped nodes, the ones a cancel interrupted and the
+ * failures it handled, written at once; a failed run's error workflow is queued with it and started.
+ */
 export async function finishExecution(g: GraphWorker, runId: string, result: RunResult): Promise<{ executionId: number }> {
   const mirror = g.ports.executionMirror;
   const ref = await currentExecution(g, runId);
@@ -220,6 +228,8 @@ export async function finishExecution(g: GraphWorker, runId: string, result: Run
     g.ports.metrics.runsFinished.inc({ status: result.status });
     g.ports.metrics.runDuration.observe({ status: result.status }, ended.seconds);
   }
+  // Its record is written with the failure; a start that fails here is sent again by the sweep.
+  if (ended?.errorRun) await g.ports.errorWorkflows.launch(ended.errorRun);
   return { executionId: ref.id };
 }
 
@@ -414,7 +424,7 @@ async function recordNodeSuccess(g: GraphWorker, attempt: NodeAttempt, result: R
 /** The node failed or was cancelled: its metrics and its timeline entry. Answers the failure to throw. */
 async function recordNodeFailure(g: GraphWorker, attempt: NodeAttempt, err: unknown, settle: () => Promise<void>): Promise<Error> {
   const { ref, node, started } = attempt;
-  const failure = toFailure(err);
+  const failure = boundFailure(toFailure(err), g.ports.config.SVC_NODE_OUTPUT_LIMIT);
   const finished = Date.now();
   const status = failure instanceof CancelledFailure ? 'cancelled' : 'failed';
   countAttempt(g, node.type, status, errorOf(failure).code, finished - started);
