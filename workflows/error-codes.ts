@@ -93,7 +93,7 @@ export const ERROR_CODES = {
   execution_running: { status: 409, meaning: 'The execution is still running (or Temporal has not closed its run yet); wait for it or cancel it first.' },
   node_not_run: {
     status: 409,
-    meaning: 'The node never ran in that execution, or Temporal no longer holds its history; replay it with `with_payload` instead.',
+    meaning: 'The node did not run in that execution (it was skipped or never reached); replay from a node that ran, or the whole run.',
   },
   run_failed: {
     status: 422,
