@@ -221,7 +221,8 @@ export function executionRoutes({ executions }: { executions: ExecutionService }
       },
       responses: {
         202: { description: 'Replay started', data: replayStarted, headers: replayedHeader },
-        200: { description: 'What the replay would do (`dry_run: true`); nothing started', data: replayPlan },
+        // Declared as on every answer of this operation; a dry run repeats nothing, so never sends it.
+        200: { description: 'What the replay would do (`dry_run: true`); nothing started', data: replayPlan, headers: replayedHeader },
       },
       handler: async ({ params, body, headers, principal }) => {
         const { dry_run: dryRun, ...request } = body;
