@@ -7,7 +7,14 @@ const row = (node_id: string, status: string, output: unknown = null) => ({ node
 
 // start -> left -> charge -> receipt ; start -> right -> audit
 const branches: Graph = {
-  nodes: [node('start'), node('left', 'http_request'), node('charge', 'http_request'), node('receipt'), node('right', 'http_request'), node('audit')],
+  nodes: [
+    node('start'),
+    node('left', 'http_request'),
+    node('charge', 'http_request', { config: { body: '{{ nodes.left.l }}' } }),
+    node('receipt'),
+    node('right', 'http_request'),
+    node('audit'),
+  ],
   edges: [
     { from: 'start', to: 'left' },
     { from: 'left', to: 'charge' },
@@ -31,7 +38,8 @@ describe('a replay from a node', () => {
     expect(plan.run).toEqual(['charge', 'receipt']);
     expect(plan.reused).toEqual(['start', 'left', 'right', 'audit']);
     expect(plan.skipped).toEqual([]);
-    expect(plan.seed).toEqual({ start: { s: 1 }, left: { l: 1 }, right: { r: 1 }, audit: { a: 1 } });
+    // Whole outputs where a node that runs reads them; the others only as far as they route the run.
+    expect(plan.seed).toEqual({ start: null, left: { l: 1 }, right: null, audit: null });
     expect(plan.nodes.find((n) => n.node_id === 'receipt')).toEqual({ node_id: 'receipt', action: 'run', was: 'skipped' });
   });
 
@@ -75,7 +83,7 @@ describe('a replay from a node', () => {
     const timeline = [row('pay', 'failed', failure), row('ship', 'skipped'), row('notify', 'success', 'told'), row('close', 'failed')];
     const plan = planReplay(graph, timeline, 'close', 1);
     expect(plan).toMatchObject({ run: ['close'], reused: ['pay', 'notify'], skipped: ['ship'], seedErrors: ['pay'] });
-    expect(plan.seed.pay).toEqual(failure);
+    expect(plan.seed.pay).toBeNull(); // nothing that runs reads it; its routing is seedErrors'
     // A failure without its handled output (it stopped the run) is not reused: it runs.
     expect(planReplay(graph, [row('pay', 'failed'), row('notify', 'success')], 'notify', 1).run).toEqual(['pay', 'ship', 'notify', 'close']);
   });
@@ -92,5 +100,15 @@ describe('whether a reset is the replay', () => {
     expect(resetKeepsPlan({ reused: ['a', 'b'] }, ['b', 'a'])).toBe(true);
     expect(resetKeepsPlan({ reused: ['a', 'b'] }, ['a'])).toBe(false);
     expect(resetKeepsPlan({ reused: ['a'] }, ['a', 'x'])).toBe(false);
+  });
+});
+
+describe('the seed of a replay', () => {
+  it('keeps every output whole when a node that runs reads nodes in a way that cannot be told', () => {
+    const graph: Graph = {
+      nodes: [node('a'), { ...node('b'), config: { value: '{{ $keys(nodes) }}' } }],
+      edges: [{ from: 'a', to: 'b' }],
+    };
+    expect(planReplay(graph, [row('a', 'success', { big: 'x' }), row('b', 'failed')], 'b', 1).seed).toEqual({ a: { big: 'x' } });
   });
 });

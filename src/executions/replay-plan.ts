@@ -13,6 +13,7 @@ import { conflict } from '../platform/errors.js';
 import type { Graph, GraphNode } from '../../workflows/defs.js';
 import { GraphState, descendants } from '../../workflows/graph.js';
 import { seedRun } from '../../workflows/run-state.js';
+import { referencedNodes } from '../../workflows/references.js';
 import type { TimelineRow } from './execution.mirror.js';
 
 /** What a replay does with one node. */
@@ -34,7 +35,10 @@ export interface ReplayPlan {
   reused: string[];
   /** Nodes that stay skipped: only branches a reused node did not take lead to them. */
   skipped: string[];
-  /** The reused outputs, by node (RunGraphInput.seed). */
+  /**
+   * The reused outputs, by node (RunGraphInput.seed): whole for the nodes a node that runs reads,
+   * else only what routes the run (`branch`, `result`), so the new run's input stays small.
+   */
   seed: Record<string, unknown>;
   /** Reused failures that took their node's error edges (RunGraphInput.seedErrors). */
   seedErrors: string[];
@@ -87,7 +91,32 @@ export function planReplay(graph: Graph, timeline: Row[], fromNodeId: string, ex
     return { node_id: n.id, action, was: rows.get(n.id)?.status ?? 'not_run' };
   });
   const pick = (action: ReplayAction) => nodes.filter((n) => n.action === action).map((n) => n.node_id);
-  return { fromNodeId, nodes, run: pick('run'), reused: pick('reuse'), skipped: pick('skip'), seed, seedErrors };
+  const run = pick('run');
+  return { fromNodeId, nodes, run, reused: pick('reuse'), skipped: pick('skip'), seed: slimSeed(graph, seed, run), seedErrors };
+}
+
+/**
+ * The seed with whole outputs only where a node that runs reads them (`nodes.<id>` in its
+ * configuration; every one when a node reads `nodes` in a way that cannot be told). The others
+ * keep what the run's routing reads of a reused output (its `branch`, or a condition's `result`).
+ */
+function slimSeed(graph: Graph, seed: Record<string, unknown>, run: string[]): Record<string, unknown> {
+  const running = new Set(run);
+  const read = new Set<string>();
+  for (const node of graph.nodes) {
+    if (!running.has(node.id)) continue;
+    const names = referencedNodes(node.config);
+    if (!names) return seed;
+    names.forEach((id) => read.add(id));
+  }
+  return Object.fromEntries(
+    Object.entries(seed).map(([id, output]) => {
+      if (read.has(id)) return [id, output];
+      const { branch, result } = (output && typeof output === 'object' ? output : {}) as { branch?: unknown; result?: unknown };
+      const routing = { ...(branch !== undefined ? { branch } : {}), ...(result !== undefined ? { result } : {}) };
+      return [id, Object.keys(routing).length ? routing : null];
+    }),
+  );
 }
 
 /**
