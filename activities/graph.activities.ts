@@ -27,9 +27,10 @@ import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
 import type { NodeRunContext } from '../src/nodes/node-type.js';
 import type { TemporalHandle } from '../src/temporal/connection.js';
 import type { WorkflowService } from '../src/workflow-definitions/workflow.service.js';
+import type { ErrorWorkflows } from '../src/executions/error-workflow.js';
 import { ForgetfulMap, OldestFirstMap } from './caches.js';
 import { withHeartbeat } from './heartbeat.js';
-import { checkOutputSize, errorOf, invalidConfig, jsonBytes, modelUsageOf, toFailure } from './node-outcome.js';
+import { boundFailure, checkOutputSize, errorOf, forHistory, invalidConfig, jsonBytes, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
 import { CODE } from '../workflows/error-codes.js';
 
@@ -66,6 +67,8 @@ export interface GraphActivityPorts {
   /** Where `{{ }}` expressions are evaluated, bounded in time and memory, off the event loop. */
   expressions: Pick<ExpressionSandbox, 'resolve'>;
   metrics: Pick<Metrics, 'runsStarted' | 'runsFinished' | 'runDuration' | 'nodeDuration' | 'nodeAttempts' | 'modelTokens' | 'modelCost'>;
+  /** Starts the error workflow's run a failed run queued. */
+  errorWorkflows: Pick<ErrorWorkflows, 'launch'>;
 }
 
 /** The ports and a worker's caches: what every graph activity is a function over. */
@@ -86,6 +89,8 @@ export interface RunResult {
   /** The last output is in the timeline (too large for history). */
   lastOutputRef?: OutputRef;
   cancelled?: { id: string; type: string; startedAt: number }[];
+  /** Failures the run handled (on_error continue or branch), with the output `{error}` each became. */
+  handled?: { id: string; type: string; output: unknown }[];
 }
 
 /** How a node ran in the workflow (a local or pure node), as reported to recordNodeEnd. */
@@ -235,7 +240,10 @@ export async function beginExecution(
   };
 }
 
-/** Last step of every run: the outcome, the skipped nodes and the ones a cancel interrupted, written at once. */
+/**
+ * Last step of every run: the outcome, the skipped nodes, the ones a cancel interrupted and the
+ * failures it handled, written at once; a failed run's error workflow is queued with it and started.
+ */
 export async function finishExecution(g: GraphWorker, runId: string, result: RunResult): Promise<{ executionId: number }> {
   const mirror = g.ports.executionMirror;
   const ref = await currentExecution(g, runId);
@@ -244,6 +252,8 @@ export async function finishExecution(g: GraphWorker, runId: string, result: Run
     g.ports.metrics.runsFinished.inc({ status: result.status });
     g.ports.metrics.runDuration.observe({ status: result.status }, ended.seconds);
   }
+  // Its record is written with the failure; a start that fails here is sent again by the sweep.
+  if (ended?.errorRun) await g.ports.errorWorkflows.launch(ended.errorRun);
   return { executionId: ref.id };
 }
 
@@ -405,7 +415,7 @@ export async function runNode(g: GraphWorker, { node, context, inlineBytes }: Ru
         ? { ref: { node: node.id, bytes: result.bytes! }, ...branch }
         : { output: result.output, bytes: result.bytes!, ...branch };
     } catch (err) {
-      throw await recordNodeFailure(g, attempt, err, shown.settle);
+      throw await recordNodeFailure(g, attempt, err, shown.settle, inlineBytes);
     } finally {
       shown.stop();
     }
@@ -488,21 +498,42 @@ async function recordNodeSuccess(g: GraphWorker, attempt: NodeAttempt, result: R
 }
 
 /** The node failed or was cancelled: its metrics and its timeline entry. Answers the failure to throw. */
-async function recordNodeFailure(g: GraphWorker, attempt: NodeAttempt, err: unknown, settle: () => Promise<void>): Promise<Error> {
+async function recordNodeFailure(
+  g: GraphWorker,
+  attempt: NodeAttempt,
+  err: unknown,
+  settle: () => Promise<void>,
+  /** Set by workflow code that keeps large values out of history. */
+  inlineBytes: number | undefined,
+): Promise<Error> {
   const { ref, node, started } = attempt;
-  const failure = toFailure(err);
+  const failure = boundFailure(toFailure(err), g.ports.config.SVC_NODE_OUTPUT_LIMIT);
   const finished = Date.now();
   const status = failure instanceof CancelledFailure ? 'cancelled' : 'failed';
-  countAttempt(g, node.type, status, errorOf(failure).code, finished - started);
+  const error = errorOf(failure);
+  countAttempt(g, node.type, status, error.code, finished - started);
   await settle();
-  await writeNode(g, ref.id, node, {
+  // A failure the run will handle becomes the node's output `{error}`: kept whole here, so later
+  // nodes can read it by reference when its data is too large for history.
+  const handled = inlineBytes !== undefined && status === 'failed' && (node.on_error === 'continue' || node.on_error === 'branch');
+  const written = writeNode(g, ref.id, node, {
     status,
     started_at: new Date(started),
     finished_at: new Date(finished),
     duration_ms: finished - started,
     attempts: attempt.attempts,
     input: attempt.input,
-    error: errorOf(failure),
-  }).catch(() => undefined);
-  return failure;
+    error,
+    ...(handled ? { output: { error } } : {}),
+  });
+  if (!handled) {
+    await written.catch(() => undefined);
+    return inlineBytes === undefined ? failure : forHistory(failure, inlineBytes, false);
+  }
+  // Only a failure whose `{error}` the timeline holds may go by reference.
+  const kept = await written.then(
+    () => true,
+    () => false,
+  );
+  return forHistory(failure, inlineBytes, kept);
 }

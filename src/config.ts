@@ -180,6 +180,15 @@ const schema = z.object({
   SVC_LICENSE_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
   /** Take the client address from X-Forwarded-For (only behind a trusted proxy). */
   TRUST_PROXY: bool.default(false),
+  /**
+   * The URL callers from outside reach the API at (`https://automations.example.com`), for the
+   * links the service hands out (a webhook's `url`). Unset: the origin each request came to.
+   */
+  SVC_PUBLIC_URL: z
+    .string()
+    .url()
+    .regex(/^https?:\/\//, 'an http(s) URL')
+    .optional(),
   /** Prebuilt workflow bundle (`svc bundle-workflows --out FILE`); without it workers bundle at start. */
   SVC_WORKFLOW_BUNDLE: z.string().min(1).optional(),
   /** Largest output a workflow node may produce; a larger one fails the node with `output_too_large`. */
@@ -223,6 +232,11 @@ const schema = z.object({
    * the thread is terminated and the node fails with `expression_limit`.
    */
   SVC_EXPRESSION_TIMEOUT_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+  /**
+   * Expressions one user may try per minute with POST /expressions/evaluate: each holds a thread
+   * of the sandbox runs use for up to SVC_EXPRESSION_TIMEOUT_MS.
+   */
+  SVC_EXPRESSION_EVALUATIONS_PER_MINUTE: z.coerce.number().int().min(1).max(100_000).default(120),
   /** Heap of one expression thread, in MiB; an expression that needs more fails with `expression_limit`. */
   SVC_EXPRESSION_MEMORY_MB: z.coerce.number().int().min(16).max(4096).default(128),
   /** Worker threads evaluating expressions at once (per worker process). */

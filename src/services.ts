@@ -16,6 +16,7 @@ import { openOrm } from './db/orm.js';
 import { Sql } from './db/sql.js';
 import { ExecutionMirror } from './executions/execution.mirror.js';
 import { ExecutionService } from './executions/execution.service.js';
+import { ErrorWorkflows } from './executions/error-workflow.js';
 import { LicenseKeyService } from './licenses/license.keys.js';
 import { LicenseWebhookStore } from './licenses/license-webhook.store.js';
 import { LicenseWebhookService } from './licenses/license-webhooks.service.js';
@@ -70,6 +71,8 @@ export interface Services {
   /** The executions and execution_nodes tables, for the API and the worker alike. */
   executionMirror: ExecutionMirror;
   executions: ExecutionService;
+  /** Starts the runs of error workflows that failed runs queued. */
+  errorWorkflows: ErrorWorkflows;
   entities: EntityService;
   records: RecordService;
   /** Record created/updated/deleted notifications, published after commit (the workflow `record` trigger). */
@@ -189,6 +192,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
   const connections = new ConnectionService(sql, keys, egress);
   const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror, { connections, entities, acting });
+  const errorWorkflows = new ErrorWorkflows(temporal, logger);
   const executions = new ExecutionService(
     sql,
     executionMirror,
@@ -196,6 +200,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     workflows,
     config.SVC_IDEMPOTENCY_TTL_HOURS,
     metrics,
+    errorWorkflows,
     config.SVC_HISTORY_INLINE_BYTES,
   );
   const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
@@ -208,6 +213,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     workflows,
     executionMirror,
     executions,
+    errorWorkflows,
     licenses: new LicenseService(stores.licenses, licenseWebhooks),
     licenseKeys: new LicenseKeyService(sql, keys, signatureTtl(config)),
     licenseWebhooks,

@@ -39,6 +39,7 @@ const matrix: Record<string, 'P' | 'A' | 'E' | 'D'> = {
   'GET /api/workflow/v1/executions': 'A',
   'GET /api/workflow/v1/executions/{id}': 'A',
   'POST /api/workflow/v1/executions/{id}/replay': 'E',
+  'POST /api/workflow/v1/expressions/evaluate': 'E',
   'POST /api/temporal-codec/decode': 'E',
   'POST /api/temporal-codec/encode': 'E',
   'POST /api/agent/v1/sessions': 'E',

@@ -56,6 +56,8 @@ const named = [
   ),
   'ExecutionStarted',
   'RunResult',
+  'ReplayPlan',
+  'ExpressionEvaluation',
   'Execution',
   'ExecutionSummary',
   'NodeError',

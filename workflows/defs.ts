@@ -22,8 +22,16 @@ export interface GraphNode {
   config: Record<string, unknown>;
   retry?: NodeRetry;
   timeout_ms?: number;
-  on_error?: 'fail' | 'continue';
+  /**
+   * After its retries are spent, a failure stops the run (`fail`), becomes the node's output
+   * `{error}` and the run goes on, ending partial (`continue`), or becomes its output `{error}` and
+   * takes only its edges with branch `error` (`branch`).
+   */
+  on_error?: 'fail' | 'continue' | 'branch';
 }
+
+/** The branch of the edges a node with on_error "branch" hands its failure to. */
+export const ERROR_BRANCH = 'error';
 
 export interface GraphEdge {
   from: string;
@@ -43,7 +51,8 @@ export interface RunGraphInput {
   /** Definition version to run; the current one when absent (schedule and record triggers). */
   version?: number;
   payload: unknown;
-  trigger: 'manual' | 'webhook' | 'schedule' | 'record' | 'replay' | 'child';
+  /** `error`: the run handles the failure of a run of a workflow that names this one as its error workflow. */
+  trigger: 'manual' | 'webhook' | 'schedule' | 'record' | 'replay' | 'child' | 'error';
   /**
    * A run_workflow child whose payload is too large for history: the payload is the `payload` of
    * the calling node's evaluated input in the parent's timeline (`payload` is then null).
@@ -51,13 +60,18 @@ export interface RunGraphInput {
   payloadRef?: { execution: number; node: string };
   /** The payload was too large for history: it is the trigger payload of the run's prepared record (`payload` is then null). */
   payloadInRecord?: true;
-  /** Replay with from_node_id and a payload: outputs of upstream nodes reused, not re-run. */
+  /** Replay from a node: the outputs of the nodes it reuses (they do not run again). */
   seed?: Record<string, unknown>;
   /**
    * Reused outputs too large to travel in the run's input: each is read from the new execution's
    * own timeline (the replay copies the entries there), and counts as finished on `branch`.
    */
   seedRefs?: Record<string, { branch?: string }>;
+  /**
+   * Seeded nodes whose reused outcome is a failure their node handed to its "error" edges
+   * (on_error "branch"): they count as failed into those edges, not as finished.
+   */
+  seedErrors?: string[];
   startAt?: string;
   /** Execution being replayed, for the replay_of link. */
   replayOf?: number;
@@ -112,6 +126,14 @@ export interface RunBounds {
   maxRunning: number;
 }
 
+/**
+ * The second detail of a node failure whose data was too large for history: the activity kept the
+ * whole `{error}` as the node's output in the timeline, and the first detail is a cut copy.
+ */
+export interface FailureKept {
+  kept_in_timeline: true;
+}
+
 /** What workflow code asks of beginExecution: it reads bounds and passes large values by reference. */
 export const REFS_HISTORY = 1;
 
@@ -153,6 +175,8 @@ export type ExecutionStatus = 'running' | 'success' | 'failed' | 'partial' | 'ca
 export interface NodeError {
   code: string;
   message: string;
+  /** What the failure carries besides its message: an http_error's `{status, body}` of the answer. */
+  data?: unknown;
 }
 
 export interface RunGraphResult {
@@ -216,6 +240,12 @@ export interface NodeFinishedMemo {
 
 /** patched() id of the finished-memo; runs started before it carry none. */
 export const NODE_FINISHED_MEMO_PATCH = 'node-finished-memo';
+
+/**
+ * patched() id: a failure of a node with on_error "branch" takes its "error" edges (and a replay
+ * seeds such a failure so), instead of failing the run. Only runs of graphs that use it reach it.
+ */
+export const ERROR_BRANCH_PATCH = 'error-branch';
 
 /** Activity ids of node activities; replay-from-node finds a node's events by this id. */
 export const nodeActivityId = (nodeId: string) => `node:${nodeId}`;

@@ -93,12 +93,22 @@ export const ERROR_CODES = {
   execution_running: { status: 409, meaning: 'The execution is still running (or Temporal has not closed its run yet); wait for it or cancel it first.' },
   node_not_run: {
     status: 409,
-    meaning: 'The node never ran in that execution, or Temporal no longer holds its history; replay it with `with_payload` instead.',
+    meaning: 'The node did not run in that execution (it was skipped or never reached); replay from a node that ran, or the whole run.',
+  },
+  run_failed: {
+    status: 422,
+    meaning:
+      'The run a webhook with `respond: "last_node"` started failed or was cancelled; `message` is the run’s error message, `data` the execution id, status and error.',
   },
   replay_in_progress: { status: 409, meaning: 'A reset replay of this execution is still running (`data.execution_id`); wait for it or cancel it first.' },
-  expression_error: { status: null, meaning: 'A `{{ }}` expression of the node failed to parse or evaluate; fix the expression.', retried: false },
+  expression_error: {
+    status: 422,
+    meaning:
+      'A `{{ }}` expression failed to parse or evaluate (a node’s, or one sent to `POST /expressions/evaluate`, where `data.position` says where); fix the expression.',
+    retried: false,
+  },
   expression_limit: {
-    status: null,
+    status: 422,
     meaning: 'A `{{ }}` expression ran past its time or memory limit (`SVC_EXPRESSION_TIMEOUT_MS`, `SVC_EXPRESSION_MEMORY_MB`); make it cheaper.',
     retried: false,
   },

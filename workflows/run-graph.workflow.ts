@@ -15,6 +15,7 @@ import {
 } from '@temporalio/workflow';
 import type { ControlActivities, NodeActivities } from '../activities/index.js';
 import {
+  ERROR_BRANCH_PATCH,
   LEAN_HISTORY,
   REFS_HISTORY,
   NODE_FINISHED_MEMO,
@@ -27,6 +28,7 @@ import {
   nodeActivityId,
   runModeOf,
   type BeganExecution,
+  type FailureKept,
   type NodeFinishedMemo,
   type GraphNode,
   type NodeError,
@@ -38,7 +40,7 @@ import { GraphState } from './graph.js';
 import { LocalGate } from './local-gate.js';
 import { RunValues } from './run-values.js';
 import { CODE } from './error-codes.js';
-import { notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
+import { handledFailures, notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
 
 const control = proxyActivities<ControlActivities>({
   startToCloseTimeout: '30s',
@@ -70,9 +72,20 @@ function activityOptions(node: GraphNode): ActivityOptions {
 function nodeErrorOf(err: unknown): NodeError {
   let cause: unknown = err;
   while (cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) cause = cause.cause ?? cause;
-  if (cause instanceof ApplicationFailure) return { code: cause.type ?? CODE.node_failed, message: cause.message };
+  if (cause instanceof ApplicationFailure) {
+    // What the failure carries (an http_error's status and body of the answer) goes on with it.
+    const data: unknown = cause.details?.[0];
+    return { code: cause.type ?? CODE.node_failed, message: cause.message, ...(data && typeof data === 'object' ? { data } : {}) };
+  }
   if (err instanceof ActivityFailure && err.cause?.name === 'TimeoutFailure') return { code: CODE.timeout, message: err.cause.message };
   return { code: CODE.node_failed, message: err instanceof Error ? err.message : String(err) };
+}
+
+/** The activity kept the failure's whole `{error}` in the timeline (history has its data cut to size). */
+function keptInTimeline(err: unknown): boolean {
+  let cause: unknown = err;
+  while (cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) cause = cause.cause ?? cause;
+  return cause instanceof ApplicationFailure && (cause.details?.[1] as FailureKept | undefined)?.kept_in_timeline === true;
 }
 
 /** One run's state: the graph, what its nodes answered, and how the run ends so far. */
@@ -95,6 +108,8 @@ interface Run {
   gate?: LocalGate;
   failure: RunGraphResult['error'];
   partial: boolean;
+  /** Nodes whose failure the run handled (on_error "continue" or "branch"): their output is `{error}`. */
+  handled: string[];
   cancelled: unknown;
   /** Workflow time each node started; the nodes a cancel interrupted. */
   startedAt: Map<string, number>;
@@ -117,11 +132,14 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
     ...(began.bounds ? { gate: new LocalGate() } : {}),
     failure: undefined,
     partial: false,
+    handled: [],
     cancelled: undefined,
     startedAt: new Map(),
     interrupted: [],
   };
-  seedRun(run.state, run.values, input.seed, input.seedRefs);
+  // A reused failure that took its error edges: only code that knows error edges reads it so.
+  const seedErrors = input.seedErrors?.length && patched(ERROR_BRANCH_PATCH) ? input.seedErrors : [];
+  seedRun(run.state, run.values, input.seed, input.seedRefs, seedErrors);
   return run;
 }
 
@@ -223,6 +241,17 @@ function markStarted(run: Run, node: GraphNode): void {
   upsertMemo(run.lean ? { [NODE_STARTED_MEMO]: node.id, [NODE_HISTORY_MEMO]: LEAN_HISTORY } : { [NODE_STARTED_MEMO]: node.id });
 }
 
+/**
+ * A failure the run handles (on_error continue or branch) becomes the node's output `{error}`.
+ * When its data was too large for history the activity kept the whole `{error}` as the node's
+ * output in the timeline and history carries a cut copy: later nodes read the whole by reference.
+ */
+function handle(run: Run, id: string, error: NodeError, err: unknown): void {
+  run.handled.push(id);
+  if (run.began.bounds && keptInTimeline(err)) run.values.set(id, { ref: { node: id, bytes: 0 } }, { last: false });
+  else run.values.set(id, { output: { error } }, { last: false, kept: false });
+}
+
 /** Runs one node and records what it answered, how it failed, or that a cancel interrupted it. */
 async function runOne(run: Run, id: string): Promise<void> {
   const node = run.nodes.get(id)!;
@@ -243,8 +272,12 @@ async function runOne(run: Run, id: string): Promise<void> {
     const error = nodeErrorOf(err);
     if (node.on_error === 'continue') {
       run.partial = true;
-      run.values.set(id, { output: { error } }, { last: false, kept: false });
+      handle(run, id, error, err);
       run.state.complete(id);
+    } else if (node.on_error === 'branch' && patched(ERROR_BRANCH_PATCH)) {
+      // The failure goes on along the node's "error" edges only; the run's outcome is theirs.
+      handle(run, id, error, err);
+      run.state.fail(id);
     } else {
       run.failure ??= { ...error, node_id: id };
     }
@@ -292,6 +325,7 @@ async function finishRun(run: Run): Promise<RunGraphResult> {
       lastOutput,
       ...(lastOutputRef ? { lastOutputRef } : {}),
       ...(interrupted.length ? { cancelled: interrupted } : {}),
+      ...(run.handled.length ? { handled: handledFailures(run.handled, run.nodes, run.values.inline()) } : {}),
     }),
   );
   if (cancelled) throw cancelled;

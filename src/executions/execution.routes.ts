@@ -9,15 +9,29 @@ const root = '/api/workflow/v1/executions';
 const statuses = ['running', 'success', 'failed', 'partial', 'cancelled'] as const;
 const isoTimestamp = z.iso.datetime({ offset: true }).transform((v) => new Date(v));
 
+const nodeError = z.object({
+  code: z.string(),
+  message: z.string(),
+  data: z
+    .unknown()
+    .optional()
+    .describe(
+      'What the failure carries: for `http_error` the answer’s `{status, body}` (within SVC_NODE_OUTPUT_LIMIT: a larger body is cut, with `truncated: true` and the whole `size`)',
+    ),
+});
+named(nodeError, 'NodeError', { description: 'Why a node failed: a stable code (docs/workflows.md lists them), a message and what the failure carries' });
+const runError = nodeError.extend({ node_id: z.string().optional().describe('The node whose failure ended the run') });
+
 const summary = z.object({
   id: z.number().int(),
   workflow_id: z.number().int(),
   workflow_version: z.number().int(),
   status: z.enum(statuses),
-  trigger: z.string(),
+  trigger: z.string().describe('manual, webhook, schedule, record, replay, child (a run_workflow node), or error (an error workflow handling a failed run)'),
   started_at: z.string(),
   finished_at: z.string().nullable(),
   duration_ms: z.number().int().nullable(),
+  error: runError.nullable().describe('Why the run failed (the node, its code and message), or how it was stopped; null otherwise'),
   replay_of: z.number().int().nullable(),
   replay_reason: z
     .string()
@@ -25,12 +39,15 @@ const summary = z.object({
     .describe('Why the replay exists: the API request it came from, or the reason an operator gave a reset in the Temporal Web UI or CLI'),
 });
 named(summary, 'ExecutionSummary', { description: 'An execution as lists show it' });
-const nodeError = z.object({ code: z.string(), message: z.string() });
-named(nodeError, 'NodeError', { description: 'Why a node failed: a stable code (docs/workflows.md lists them) and a message' });
 const detail = summary.extend({
   trigger_payload: z.unknown(),
-  error: nodeError.extend({ node_id: z.string().optional() }).nullable(),
   output: z.unknown(),
+  error_workflow_execution_id: z
+    .number()
+    .int()
+    .nullable()
+    .describe("A failed run: the execution of its workflow's error workflow it started (`error_workflow_id`); null when none"),
+  triggered_by_execution_id: z.number().int().nullable().describe('A run of an error workflow: the failed execution it handles; null otherwise'),
   temporal: z.object({ workflow_id: z.string(), run_id: z.string().nullable(), ui_url: z.string() }),
   trace_id: z
     .string()
@@ -47,12 +64,13 @@ const detail = summary.extend({
       node_id: z.string(),
       node_type: z.string(),
       status: z.enum(['running', 'success', 'failed', 'skipped', 'cancelled']).describe('`cancelled`: the node was in flight when the run was cancelled'),
-      started_at: z.string().nullable(),
+      started_at: z.string().nullable().describe("The first attempt's start"),
       finished_at: z.string().nullable(),
-      duration_ms: z.number().int().nullable(),
+      duration_ms: z.number().int().nullable().describe("From the first attempt's start to the last one's end: retries and the waits between them included"),
+      last_attempt_ms: z.number().int().nullable().describe('How long the last attempt took'),
       attempts: z.number().int(),
       input: z.unknown(),
-      output: z.unknown(),
+      output: z.unknown().describe('A failure the run handled (on_error `continue` or `branch`) shows the output `{error}` it became'),
       error: nodeError.nullable(),
       reused: z.boolean().describe('Carried over from the replayed execution, not run again'),
     }),
@@ -70,11 +88,13 @@ named(detail, 'Execution', {
       started_at: '2025-01-01T12:00:00.000Z',
       finished_at: '2025-01-01T12:00:02.100Z',
       duration_ms: 2100,
+      error: null,
       replay_of: null,
       replay_reason: null,
       trigger_payload: { name: 'Ada' },
-      error: null,
       output: { text: 'HELLO, ADA' },
+      error_workflow_execution_id: null,
+      triggered_by_execution_id: null,
       temporal: {
         workflow_id: 'svc-execution-42',
         run_id: '0194a6c2-5b1e-7c3d-9e8f-0a1b2c3d4e5f',
@@ -90,12 +110,52 @@ named(detail, 'Execution', {
           started_at: '2025-01-01T12:00:00.010Z',
           finished_at: '2025-01-01T12:00:00.020Z',
           duration_ms: 10,
+          last_attempt_ms: 10,
           attempts: 1,
           input: { value: { greeting: 'Hello, {{ trigger.name }}' } },
           output: { greeting: 'Hello, Ada' },
           error: null,
           reused: false,
         },
+      ],
+    },
+  ],
+});
+
+const replayStarted = z.object({
+  execution_id: z.number().int(),
+  mode: z.enum(['reset', 'rerun']).describe('`reset`: a Temporal reset of the run to where the node started; `rerun`: a new run'),
+});
+const replayPlan = z.object({
+  mode: z.enum(['reset', 'rerun']).describe('How the replay would be made: a Temporal reset of the run, or a new run'),
+  from_node_id: z.string().nullable(),
+  run: z
+    .array(z.string())
+    .describe('Nodes the replay runs: the node, every node downstream of it, and nodes that never finished (a branch may still skip some)'),
+  reused: z.array(z.string()).describe('Nodes whose recorded outcome the replay keeps: they do not run again'),
+  skipped: z.array(z.string()).describe('Nodes that stay skipped: only branches a reused node did not take lead to them'),
+  nodes: z.array(
+    z.object({
+      node_id: z.string(),
+      action: z.enum(['run', 'reuse', 'skip']),
+      was: z.string().describe('How the node ended in the replayed execution (`success`, `failed`, `skipped`, `cancelled`), or `not_run`'),
+    }),
+  ),
+});
+named(replayPlan, 'ReplayPlan', {
+  description: 'What a replay would do: which nodes it runs, reuses and leaves skipped, and whether it is a reset or a new run',
+  examples: [
+    {
+      mode: 'rerun',
+      from_node_id: 'charge',
+      run: ['charge', 'receipt'],
+      reused: ['order', 'stock'],
+      skipped: [],
+      nodes: [
+        { node_id: 'order', action: 'reuse', was: 'success' },
+        { node_id: 'stock', action: 'reuse', was: 'success' },
+        { node_id: 'charge', action: 'run', was: 'failed' },
+        { node_id: 'receipt', action: 'run', was: 'skipped' },
       ],
     },
   ],
@@ -139,26 +199,36 @@ export function executionRoutes({ executions }: { executions: ExecutionService }
       method: 'post',
       path: `${root}/{id}/replay`,
       operationId: 'replayExecution',
-      summary: 'Replays an execution as a new one; 202 with the new execution id',
+      summary: 'Replays an execution as a new one (202 with its id), or says what a replay would do (`dry_run`, 200)',
       description:
-        '`from_node_id` alone resets the Temporal run to just before that node, so earlier nodes are not run again; `with_payload` starts a new run with that trigger payload; both together start a new run that reuses the recorded outputs of the nodes upstream of `from_node_id`.',
+        'Without `from_node_id`, the whole run again (with `with_payload`, with that trigger payload). With `from_node_id`, that node and every node downstream of it run again, and every other node keeps its recorded outcome (its output, or a failure it handled) instead of running again; nodes skipped on a branch a kept node did not take stay skipped, and nodes that never finished (they failed and stopped the run, or were never reached) run. It is a Temporal reset to the point the node started when that keeps exactly those nodes (`mode: "reset"`), otherwise a new run seeded with them (`mode: "rerun"`, always with `with_payload`). `dry_run: true` answers 200 with the plan (which nodes run, are reused or stay skipped, and the mode) and starts nothing.',
       tag: 'executions',
       access: { capability: 'svc_manage_workflows' },
       params: idParam,
-      body: z.strictObject({ from_node_id: z.string().min(1).max(64).optional(), with_payload: z.unknown().optional() }),
+      body: z.strictObject({
+        from_node_id: z.string().min(1).max(64).optional(),
+        with_payload: z.unknown().optional(),
+        dry_run: z.boolean().optional().describe('Answer what the replay would do, and start nothing'),
+      }),
       bodyOptional: true,
       headers: idempotencyHeaders,
       errors: {
         execution_running: 'Still running; with `from_node_id` also while Temporal has not closed the run 15 s after the execution ended',
-        node_not_run: 'The node never ran, or Temporal no longer has the run to reset',
+        node_not_run: 'The node did not run in the execution (it was skipped or never reached)',
         workflow_archived: 'The workflow is archived',
         replay_in_progress: 'A reset replay of the same run is still running (`data.execution_id`)',
         idempotency_key_reused: 'The Idempotency-Key was used for a different request',
       },
-      responses: { 202: { description: 'Replay started', data: z.object({ execution_id: z.number().int() }), headers: replayedHeader } },
+      responses: {
+        202: { description: 'Replay started', data: replayStarted, headers: replayedHeader },
+        // Declared as on every answer of this operation; a dry run repeats nothing, so never sends it.
+        200: { description: 'What the replay would do (`dry_run: true`); nothing started', data: replayPlan, headers: replayedHeader },
+      },
       handler: async ({ params, body, headers, principal }) => {
-        const started = await executions.replay(principal, params.id, body, idempotencyOf(headers, 'replay', { execution_id: params.id, ...body }));
-        return { status: 202, data: { execution_id: started.executionId }, headers: replayedHeaders(started.replayed) };
+        const { dry_run: dryRun, ...request } = body;
+        if (dryRun) return { data: await executions.replayDryRun(principal, params.id, request) };
+        const started = await executions.replay(principal, params.id, request, idempotencyOf(headers, 'replay', { execution_id: params.id, ...request }));
+        return { status: 202, data: { execution_id: started.executionId, mode: started.mode }, headers: replayedHeaders(started.replayed) };
       },
     }),
   ];

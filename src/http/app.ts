@@ -5,6 +5,7 @@ import { agentGateRoutes } from '../agent/agent-gate.routes.js';
 import { agentRoutes } from '../agent/agent.routes.js';
 import { authRoutes } from '../auth/auth.routes.js';
 import { connectionRoutes } from '../connections/connection.routes.js';
+import { expressionRoutes } from '../nodes/expression.routes.js';
 import { executionRoutes } from '../executions/execution.routes.js';
 import { codecCors, codecRoutes } from '../temporal/codec.routes.js';
 import { webhookRoutes } from '../workflow-definitions/webhook.routes.js';
@@ -43,6 +44,7 @@ export function allRoutes(services: Services): AnyRoute[] {
     ...recordRoutes(services),
     ...agentRoutes(services),
     ...agentGateRoutes(services),
+    ...expressionRoutes(services),
   );
   return routes;
 }

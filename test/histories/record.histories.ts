@@ -427,6 +427,54 @@ it('records licence webhook deliveries: delivered after a failed attempt, and fa
   );
 });
 
+it('records error paths: a failure taking its error edges, an error workflow started by a failed run, and a replay reusing a handled failure', async () => {
+  const http = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'errors', cred: 'tok-history', extra: { base_url: target.url } })).body.data
+    .id;
+  // A failure taking its error edges: an http_error's data read by the error branch, a condition failing into its own.
+  const branching = await create(app, {
+    nodes: [
+      { id: 'call', type: 'http_request', connection_id: http, config: { method: 'GET', path: '/missing' }, retry: { max_attempts: 1 }, on_error: 'branch' },
+      { id: 'ok', type: 'transform', config: { value: '{{ nodes.call.body }}' } },
+      { id: 'handle', type: 'transform', config: { value: '{{ nodes.call.error.data.status }}' } },
+      { id: 'check', type: 'condition', on_error: 'branch', config: { expression: '{{ $number(trigger.n) > 1 }}' } },
+      { id: 'yes', type: 'transform', config: { value: 'yes' } },
+      { id: 'bad', type: 'delay', config: { duration_ms: 50 } },
+      { id: 'close', type: 'http_request', connection_id: http, config: { method: 'GET', path: '/flaky' }, retry: { max_attempts: 3, initial_interval_ms: 100 } },
+    ],
+    edges: [
+      { from: 'call', to: 'ok' },
+      { from: 'call', to: 'handle', branch: 'error' },
+      { from: 'handle', to: 'check' },
+      { from: 'check', to: 'yes', branch: 'true' },
+      { from: 'check', to: 'bad', branch: 'error' },
+      { from: 'bad', to: 'close' },
+    ],
+  });
+  const branched = await run(app, branching, { n: 'not a number' });
+  expect(branched.status).toBe('success');
+  // A replay from the last node, reusing both handled failures (seeded into their error edges); a
+  // payload makes it a new run whatever a reset would keep.
+  const replay = await app.admin.post(`${E}/${branched.id}/replay`, { from_node_id: 'close', with_payload: { n: 'still not a number' } });
+  expect(replay.status, replay.text).toBe(202);
+  expect(replay.body.data.mode).toBe('rerun');
+  const replayed = await settled(app, replay.body.data.execution_id);
+  expect(replayed.status).toBe('success');
+  await save('graph-error-branch', app, [branched.temporal.workflow_id]);
+  await save('graph-replay-error-seeded', app, [replayed.temporal.workflow_id]);
+
+  // A failed run whose workflow names an error workflow, and that workflow's run.
+  const handler = await create(app, { nodes: [{ id: 'echo', type: 'transform', config: { value: '{{ trigger.error.code }}' } }] });
+  const failing = await create(app, {
+    error_workflow_id: handler,
+    nodes: [{ id: 'boom', type: 'fail', config: { message: 'handled elsewhere', code: 'custom_code' } }],
+  });
+  const failed = await run(app, failing);
+  expect(failed.status).toBe('failed');
+  const handled = await eventually(async () => ((await app.admin.get(`${E}/${failed.id}`)).body.data.error_workflow_execution_id ?? undefined) as number | undefined);
+  const handlerRun = await settled(app, handled, 'success');
+  await save('graph-error-workflow', app, [failed.temporal.workflow_id, handlerRun.temporal.workflow_id]);
+});
+
 it('wrote every scenario', () => {
   expect([...recorded.keys()].length).toBeGreaterThanOrEqual(10);
 });

@@ -1,0 +1,28 @@
+import { z } from 'zod';
+import { named } from '../http/openapi.js';
+import type { RunGraphResult } from '../../workflows/defs.js';
+
+export const runResult = z.object({
+  execution_id: z.number().int(),
+  status: z.string(),
+  output: z.unknown(),
+  error: z
+    .object({ code: z.string(), message: z.string(), node_id: z.string().optional(), data: z.unknown().optional() })
+    .nullable()
+    .describe('Why the run failed: the node, its error code and message, and what the failure carries; null unless failed'),
+});
+named(runResult, 'RunResult', {
+  description: 'A run that finished while the call waited: its status, the output of the node that finished last, and its error',
+  examples: [
+    { execution_id: 42, status: 'success', output: { text: 'HELLO, ADA' }, error: null },
+    { execution_id: 43, status: 'failed', output: null, error: { code: 'card_declined', message: 'The card was declined', node_id: 'check' } },
+  ],
+});
+
+/** A finished run as `?wait=true` and a webhook's `respond: "last_node"` answer it. */
+export const runResultOf = (executionId: number, result: RunGraphResult) => ({
+  execution_id: executionId,
+  status: result.status,
+  output: result.lastOutput ?? null,
+  error: result.error ?? null,
+});
