@@ -28,6 +28,11 @@ named(summary, 'ExecutionSummary', { description: 'An execution as lists show it
 const nodeError = z.object({ code: z.string(), message: z.string() });
 named(nodeError, 'NodeError', { description: 'Why a node failed: a stable code (docs/workflows.md lists them) and a message' });
 const detail = summary.extend({
+  redacted: z
+    .boolean()
+    .describe(
+      "True when the caller may see the run but not its data (it acted with rights the caller does not hold: docs/auth.md): `trigger_payload`, `output` and each node's `input` and `output` are null and every error's `message` is withheld; codes, statuses, times and attempts are shown",
+    ),
   trigger_payload: z.unknown(),
   error: nodeError.extend({ node_id: z.string().optional() }).nullable(),
   output: z.unknown(),
@@ -72,6 +77,7 @@ named(detail, 'Execution', {
       duration_ms: 2100,
       replay_of: null,
       replay_reason: null,
+      redacted: false,
       trigger_payload: { name: 'Ada' },
       error: null,
       output: { text: 'HELLO, ADA' },
@@ -128,7 +134,7 @@ export function executionRoutes({ executions }: { executions: ExecutionService }
       operationId: 'getExecution',
       summary: 'One execution with its full timeline and a link to the run in the Temporal Web UI',
       description:
-        'The timeline lists every node that started, in order, with its input, output, error and attempts. Visible to whoever may see its workflow; for anyone else 404.',
+        'The timeline lists every node that started, in order, with its input, output, error and attempts. Visible to whoever may see its workflow; for anyone else 404. Its data (payload, inputs, outputs, error messages) only to the people the run acted for and administrators; others see it `redacted`.',
       tag: 'executions',
       access: 'authenticated',
       params: idParam,

@@ -14,6 +14,7 @@ import { findResetPoint } from './reset-point.js';
 import { replayMode, replaySeed, resetPointFailure } from './replay.js';
 import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
 import { CODE } from '../../workflows/error-codes.js';
+import { holdsRunRights, withheldError } from './run-data-access.js';
 
 /** What Temporal is asked to do for a prepared record; kept with an Idempotency-Key to send again. */
 type Launch = { kind: 'start'; input: RunGraphInput } | { kind: 'reset'; runId: string; eventId: number; reason: string };
@@ -267,16 +268,29 @@ export class ExecutionService {
     return { items: rows.map((r) => this.summary(r)), total, page: query.page, per_page: query.per_page };
   }
 
+  /**
+   * Whether `viewer` may see the data of an execution (its trigger payload, its nodes' inputs,
+   * outputs and error messages, its output and error message): the rule of
+   * src/executions/run-data-access.ts. Whoever else may see the execution sees its shape only.
+   * Every place that serves a run's data asks this.
+   */
+  async mayViewRunData(viewer: Principal, executionId: number): Promise<boolean> {
+    return viewer.role === 'administrator' || holdsRunRights(viewer, await this.mirror.runPeople(executionId));
+  }
+
   async view(principal: Principal, executionId: number) {
     let row = await this.visible(principal, executionId);
     if (row.status === 'running') row = await this.reconcile(row);
-    const timeline = await this.mirror.timeline(executionId);
+    const [timeline, shown] = await Promise.all([this.mirror.timeline(executionId), this.mayViewRunData(principal, executionId)]);
+    const withheld = <T>(value: T) => (shown ? value : null);
+    const nodeError = (error: TimelineRow['error']) => (shown ? error : withheldError(error)) ?? null;
     return {
       llm_usage: llmUsage(timeline),
       ...this.summary(row),
-      trigger_payload: row.trigger_payload,
-      error: row.error ?? null,
-      output: row.last_output ?? null,
+      redacted: !shown,
+      trigger_payload: withheld(row.trigger_payload),
+      error: (shown ? row.error : withheldError(row.error as TimelineRow['error'])) ?? null,
+      output: withheld(row.last_output ?? null),
       trace_id: row.trace_id ?? null,
       temporal: {
         workflow_id: row.temporal_workflow_id,
@@ -292,9 +306,9 @@ export class ExecutionService {
         finished_at: iso(t.finished_at),
         duration_ms: t.duration_ms,
         attempts: t.attempts,
-        input: t.input ?? null,
-        output: t.output ?? null,
-        error: t.error ?? null,
+        input: withheld(t.input ?? null),
+        output: withheld(t.output ?? null),
+        error: nodeError(t.error),
         reused: t.reused,
       })),
     };

@@ -13,11 +13,18 @@ import type { WorkflowService } from './workflow.service.js';
 const root = '/api/workflow/v1';
 const manage = { capability: 'svc_manage_workflows' } as const;
 const executionStarted = z.object({ execution_id: z.number().int() });
-const runResult = z.object({ execution_id: z.number().int(), status: z.string(), output: z.unknown() });
+const runResult = z.object({
+  execution_id: z.number().int(),
+  status: z.string(),
+  output: z.unknown(),
+  redacted: z
+    .boolean()
+    .describe('True when the run acted with rights the caller does not hold (its Idempotency-Key was first used by someone else): `output` is withheld (null)'),
+});
 named(executionStarted, 'ExecutionStarted', { description: 'The execution a call started', examples: [{ execution_id: 42 }] });
 named(runResult, 'RunResult', {
   description: 'A run that finished while the call waited: its status and the output of the node that finished last',
-  examples: [{ execution_id: 42, status: 'success', output: { text: 'HELLO, ADA' } }],
+  examples: [{ execution_id: 42, status: 'success', output: { text: 'HELLO, ADA' }, redacted: false }],
 });
 
 export function workflowView_(row: WorkflowRow, principal: Principal | undefined, apiBase: string) {
@@ -180,7 +187,14 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
         const replayed = replayedHeaders(started.replayed);
         if (query.wait) {
           const result = await executions.waitForResult(started.temporalWorkflowId, query.timeout_ms ?? 30_000);
-          if (result) return { data: { execution_id: started.executionId, status: result.status, output: result.lastOutput ?? null }, headers: replayed };
+          if (result) {
+            // A repeated Idempotency-Key may name another person's run: its output is theirs.
+            const shown = !started.replayed || (await executions.mayViewRunData(principal, started.executionId));
+            return {
+              data: { execution_id: started.executionId, status: result.status, output: shown ? (result.lastOutput ?? null) : null, redacted: !shown },
+              headers: replayed,
+            };
+          }
         }
         return { status: 202, data: { execution_id: started.executionId }, headers: replayed };
       },
