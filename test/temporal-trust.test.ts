@@ -113,6 +113,18 @@ describe('a run started on Temporal directly', () => {
     expect(await executionsOf(workflowId)).toBe(0);
   });
 
+  it("is refused with the service's own ciphertext too when it was sealed for an activity: a node's payload copied out of a history is no run's input", async () => {
+    const run = await app.admin.post(`${W}/workflows/${workflowId}/run?wait=true&timeout_ms=90000`, { payload: {} });
+    expect(run.status, run.text).toBe(200);
+    const history = await temporal().client.workflow.getHandle(temporal().executionWorkflowId(run.body.data.execution_id)).fetchHistory();
+    const scheduled = history.events!.find((e) => e.activityTaskScheduledEventAttributes?.activityId === 'node:read')!;
+    const copied = scheduled.activityTaskScheduledEventAttributes!.input!.payloads![0]!;
+    const meta = Object.entries(copied.metadata!).flatMap(([k, v]) => ['--input-meta', `${k}=${Buffer.from(v).toString()}`]);
+    expect(meta).toContain('encryption-scope=activity');
+    const id = await forgeStart('runGraph', Buffer.from(copied.data!).toString('base64'), [...meta, '--input-base64']);
+    expect((await failureOf(id)).type).toBe('untrusted_input');
+  });
+
   it('runs started through the API still run, and their Temporal input stays ciphertext', async () => {
     const run = await app.admin.post(`${W}/workflows/${workflowId}/run?wait=true&timeout_ms=90000`, { payload: { note: 'by the API' } });
     expect(run.status, run.text).toBe(200);

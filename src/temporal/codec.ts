@@ -1,4 +1,4 @@
-import type { Payload, PayloadCodec } from '@temporalio/common';
+import type { Payload, PayloadCodec, SerializationContext } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import { z } from 'zod';
 import type { KeyRing } from '../platform/crypto.js';
@@ -17,19 +17,34 @@ const isEncrypted = (payload: Payload) => {
 };
 
 /**
+ * What a payload was sealed for, authenticated with it (AES-GCM additional data) and named in its
+ * metadata: `activity` (an activity's input, result, heartbeat or failure: a node's output is
+ * one, and its shape is the workflow author's) or `workflow` (a run's input, result, memo, an
+ * update's or signal's argument, a child run's input: what the service itself shapes). A payload
+ * sealed for an activity is never taken where a workflow payload is expected, so a node output
+ * shaped like a run's input cannot be copied out of one history into a forged start.
+ */
+type Scope = 'activity' | 'workflow';
+const SCOPE_KEY = 'encryption-scope';
+const scopeOf = (context: SerializationContext | undefined): Scope => (context?.type === 'activity' ? 'activity' : 'workflow');
+const aadOf = (scope: Scope) => text.encode(`svc/temporal-payload/${scope}`);
+
+/**
  * Encrypts every Temporal payload (node inputs and outputs, agent messages, failure messages)
- * under the service key, so Temporal's history holds ciphertext. The key id travels in the
- * metadata for rotation. Its `decode` reads a history: it decrypts the service's payloads and
- * passes any other payload through unchanged (what Temporal itself writes in clear, such as its
- * markers' details); the worker decodes with TrustedInputCodec instead.
+ * under the service key, so Temporal's history holds ciphertext; each is sealed for its scope.
+ * The key id travels in the metadata for rotation. Its `decode` reads a history: it decrypts the
+ * service's payloads, whatever their scope, and passes any other payload through unchanged (what
+ * Temporal itself writes in clear, such as its markers' details); the worker decodes with
+ * TrustedInputCodec instead.
  */
 export class EncryptionCodec implements PayloadCodec {
   constructor(private readonly keys: KeyRing) {}
 
-  async encode(payloads: Payload[]): Promise<Payload[]> {
+  async encode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
+    const scope = scopeOf(context);
     return payloads.map((payload) => ({
-      metadata: { encoding: text.encode(ENCODING), 'encryption-key-id': text.encode(this.keys.keyId) },
-      data: this.keys.encryptBytes(PayloadMessage.encode(payload).finish()),
+      metadata: { encoding: text.encode(ENCODING), 'encryption-key-id': text.encode(this.keys.keyId), [SCOPE_KEY]: text.encode(scope) },
+      data: this.keys.encryptBytes(PayloadMessage.encode(payload).finish(), aadOf(scope)),
     }));
   }
 
@@ -37,11 +52,23 @@ export class EncryptionCodec implements PayloadCodec {
     return payloads.map((payload) => (isEncrypted(payload) ? this.decrypt(payload) : payload));
   }
 
+  /**
+   * One of the service's payloads, decrypted and authenticated, with the scope it was sealed for
+   * (undefined for one sealed before scopes existed); throws when it was not sealed with one of
+   * the service's keys for the scope its metadata names.
+   */
+  open(payload: Payload): { payload: Payload; scope: Scope | undefined } {
+    const keyId = read.decode(payload.metadata!['encryption-key-id'] ?? new Uint8Array());
+    const named = payload.metadata![SCOPE_KEY];
+    const scope = named ? (read.decode(named) as Scope) : undefined;
+    if (scope !== undefined && scope !== 'activity' && scope !== 'workflow') throw new Error(`unknown payload scope ${scope}`);
+    const plain = this.keys.decryptBytes(payload.data ?? new Uint8Array(), keyId, scope ? aadOf(scope) : undefined);
+    return { payload: PayloadMessage.decode(plain) as Payload, scope };
+  }
+
   /** One of the service's payloads, decrypted and authenticated; throws when it was not sealed with one of its keys. */
   decrypt(payload: Payload): Payload {
-    const keyId = read.decode(payload.metadata!['encryption-key-id'] ?? new Uint8Array());
-    const plain = this.keys.decryptBytes(payload.data ?? new Uint8Array(), keyId);
-    return PayloadMessage.decode(plain) as Payload;
+    return this.open(payload).payload;
   }
 }
 
@@ -49,24 +76,29 @@ export class EncryptionCodec implements PayloadCodec {
 const untrusted = (): Payload => ({ metadata: { encoding: text.encode(UNTRUSTED_ENCODING) } });
 
 /**
- * The worker's codec: it takes as input only what the service produced. A payload is decrypted
- * when it is the service's ciphertext (AES-256-GCM authenticates it); anything else (plaintext
- * sent with the Temporal CLI or UI, bytes that claim to be ciphertext but do not decrypt) becomes
- * an `untrusted` payload without its bytes, which the workflows' data converter and interceptors
- * refuse with `untrusted_input` (workflows/trust.ts). Encoding is the service codec's.
+ * The worker's codec: it takes as input only what the service produced for that place. A payload
+ * is decrypted when it is the service's ciphertext (AES-256-GCM authenticates it) sealed for the
+ * scope it arrives in (an activity's payloads in an activity's place, a workflow's in a
+ * workflow's); anything else (plaintext sent with the Temporal CLI or UI, bytes that claim to be
+ * ciphertext but do not decrypt, a node's output copied into a run's input) becomes an
+ * `untrusted` payload without its bytes, which the workflows' data converter and interceptors
+ * refuse with `untrusted_input` (workflows/trust.ts). Payloads sealed before scopes existed (runs
+ * in flight across the upgrade) are taken in any place. Encoding is the service codec's.
  */
 export class TrustedInputCodec implements PayloadCodec {
   constructor(private readonly codec: EncryptionCodec) {}
 
-  encode(payloads: Payload[]): Promise<Payload[]> {
-    return this.codec.encode(payloads);
+  encode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
+    return this.codec.encode(payloads, context);
   }
 
-  async decode(payloads: Payload[]): Promise<Payload[]> {
+  async decode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
+    const expected = scopeOf(context);
     return payloads.map((payload) => {
       if (!isEncrypted(payload)) return untrusted();
       try {
-        return this.codec.decrypt(payload);
+        const opened = this.codec.open(payload);
+        return opened.scope === undefined || opened.scope === expected ? opened.payload : untrusted();
       } catch {
         return untrusted();
       }
