@@ -23,6 +23,7 @@ import type { Principal } from '../src/auth/auth.service.js';
 import { countModelUse, type Metrics } from '../src/platform/metrics.js';
 import type { Config } from '../src/config.js';
 import type { ConnectionService } from '../src/connections/connection.service.js';
+import { redactError, type Redact } from '../src/connections/redact.js';
 import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
 import type { NodeRunContext } from '../src/nodes/node-type.js';
 import type { TemporalHandle } from '../src/temporal/connection.js';
@@ -395,6 +396,8 @@ interface NodeAttempt {
   input?: unknown;
   /** The type of the node's connection, once resolved (the provider of an llm_prompt's usage). */
   connectionType?: string;
+  /** Redacts the credential of the node's connection, once resolved (see withoutCredential). */
+  redact?: Redact;
 }
 
 /** Runs one node: evaluates its expressions, runs the type's implementation, records the result. */
@@ -406,7 +409,7 @@ export async function runNode(g: GraphWorker, { node, context, inlineBytes }: Ru
     const attempt: NodeAttempt = { ref, node, started, attempts: activity.info.attempt };
     const shown = showRunningLater(g, attempt, activity.info.isLocal);
     try {
-      const result = await executeNode(g, attempt, context);
+      const result = withoutCredential(attempt, await executeNode(g, attempt, context));
       await recordNodeSuccess(g, attempt, result, shown.settle);
       if (inlineBytes === undefined) return { output: result.output, ...(result.branch !== undefined ? { branch: result.branch } : {}) };
       // Written to the timeline above: a large output goes back to the workflow as a reference to it.
@@ -415,12 +418,25 @@ export async function runNode(g: GraphWorker, { node, context, inlineBytes }: Ru
         ? { ref: { node: node.id, bytes: result.bytes! }, ...branch }
         : { output: result.output, bytes: result.bytes!, ...branch };
     } catch (err) {
-      throw await recordNodeFailure(g, attempt, err, shown.settle, inlineBytes);
+      throw await recordNodeFailure(g, attempt, failureWithoutCredential(attempt, err), shown.settle, inlineBytes);
     } finally {
       shown.stop();
     }
   };
   return activity.info.isLocal ? run() : withHeartbeat(activity, run);
+}
+
+/**
+ * A node's output without its connection's credential, in any form it was sent: a target that
+ * echoes its request, or a model that repeats its key, would otherwise put it in the timeline, the
+ * run's output and Temporal's history. `failureWithoutCredential` does the same for what it threw.
+ */
+function withoutCredential(attempt: NodeAttempt, result: RunNodeOutput): RunNodeOutput {
+  return attempt.redact ? { ...result, output: attempt.redact(result.output) } : result;
+}
+
+function failureWithoutCredential(attempt: NodeAttempt, err: unknown): unknown {
+  return attempt.redact ? redactError(err, attempt.redact) : err;
 }
 
 /**
@@ -469,6 +485,7 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
       const id = node.connection_id;
       return patiently(() => g.ports.connections.resolve(id, ref.actingUserIds)).then((resolved) => {
         attempt.connectionType = resolved.type;
+        attempt.redact = resolved.redact;
         return resolved;
       });
     },

@@ -36,6 +36,7 @@ import { RecordEventBus } from './records/record-events.js';
 import { RecordValidator } from './records/record-validation.js';
 import { RecordService } from './records/record.service.js';
 import { connectTemporal, type TemporalHandle } from './temporal/connection.js';
+import { clientDataConverter } from './temporal/data-converter.js';
 import { WorkflowSchedules } from './workflow-definitions/workflow.schedules.js';
 import { WorkflowService } from './workflow-definitions/workflow.service.js';
 
@@ -234,7 +235,7 @@ export function useEagerClient(services: Services, connection: NativeConnection)
   services.temporal.eagerClient = new Client({
     connection,
     namespace: services.config.TEMPORAL_NAMESPACE,
-    dataConverter: { payloadCodecs: [services.temporal.codec] },
+    dataConverter: clientDataConverter(services.temporal.codec),
     ...(services.temporal.traced ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
   });
   return () => void (services.temporal.eagerClient = undefined);

@@ -9,7 +9,8 @@ import { waitOutDatabase } from './db/availability.js';
 import { migrate } from './db/orm.js';
 import { buildApp } from './http/app.js';
 import { KeyRing, generateMasterKey, parseMasterKey } from './platform/crypto.js';
-import { EmbeddedPostgres } from './platform/embedded-postgres.js';
+import { EmbeddedPostgres, ensureRunAsUser } from './platform/embedded-postgres.js';
+import { makeDataDirPrivate } from './platform/data-dir.js';
 import { mask, type Logger } from './platform/logger.js';
 import { TemporalDevServer, provisionTemporalCli } from './platform/temporal-server.js';
 import { closeServices, createServices, useEagerClient, type Services } from './services.js';
@@ -228,6 +229,11 @@ export async function startStack(config: Config, logger: Logger, options: StackO
   const cleanups = new Cleanups(logger);
   const childPids: number[] = [];
   try {
+    // What the embedded default keeps in SVC_DATA_DIR (the key, PostgreSQL, Temporal's database) is for this account only.
+    if (!config.DATABASE_URL || (options.embedded && !config.TEMPORAL_ADDRESS)) {
+      const postgres = !config.DATABASE_URL ? await ensureRunAsUser() : undefined;
+      await makeDataDirPrivate(config.SVC_DATA_DIR, logger, postgres?.gid);
+    }
     const keys = await loadKeyRing(config, !config.DATABASE_URL);
     const databaseUrl = await startDatabase(config, logger, options, cleanups, childPids);
     const temporal = await startTemporal(config, logger, keys, options, cleanups, childPids);

@@ -87,8 +87,10 @@ describe('runs', () => {
     });
     const execution = await runAndWait(id);
     expect(execution.status).toBe('success');
-    expect(execution.output).toEqual({ l: 'left', r: 'right', auth: 'Bearer tok-secret-1234' });
-    // The credential is applied on the wire but never shown in the node's recorded input.
+    // The credential is applied on the wire; echoed back, it is redacted from the node's output.
+    expect(target.requests.find((r) => r.url === '/echo')?.headers.authorization).toBe('Bearer tok-secret-1234');
+    expect(execution.output).toEqual({ l: 'left', r: 'right', auth: 'Bearer [redacted]' });
+    // Nor is it shown in the node's recorded input.
     expect(JSON.stringify(nodeOf(execution, 'left').input)).not.toContain('tok-secret');
   });
 

@@ -81,6 +81,7 @@ describe('the answer of a failed run', () => {
       status: 'success',
       output: 1,
       error: null,
+      redacted: false,
     });
   });
 

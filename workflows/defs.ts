@@ -7,6 +7,12 @@ import type { ErrorCode } from './error-codes.js';
 
 export const RUN_GRAPH_WORKFLOW = 'runGraph';
 
+/**
+ * The encoding the worker's codec gives a payload the service did not produce (not its
+ * ciphertext), its bytes dropped; the workflows refuse what carries it (workflows/trust.ts).
+ */
+export const UNTRUSTED_ENCODING = 'binary/untrusted';
+
 export interface NodeRetry {
   max_attempts?: number;
   initial_interval_ms?: number;

@@ -141,6 +141,11 @@ export const ERROR_CODES = {
     status: null,
     meaning: 'A reset replay was never confirmed by Temporal; send the replay again with its `Idempotency-Key`.',
   },
+  untrusted_input: {
+    status: null,
+    meaning:
+      'A run was sent input the service did not produce (not encrypted with its key: started, updated or answered with the Temporal CLI or UI); the run failed at once or the update was refused. Use the API.',
+  },
   execution_not_ready: {
     status: null,
     meaning: 'Internal: a run’s step found no execution record yet; retried until it appears.',

@@ -82,6 +82,9 @@ export interface ExecutionRef {
 const ACTING_USERS = `array(select distinct u from unnest(array[w.owner_id, v.created_by, e.triggered_by] || coalesce(p.acting_user_ids, '{}')) u
    where u is not null order by u)`;
 
+/** A row of the executions list: the record and its workflow's owner (who may see its data). */
+export type ListedExecutionRow = ExecutionRow & { workflow_owner_id: number; acting_user_ids: number[] | null };
+
 /** A page of executions as the list endpoint asks for it. */
 export interface ListExecutions {
   workflow_id?: number;
@@ -265,7 +268,7 @@ export class ExecutionMirror {
     return this.sql.query<TimelineRow>('select * from execution_nodes where execution_id = ? order by position', [id]);
   }
 
-  async list(filter: ListFilter): Promise<{ rows: ExecutionRow[]; total: number }> {
+  async list(filter: ListFilter): Promise<{ rows: ListedExecutionRow[]; total: number }> {
     const where = [filter.visible[0]];
     const args: unknown[] = [...filter.visible[1]];
     for (const [condition, value] of [
@@ -283,11 +286,38 @@ export class ExecutionMirror {
       `select count(*) as total from executions e join workflows w on w.id = e.workflow_id where ${clause}`,
       args,
     )) as [{ total: string }];
-    const rows = await this.sql.query<ExecutionRow>(
-      `select e.* from executions e join workflows w on w.id = e.workflow_id where ${clause} order by e.started_at desc, e.id desc limit ? offset ?`,
+    const rows = await this.sql.query<ListedExecutionRow>(
+      `select e.*, w.owner_id as workflow_owner_id from executions e join workflows w on w.id = e.workflow_id where ${clause} order by e.started_at desc, e.id desc limit ? offset ?`,
       [...args, filter.per_page, (filter.page - 1) * filter.per_page],
     );
     return { rows, total: Number(total) };
+  }
+
+  /**
+   * The people of a run and of each run it carries data from (see src/executions/run-data-access.ts),
+   * newest first: a replay carries its replayed run's data when it is a reset (its Temporal
+   * workflow id is the replayed run's), reuses recorded outputs, or reuses the payload. Before a
+   * run is claimed its people are those it will act for.
+   */
+  async runPeople(executionId: number): Promise<{ ownerId: number; actingUserIds: number[] }[]> {
+    const rows = await this.sql.query<{ owner_id: number; people: number[] }>(
+      `with recursive chain as (
+         select e.id, e.replay_of, e.trigger_payload, e.temporal_workflow_id, 0 as depth from executions e where e.id = ?
+         union all
+         select r.id, r.replay_of, r.trigger_payload, r.temporal_workflow_id, c.depth + 1
+           from chain c join executions r on r.id = c.replay_of
+          where c.depth < 1000
+            and (c.temporal_workflow_id <> (? || c.id)
+                 or exists (select 1 from execution_nodes n where n.execution_id = c.id and n.reused)
+                 or c.trigger_payload is not distinct from r.trigger_payload))
+       select w.owner_id, coalesce(e.acting_user_ids, ${ACTING_USERS}) as people
+         from chain c join executions e on e.id = c.id join workflows w on w.id = e.workflow_id
+         left join workflow_versions v on v.workflow_id = w.id and v.version = e.workflow_version
+         left join executions p on p.id = e.parent_execution_id
+        order by c.depth`,
+      [executionId, this.workflowIdPrefix],
+    );
+    return rows.map((r) => ({ ownerId: r.owner_id, actingUserIds: r.people ?? [] }));
   }
 
   /** Carries the timeline entries of nodes that will not run again into a replay, marked reused. */

@@ -40,6 +40,11 @@ const summary = z.object({
 });
 named(summary, 'ExecutionSummary', { description: 'An execution as lists show it' });
 const detail = summary.extend({
+  redacted: z
+    .boolean()
+    .describe(
+      "True when the caller may see the run but not its data (it acted with rights the caller does not hold: docs/auth.md): `trigger_payload`, `output` and each node's `input` and `output` are null and every error's `message` is withheld; codes, statuses, times and attempts are shown",
+    ),
   trigger_payload: z.unknown(),
   output: z.unknown(),
   error_workflow_execution_id: z
@@ -91,6 +96,7 @@ named(detail, 'Execution', {
       error: null,
       replay_of: null,
       replay_reason: null,
+      redacted: false,
       trigger_payload: { name: 'Ada' },
       output: { text: 'HELLO, ADA' },
       error_workflow_execution_id: null,
@@ -188,7 +194,7 @@ export function executionRoutes({ executions }: { executions: ExecutionService }
       operationId: 'getExecution',
       summary: 'One execution with its full timeline and a link to the run in the Temporal Web UI',
       description:
-        'The timeline lists every node that started, in order, with its input, output, error and attempts. Visible to whoever may see its workflow; for anyone else 404.',
+        'The timeline lists every node that started, in order, with its input, output, error and attempts. Visible to whoever may see its workflow; for anyone else 404. Its data (payload, inputs, outputs, error messages) only to the people the run acted for and administrators; others see it `redacted`.',
       tag: 'executions',
       access: 'authenticated',
       params: idParam,

@@ -16,6 +16,7 @@ import type { ErrorRun, ErrorWorkflows } from './error-workflow.js';
 import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
 import { CODE } from '../../workflows/error-codes.js';
 import type { Graph } from '../../workflows/defs.js';
+import { holdsRunRights, withheldError } from './run-data-access.js';
 
 /** What Temporal is asked to do for a prepared record; kept with an Idempotency-Key to send again. */
 type Launch = { kind: 'start'; input: RunGraphInput } | { kind: 'reset'; runId: string; eventId: number; reason: string };
@@ -300,19 +301,42 @@ export class ExecutionService {
 
   async list(principal: Principal, query: ListExecutions) {
     const { rows, total } = await this.mirror.list({ ...query, visible: workflowVisibility(principal) });
-    return { items: rows.map((r) => this.summary(r)), total, page: query.page, per_page: query.per_page };
+    const items = await Promise.all(
+      rows.map(async (r) => {
+        const summary = this.summary(r);
+        // An error's message and data are the run's data: the rule of the execution view. A run of
+        // its own (not a replay carrying another's data) is told from the row; a replay is asked.
+        const own = holdsRunRights(principal, [{ ownerId: r.workflow_owner_id, actingUserIds: r.acting_user_ids ?? [r.workflow_owner_id] }]);
+        const shown = own && (r.replay_of === null || (await this.mayViewRunData(principal, Number(r.id))));
+        return shown ? summary : { ...summary, error: withheldError(summary.error) };
+      }),
+    );
+    return { items, total, page: query.page, per_page: query.per_page };
+  }
+
+  /**
+   * Whether `viewer` may see the data of an execution (its trigger payload, its nodes' inputs,
+   * outputs and error messages, its output and error message): the rule of
+   * src/executions/run-data-access.ts. Whoever else may see the execution sees its shape only.
+   * Every place that serves a run's data asks this.
+   */
+  async mayViewRunData(viewer: Principal, executionId: number): Promise<boolean> {
+    return viewer.role === 'administrator' || holdsRunRights(viewer, await this.mirror.runPeople(executionId));
   }
 
   async view(principal: Principal, executionId: number) {
     let row = await this.visible(principal, executionId);
     if (row.status === 'running') row = await this.reconcile(row);
-    const timeline = await this.mirror.timeline(executionId);
+    const [timeline, shown] = await Promise.all([this.mirror.timeline(executionId), this.mayViewRunData(principal, executionId)]);
+    const withheld = <T>(value: T) => (shown ? value : null);
+    const nodeError = (error: TimelineRow['error']) => (shown ? error : withheldError(error)) ?? null;
     return {
       llm_usage: llmUsage(timeline),
       ...this.summary(row),
-      trigger_payload: row.trigger_payload,
-      error: row.error ?? null,
-      output: row.last_output ?? null,
+      redacted: !shown,
+      trigger_payload: withheld(row.trigger_payload),
+      error: (shown ? row.error : withheldError(row.error as TimelineRow['error'])) ?? null,
+      output: withheld(row.last_output ?? null),
       trace_id: row.trace_id ?? null,
       error_workflow_execution_id: row.status === 'failed' ? await this.mirror.errorRunOf(executionId) : null,
       triggered_by_execution_id: row.triggered_by_execution_id === null ? null : Number(row.triggered_by_execution_id),
@@ -330,9 +354,9 @@ export class ExecutionService {
         finished_at: iso(t.finished_at),
         duration_ms: t.duration_ms,
         attempts: t.attempts,
-        input: t.input ?? null,
-        output: t.output ?? null,
-        error: t.error ?? null,
+        input: withheld(t.input ?? null),
+        output: withheld(t.output ?? null),
+        error: nodeError(t.error),
         reused: t.reused,
         last_attempt_ms: t.last_attempt_ms ?? null,
       })),

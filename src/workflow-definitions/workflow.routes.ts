@@ -198,7 +198,11 @@ export function workflowRoutes({
         const replayed = replayedHeaders(started.replayed);
         if (query.wait) {
           const result = await executions.waitForResult(started.temporalWorkflowId, query.timeout_ms ?? 30_000);
-          if (result) return { data: runResultOf(started.executionId, result), headers: replayed };
+          if (result) {
+            // A repeated Idempotency-Key may name another person's run: its data is theirs.
+            const shown = !started.replayed || (await executions.mayViewRunData(principal, started.executionId));
+            return { data: runResultOf(started.executionId, result, shown), headers: replayed };
+          }
         }
         return { status: 202, data: { execution_id: started.executionId }, headers: replayed };
       },
