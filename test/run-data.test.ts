@@ -145,6 +145,27 @@ describe("a run's data", () => {
     expect(repeated.text).not.toContain(SECRET);
   });
 
+  it("is withheld from the executions list too: a failed run's error message and data are the run's data", async () => {
+    const failing = await app.admin.post(`${W}/workflows`, {
+      title: 'fails with the vault',
+      trigger: { type: 'manual' },
+      shared_with: [alice.id],
+      nodes: [
+        { id: 'read', type: 'record_query', config: { entity: 'vault' } },
+        { id: 'boom', type: 'fail', config: { message: 'failing with {{ nodes.read.items[0].secret }}', code: 'vault_read' } },
+      ],
+      edges: [{ from: 'read', to: 'boom' }],
+    });
+    const run = await app.admin.post(`${W}/workflows/${failing.body.data.id}/run?wait=true&timeout_ms=90000`, { payload: {} });
+    expect(run.body.data.error.message).toContain(SECRET);
+    const listed = async (client: TestUser['client'] | TestApp['admin']) =>
+      (await client.get(`${W}/executions?workflow_id=${failing.body.data.id}`)).body.data.items[0].error;
+    expect(await listed(app.admin)).toMatchObject({ code: 'vault_read', message: `failing with ${SECRET}` });
+    const seen = await listed(alice.client);
+    expect(seen.code).toBe('vault_read');
+    expect(JSON.stringify(seen)).not.toContain(SECRET);
+  });
+
   it("is withheld from the agent's executions_get of someone the run did not act for", async () => {
     const services = app.stack.services;
     const read = await runTool(services, principalOf(alice), 'executions_get', { id: adminRun });
