@@ -52,6 +52,8 @@ export interface GraphActivityPorts {
   /** The rights of the people a run acts for. */
   acting: Pick<ActingUsers, 'principal'>;
   records: NodeRunContext<unknown>['records'];
+  /** Events an emit_event node sends. */
+  events: NodeRunContext<unknown>['events'];
   /** For a run an operator reset: its history says where it came from. */
   temporal: TemporalHandle;
   /** Where `{{ }}` expressions are evaluated, bounded in time and memory, off the event loop. */
@@ -374,6 +376,7 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
     node,
     config: parsed.data,
     records: g.ports.records,
+    events: g.ports.events,
     prices: g.ports.config.SVC_AGENT_PRICES,
     execution: ref,
     signal: activity.cancellationSignal,

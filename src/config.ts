@@ -141,6 +141,13 @@ const schema = z.object({
     })
     .pipe(priceTableSchema)
     .default({}),
+  /**
+   * The address people reach the API at, for the links an approval hands its approvers (on the
+   * page, in `approve_url`, in notifications), e.g. `https://automations.example.com`. Unset: the
+   * address of the request (in API answers) or the one the API of this process listens on (in
+   * notifications; a worker on its own then uses `http://localhost:<PORT>`).
+   */
+  SVC_PUBLIC_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL' }).optional(),
   /** Largest accepted request body. */
   SVC_BODY_LIMIT: byteSize.default(1024 * 1024),
   /** Lifetime of a browser session cookie, in hours. */

@@ -183,6 +183,8 @@ async function startWorkerRole(
     services.executions.sweep(10_000).catch((err) => logger.warn({ err }, 'execution sweep failed'));
     // Licence webhook deliveries written where nothing started them (the CLI, an outage).
     services.licenseWebhooks.sweep().catch((err) => logger.warn({ err }, 'licence webhook sweep failed'));
+    // Events are kept for the longest lookback a wait may have, no longer.
+    services.events.purge().catch((err) => logger.warn({ err }, 'event purge failed'));
   }, 15_000);
   sweeper.unref();
   cleanups.push(async () => clearInterval(sweeper));
@@ -214,7 +216,9 @@ async function startApiRole(services: Services, cleanups: Cleanups): Promise<{ s
         setTimeout(() => server.closeAllConnections(), 5000).unref();
       }),
   );
-  return { server, apiUrl: `http://${config.HOST === '0.0.0.0' ? 'localhost' : config.HOST}:${port}` };
+  const apiUrl = `http://${config.HOST === '0.0.0.0' ? 'localhost' : config.HOST}:${port}`;
+  services.publicUrl.listeningAt(apiUrl);
+  return { server, apiUrl };
 }
 
 /** How long a starting process waits for PostgreSQL to accept its start-up statements. */

@@ -37,6 +37,8 @@ import { GraphState } from './graph.js';
 import { contextFor } from './references.js';
 import { CODE } from './error-codes.js';
 import { notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
+import { runApproval } from './approval.js';
+import { runWaitForEvent } from './wait-for-event.js';
 
 const control = proxyActivities<ControlActivities>({
   startToCloseTimeout: '30s',
@@ -171,6 +173,9 @@ function runNode(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   const mode = runModeOf(run.began, node.type);
   if (mode === 'timer') return runTimer(run, node);
   if (mode === 'child') return runChild(run, node);
+  // Waits hold the run in workflow code of their own; they see the same expression context as an activity.
+  if (mode === 'wait') return runWaitForEvent(node, { trigger: run.input.payload, nodes: contextFor(node, run.outputs) }, workflowInfo().runId);
+  if (mode === 'approval') return runApproval(node, { trigger: run.input.payload, nodes: contextFor(node, run.outputs) }, workflowInfo().runId);
   return runActivity(run, node);
 }
 
