@@ -64,7 +64,7 @@ export function approvalPageRoutes({ approvalPages }: { approvalPages: ApprovalP
       operationId: 'decideOnApprovalPage',
       summary: "The approver's page's form: approves or rejects, as that approver",
       description:
-        "A form post (`decision`: `approve` or `reject`, `note`, and `field.<name>` for each editable field) from the page. The decision is the approver's own, under the same rules as POST /api/agent/v1/actions/{action_id}/approve or /reject: once per approver (a second post answers 409), not after the deadline (410), not by the people the run acts for unless self-approval is on (403). Edited fields the approval's `editable` schema refuses show the form again with each problem named (422); nothing is decided then.",
+        "A form post (`decision`: `approve` or `reject`, `note`, and `field_<n>` for the n-th editable field, counted from 0 in the order of the `editable` schema's `properties`) from the page. The decision is the approver's own, under the same rules as POST /api/agent/v1/actions/{action_id}/approve or /reject: once per approver (a second post answers 409), not after the deadline (410), not by the people the run acts for unless self-approval is on (403). Edited fields the approval's `editable` schema refuses show the form again with each problem named (422); nothing is decided then.",
       tag: 'waits',
       access: 'public',
       params,

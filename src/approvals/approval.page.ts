@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { FieldProblem } from '../platform/errors.js';
-import { editableKeys, inputKindOf, type EditableSchema } from './editable-fields.js';
+import { editableKeys, fieldInput, inputKindOf, type EditableSchema } from './editable-fields.js';
 
 // The approver's page as HTML: no script, one inline style block (allowed by its hash in the page's
 // Content-Security-Policy), a form that posts back to the same address. Pure, so it is unit tested
@@ -50,8 +50,8 @@ export interface ApprovalPageModel {
 
 const inputId = (key: string) => `f-${key.replace(/[^A-Za-z0-9_-]/g, '_')}`;
 
-function control(key: string, property: Record<string, unknown>, value: unknown): string {
-  const name = `field.${key}`;
+function control(key: string, index: number, property: Record<string, unknown>, value: unknown): string {
+  const name = fieldInput(index);
   const id = inputId(key);
   const text = value === undefined || value === null ? '' : shown(value);
   switch (inputKindOf(property)) {
@@ -77,9 +77,10 @@ export function renderApprovalPage(m: ApprovalPageModel): string {
   const rows = [...new Set([...Object.keys(m.fields), ...keys])].map((key) => {
     if (!keys.includes(key)) return `<tr><th>${escape(key)}</th><td>${escape(shown(m.fields[key]))}</td></tr>`;
     const property = m.editable!.properties[key]!;
-    const value = m.submitted ? m.submitted[`field.${key}`] : m.fields[key];
+    const index = keys.indexOf(key);
+    const value = m.submitted ? m.submitted[fieldInput(index)] : m.fields[key];
     const label = `<label for="${escape(inputId(key))}">${escape(String(property.title ?? key))}</label>`;
-    return `<tr><th>${label}</th><td>${control(key, property, value)}</td></tr>`;
+    return `<tr><th>${label}</th><td>${control(key, index, property, value)}</td></tr>`;
   });
   const problems = m.problems?.length
     ? `<div class="errors" role="alert"><p>Nothing was decided; please correct:</p><ul>${m.problems.map((p) => `<li>${escape(p.field)}: ${escape(p.message)}</li>`).join('')}</ul></div>`

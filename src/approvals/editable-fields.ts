@@ -102,17 +102,23 @@ export function inputKindOf(property: Record<string, unknown>): InputKind {
 }
 
 /**
- * The edits a submitted form holds (inputs named `field.<key>`), each read as its property's type
+ * The form input of the editable field at `index` (in the order of the schema's `properties`): an
+ * index, not the field's name, because form decoding reads dots and brackets in names as nesting.
+ */
+export const fieldInput = (index: number) => `field_${index}`;
+
+/**
+ * The edits a submitted form holds (inputs named by fieldInput), each read as its property's type
  * says: numbers as numbers (an empty one is left out), a checkbox as true when sent, an enum as the
  * listed value it spells, anything else a JSON value when it parses as one for a JSON property.
  * A value that does not read as its type stays a string, so the schema names the field.
  */
 export function editsFromForm(schema: EditableSchema | null, form: Record<string, string>): Record<string, unknown> {
   const edits: Record<string, unknown> = {};
-  for (const key of editableKeys(schema)) {
+  for (const [index, key] of editableKeys(schema).entries()) {
     const property = schema!.properties[key]!;
     const kind = inputKindOf(property);
-    const raw = form[`field.${key}`];
+    const raw = form[fieldInput(index)];
     if (kind === 'checkbox') {
       edits[key] = raw !== undefined;
       continue;
