@@ -217,7 +217,7 @@ describe("the approver's page", () => {
         await app.anonymous.get(`${PAGE}/${token}`),
         await app.anonymous.post(`${PAGE}/${token}`, undefined, { form: { decision: 'approve' } }),
       ]) {
-        expect(answer.status, token).toBe(403);
+        expect(answer.status, token).toBe(404);
         expect(answer.text).not.toContain('<form');
       }
     }

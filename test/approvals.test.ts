@@ -172,7 +172,7 @@ describe('the expense approval', () => {
     expect((await stranger.client.get(`${A}/${actionId}`)).status).toBe(404);
 
     const decided = await approve(manager, actionId, { note: 'Within budget after all', fields: { amount: 1500 } });
-    expect(decided.status, decided.text).toBe(200);
+    expect(decided.status, decided.text).toBe(202);
     expect(decided.body.data).toMatchObject({ source: 'workflow', status: 'approved', approvals: 1, fields: { amount: 1500, purpose: 'Conference' } });
     const done = await finished(run);
     expect(done.status).toBe('success');
@@ -227,11 +227,11 @@ describe('who may decide', () => {
     expect(refused.status).toBe(403);
     expect(refused.body.data).toEqual({ self_approval: false });
     expect((await approve(stranger, actionId)).status).toBe(404);
-    expect((await approve(manager, actionId)).status).toBe(200);
+    expect((await approve(manager, actionId)).status).toBe(202);
 
     const own = await start(await expenseWorkflow({ approvers: { users: ['ada'] }, self_approval: true }));
     const ownAction = (await actionOf(own)).action_id;
-    expect((await approve(owner, ownAction)).status).toBe(200);
+    expect((await approve(owner, ownAction)).status).toBe(202);
     expect((await finished(own)).status).toBe('success');
   });
 
@@ -243,7 +243,7 @@ describe('who may decide', () => {
     expect(refused.status).toBe(403);
     // Any other holder of the capability decides it; their inbox shows it.
     expect((await manager.client.get(`${A}?source=workflow`)).body.data.items.some((i: { action_id: string }) => i.action_id === actionId)).toBe(true);
-    expect((await approve(manager, actionId)).status).toBe(200);
+    expect((await approve(manager, actionId)).status).toBe(202);
     expect((await finished(run)).status).toBe('success');
   });
 
@@ -273,7 +273,7 @@ describe('distinct approvers', () => {
     const run = await start(await expenseWorkflow({ approvers: { users: ['grace', 'linus'] } }));
     const { action_id: actionId } = await actionOf(run);
     const answers = await Promise.all([approve(manager, actionId), approve(finance, actionId)]);
-    expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
+    expect(answers.map((a) => a.status).sort()).toEqual([202, 409]);
     expect(answers.find((a) => a.status === 409)!.body.error).toBe('action_already_decided');
     const done = await finished(run);
     expect(nodeOf(done, 'manager').output.decided_by).toHaveLength(1);
@@ -284,7 +284,7 @@ describe('distinct approvers', () => {
     const run = await start(await expenseWorkflow({ approvers: { users: ['grace', 'linus'] }, required: 2 }));
     const { action_id: actionId } = await actionOf(run);
     const answers = await Promise.all([approve(manager, actionId), approve(finance, actionId)]);
-    expect(answers.map((a) => a.status)).toEqual([200, 200]);
+    expect(answers.map((a) => a.status)).toEqual([202, 202]);
     const done = await finished(run);
     expect(nodeOf(done, 'manager').output).toMatchObject({ decision: 'approved' });
     expect(nodeOf(done, 'manager').output.decided_by).toHaveLength(2);
@@ -378,7 +378,7 @@ describe('a decision and the expiry at once', () => {
     );
     for (const [i, run] of runs.entries()) {
       const output = nodeOf(await finished(run), 'manager').output;
-      if (answers[i]!.status === 200) expect(output.decision, `run ${i}`).toBe('approved');
+      if (answers[i]!.status === 202) expect(output.decision, `run ${i}`).toBe('approved');
       else {
         expect(answers[i]!.body.error, `run ${i}`).toBe('action_expired');
         expect(output.decision, `run ${i}`).toBe('expired');

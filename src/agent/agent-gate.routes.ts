@@ -42,7 +42,7 @@ export function agentGateRoutes(services: { agentGate: AgentGateService; approva
         (verb === 'approve'
           ? "`fields` changes its editable fields (400 `validation_failed` naming each field the node's `editable` schema refuses; the action stays pending), "
           : '') +
-        'and the answer is the approval itself; it takes neither `args` nor `stream`.',
+        'and the answer is 202 with the approval as it now stands (its run goes on by itself); it takes neither `args` nor `stream`.',
       tag: 'agent',
       access,
       params: actionParams,
@@ -58,10 +58,10 @@ export function agentGateRoutes(services: { agentGate: AgentGateService; approva
       bodyOptional: true,
       errors: decisionErrors,
       responses: {
-        200: {
-          description: 'The turn outcome, or with `stream: true` the turn as an event stream; for a workflow approval, the approval after this decision',
-          data: z.union([turnResponse, workflowActionView]),
-          eventStream: turnEvents,
+        200: { description: 'The turn outcome, or with `stream: true` the turn as an event stream', data: turnResponse, eventStream: turnEvents },
+        202: {
+          description: 'A workflow approval: the decision is recorded and the approval is answered as it now stands; its run goes on by itself',
+          data: workflowActionView,
         },
       },
       handler: async ({ params, body, principal, ctx }) => {
@@ -74,7 +74,7 @@ export function agentGateRoutes(services: { agentGate: AgentGateService; approva
           { approved: verb === 'approve', note: body.note, fields, args, stream: body.stream },
           ctx.origin,
         );
-        if (approval) return { data: approval };
+        if (approval) return { status: 202, data: approval };
         const decision = {
           approved: verb === 'approve',
           note: body.note,

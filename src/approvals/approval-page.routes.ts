@@ -20,10 +20,10 @@ const html = (description: string, errorCodes?: HttpErrorCode[]): ResponseSpec =
 const params = z.object({ token: z.string().max(400).describe("The approver's signed token, as the link carries it") });
 const shown = {
   200: html('The page: summary, details, the fields (the editable ones as inputs), a note, Approve and Reject'),
-  403: html(
-    'The link is not valid (altered, or for a person or action that no longer exists), or its person may not decide (no longer an approver, or self-approval refused)',
-    ['forbidden'],
-  ),
+  403: html('The person the link is for may not decide: no longer an approver, or one of the people the run acts for while self-approval is off', [
+    'forbidden',
+  ]),
+  404: html('The link is not valid: incomplete or altered, or for a person or action that no longer exists', ['not_found']),
   409: html('The approver decided already, or the approval ended (approved, rejected or cancelled)', ['approver_already_decided', 'action_already_decided']),
   410: html('The link expired with its approval', ['action_expired']),
 };

@@ -9,14 +9,14 @@ import { approvalRights, refusalOf, type ApprovalService } from './approval.serv
 
 /** A page to answer: its status and HTML. */
 export interface PageAnswer {
-  status: 200 | 403 | 409 | 410 | 422;
+  status: 200 | 403 | 404 | 409 | 410 | 422;
   html: string;
 }
 
 const MAX_NOTE = 4000;
 
 const message = (status: PageAnswer['status'], title: string, text: string): PageAnswer => ({ status, html: renderMessagePage(title, text) });
-const invalidLink = () => message(403, 'This link is not valid', 'The link is incomplete or was altered. Open the link you were sent, or decide in the inbox.');
+const invalidLink = () => message(404, 'This link is not valid', 'The link is incomplete or was altered. Open the link you were sent, or decide in the inbox.');
 const DONE: Record<string, string> = {
   approved: 'approved',
   rejected: 'rejected',
