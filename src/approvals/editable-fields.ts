@@ -31,15 +31,21 @@ function validatorOf(schema: EditableSchema): ValidateFunction {
   return validate;
 }
 
-/** Why `schema` cannot serve as an `editable` schema, or undefined when it can. */
-export function editableSchemaProblem(schema: unknown): string | undefined {
+/**
+ * Why `schema` cannot serve as an `editable` schema, or undefined when it can. A stored schema may
+ * hold `{{ }}` expressions (a maximum taken from the trigger): it is compiled once they are
+ * evaluated (`templates: true` checks only its shape).
+ */
+export function editableSchemaProblem(schema: unknown, options: { templates?: boolean } = {}): string | undefined {
   if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return 'must be a JSON Schema object';
   const s = schema as Record<string, unknown>;
   if (s.type !== 'object') return 'must be a JSON Schema with "type": "object"';
   if (typeof s.properties !== 'object' || s.properties === null || Array.isArray(s.properties) || !Object.keys(s.properties).length) {
     return 'must list the editable fields under "properties"';
   }
-  if (JSON.stringify(schema).length > MAX_EDITABLE_SCHEMA_BYTES) return `must be at most ${MAX_EDITABLE_SCHEMA_BYTES} bytes of JSON`;
+  const text = JSON.stringify(schema);
+  if (text.length > MAX_EDITABLE_SCHEMA_BYTES) return `must be at most ${MAX_EDITABLE_SCHEMA_BYTES} bytes of JSON`;
+  if (options.templates && text.includes('{{')) return undefined;
   try {
     validatorOf(schema as EditableSchema);
   } catch (err) {

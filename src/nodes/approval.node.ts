@@ -16,15 +16,18 @@ const login = z.string().min(1).max(200);
 /** Who decides: named users (logins, or expressions giving logins), or whoever holds a capability. */
 const approvers = z.union([z.strictObject({ users: z.array(login).min(1).max(MAX_APPROVERS) }), z.strictObject({ capability: z.enum(capabilities) })]);
 
-const common = {
-  details: z.unknown().optional(),
-  editable: z
+/** A JSON Schema over the fields; stored, it may hold expressions, and is compiled once they are evaluated. */
+const editable = (templates: boolean) =>
+  z
     .record(z.string(), z.unknown())
     .superRefine((schema, ctx) => {
-      const problem = editableSchemaProblem(schema);
+      const problem = editableSchemaProblem(schema, { templates });
       if (problem) ctx.addIssue({ code: 'custom', message: problem });
     })
-    .optional(),
+    .optional();
+
+const common = {
+  details: z.unknown().optional(),
   approvers,
   required: z.number().int().min(1).max(MAX_REQUIRED).default(1),
   self_approval: z.boolean().default(false),
@@ -35,7 +38,7 @@ const common = {
   escalate_to: approvers.optional(),
 };
 
-type Config = z.infer<z.ZodObject<typeof common>> & { summary: string; fields: Record<string, unknown> };
+type Config = z.infer<z.ZodObject<typeof common>> & { summary: string; fields: Record<string, unknown>; editable?: Record<string, unknown> };
 
 /** The rules between the fields, for the stored configuration and again once its expressions are evaluated. */
 function checkShape(config: Record<string, unknown>, ctx: z.RefinementCtx): void {
@@ -72,12 +75,13 @@ export const approvalNode: NodeType<Config> = {
   description:
     'config `{summary, details?, fields?, editable?, approvers, required?, self_approval?, timeout_ms, notify?, remind_every_ms?, escalate_after_ms?, escalate_to?}`: asks `approvers` (`{users: [logins]}` or `{capability}`) to decide, in the inbox GET /api/agent/v1/actions and on each approver\'s page; `required` distinct approvals (default 1) approve it, the first rejection rejects it, `timeout_ms` expires it; the people the run acts for may not decide unless `self_approval` is true; `editable` (a JSON Schema over `fields`) says what approvers may change; `notify: {connection_id, path}` posts the approvers\' links, again every `remind_every_ms` (at most 25 times), and `escalate_after_ms` adds `escalate_to` as approvers. Edges carry `branch: "approved"`, `"rejected"` or `"expired"`. Output `{decision, fields, decided_by: [{login, decision, note, at}], branch}`.',
   configSchema: z
-    .strictObject({ summary: z.string().min(1).max(2000), fields: z.record(z.string(), z.unknown()).default({}), ...common })
+    .strictObject({ summary: z.string().min(1).max(2000), fields: z.record(z.string(), z.unknown()).default({}), editable: editable(true), ...common })
     .superRefine(checkShape),
   resolvedSchema: z
     .object({
       summary: z.string().min(1).max(2000),
       fields: z.record(z.string(), z.unknown()).default({}),
+      editable: editable(false),
       ...common,
     })
     .superRefine(checkShape) as unknown as z.ZodType<Config>,

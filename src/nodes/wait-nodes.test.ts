@@ -52,6 +52,13 @@ describe('the nodes that wait', () => {
     expect(check({ escalate_after_ms: 5000 })).toEqual(['escalate_to']);
     expect(check({ escalate_to: { users: ['linus'] } })).toEqual(['escalate_after_ms']);
     expect(check({ editable: { type: 'object', properties: {} } })).toEqual(['editable']);
+    // A maximum taken from the trigger: stored as an expression, compiled once evaluated.
+    const capped = { editable: { type: 'object', properties: { amount: { type: 'number', maximum: '{{ trigger.amount }}' } } } };
+    expect(check(capped)).toEqual([]);
+    expect(approvalNode.resolvedSchema!.safeParse({ ...base, ...capped }).success).toBe(false);
+    expect(
+      approvalNode.resolvedSchema!.safeParse({ ...base, editable: { type: 'object', properties: { amount: { type: 'number', maximum: 1800 } } } }).success,
+    ).toBe(true);
     expect(check({ approvers: { users: [] } })).toContain('approvers.users');
   });
 
