@@ -405,6 +405,56 @@ describe('a cancelled run', () => {
   });
 });
 
+describe('a run that ended without its approval', () => {
+  it('terminated in Temporal: a decision finds the run gone and closes the action; else the sweep does', async () => {
+    const stop = async (run: number) => {
+      const view = (await app.admin.get(`${E}/${run}`)).body.data;
+      await app.stack.services.temporal.client.workflow.getHandle(view.temporal.workflow_id).terminate('operator stopped it');
+    };
+    const decided = await start(await expenseWorkflow());
+    const decidedAction = (await actionOf(decided)).action_id;
+    await stop(decided);
+    const late = await approve(manager, decidedAction);
+    expect(late.status).toBe(409);
+    expect(late.body).toMatchObject({ error: 'action_already_decided', data: { status: 'cancelled' } });
+
+    const swept = await start(await expenseWorkflow());
+    const sweptAction = (await actionOf(swept)).action_id;
+    await stop(swept);
+    expect((await finished(swept)).status).toBe('failed');
+    // The worker's sweep (every 15 s) closes it once the record says the run ended.
+    await eventually(
+      async () => (await app.sql<{ status: string }>('select status from agent_actions where action_id = $1', [sweptAction]))[0]!.status === 'cancelled',
+      60_000,
+      'the sweep to close the approval',
+    );
+  });
+});
+
+describe('replaying around an approval', () => {
+  it('from the node after it reuses the decision; from the approval itself asks again, with a new action', async () => {
+    const run = await start(await expenseWorkflow());
+    const first = (await actionOf(run)).action_id;
+    await approve(manager, first, { fields: { amount: 1234 } });
+    expect(nodeOf(await finished(run), 'pay').output).toEqual({ paid: 1234 });
+
+    const after = await owner.client.post(`${E}/${run}/replay`, { from_node_id: 'pay' });
+    expect(after.status, after.text).toBe(202);
+    const reused = await finished(after.body.data.execution_id);
+    expect(nodeOf(reused, 'manager')).toMatchObject({ reused: true, output: { decision: 'approved' } });
+    expect(nodeOf(reused, 'pay').output).toEqual({ paid: 1234 });
+    expect((await app.sql('select 1 from agent_actions where execution_id = $1', [after.body.data.execution_id])).length).toBe(0);
+
+    const again = await owner.client.post(`${E}/${run}/replay`, { from_node_id: 'manager' });
+    expect(again.status, again.text).toBe(202);
+    const asked = (await actionOf(again.body.data.execution_id)).action_id;
+    expect(asked).not.toBe(first);
+    expect((await manager.client.get(`${A}/${first}`)).body.data.status).toBe('approved');
+    await reject(manager, asked, { note: 'changed my mind' });
+    expect(nodeOf(await finished(again.body.data.execution_id), 'refuse').output).toEqual({ refused: 'rejected' });
+  });
+});
+
 describe('reminders and escalation', () => {
   it('remind those who have not decided, and escalate to more approvers, through the chat connection', async () => {
     const path = `/hooks/remind-${Math.random().toString(36).slice(2)}`;

@@ -109,10 +109,14 @@ describe('waits and approvals across restarts', { shuffle: false }, () => {
     const whileDown = await start(waitFlow, { order: 'o-2' });
     const approving = await start(approvalFlow, { order: 'o-3' });
     await eventually(async () => (await app.sql(`select 1 from workflow_event_waits where status = 'waiting'`)).length === 2, 60_000, 'both waits');
-    const [action] = await eventually(async () => {
-      const rows = await app.sql<{ action_id: string }>(`select action_id from agent_actions where execution_id = $1 and status = 'pending'`, [approving]);
-      return rows.length ? rows : undefined;
-    }, 60_000, 'the pending approval');
+    const [action] = await eventually(
+      async () => {
+        const rows = await app.sql<{ action_id: string }>(`select action_id from agent_actions where execution_id = $1 and status = 'pending'`, [approving]);
+        return rows.length ? rows : undefined;
+      },
+      60_000,
+      'the pending approval',
+    );
 
     // The worker dies; an event sent meanwhile is kept by Temporal for its run.
     await killProcess(worker!);

@@ -352,6 +352,20 @@ export class AgentActionStore {
     return rows.length > 0;
   }
 
+  /**
+   * pending → cancelled for the approvals whose run ended without settling them (terminated or
+   * reset in Temporal: no timer of theirs will fire). Answers how many.
+   */
+  async cancelOrphaned(note: string): Promise<number> {
+    const rows = await this.sql.query(
+      `update agent_actions a set status = 'cancelled', note = ?, decided_at = now()
+        where a.source = 'workflow' and a.status = 'pending'
+          and exists (select 1 from executions x where x.id = a.execution_id and x.status <> 'running') returning 1`,
+      [note],
+    );
+    return rows.length;
+  }
+
   /** Adds approvers to a pending workflow approval (its escalation); answers how many were not approvers yet. */
   async addApprovers(actionId: string, userIds: number[], capabilities: string[]): Promise<number> {
     const [row] = await this.sql.query<{ added: number }>(

@@ -22,7 +22,7 @@ export const APPROVAL_PAGE_PATH = '/api/workflow/v1/approvals';
 const MAX_LINKS = 100;
 
 const CANCELLED_NOTE = 'The run that asked for this approval was cancelled';
-const GONE_NOTE = 'The run that asked for this approval ended before a decision reached it';
+const GONE_NOTE = 'The run that asked for this approval ended without it (terminated or reset)';
 
 /** A decision as the API and the page take it. */
 export interface ApprovalDecision {
@@ -227,6 +227,15 @@ export class ApprovalService {
   /** The run was cancelled: its pending approval ends too. */
   async cancel(actionId: string): Promise<void> {
     if (await this.actions.cancelWorkflow(actionId, CANCELLED_NOTE)) this.metrics?.workflowApprovals.inc({ outcome: 'cancelled' });
+  }
+
+  /**
+   * The worker's sweep: a run terminated or reset in Temporal never settles its approval (its
+   * timer went with it); once its record says it ended, the approval ends `cancelled`.
+   */
+  async sweep(): Promise<void> {
+    const closed = await this.actions.cancelOrphaned(GONE_NOTE);
+    if (closed) this.metrics?.workflowApprovals.inc({ outcome: 'cancelled' }, closed);
   }
 
   /**

@@ -52,8 +52,12 @@ export class EventService {
     }
   }
 
-  /** Forgets events older than the longest lookback (the worker's sweep). */
-  purge(): Promise<number> {
-    return this.store.purgeEvents(MAX_LOOKBACK_MS);
+  /**
+   * The worker's sweep: forgets events older than the longest lookback, and closes the waits of
+   * runs that ended without closing them (terminated in the Temporal Web UI, say).
+   */
+  async sweep(): Promise<void> {
+    await this.store.purgeEvents(MAX_LOOKBACK_MS);
+    await this.store.closeOrphaned();
   }
 }

@@ -180,6 +180,15 @@ export class EventStore {
     await this.sql.query(`update workflow_event_waits set status = 'cancelled', resolved_at = now() where id = ? and status = 'waiting'`, [waitId]);
   }
 
+  /** Closes the waits whose run ended without closing them (terminated or reset in Temporal); answers how many. */
+  async closeOrphaned(): Promise<number> {
+    const rows = await this.sql.query(
+      `update workflow_event_waits w set status = 'cancelled', resolved_at = now()
+        where w.status = 'waiting' and exists (select 1 from executions x where x.id = w.execution_id and x.status <> 'running') returning 1`,
+    );
+    return rows.length;
+  }
+
   /** Runs waiting for an event right now (a metric). */
   async countWaiting(): Promise<number> {
     const [row] = await this.sql.query<{ n: number }>(
