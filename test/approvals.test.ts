@@ -402,6 +402,14 @@ describe('a cancelled run', () => {
     expect((await manager.client.get(`${A}?source=workflow&status=pending`)).body.data.items.some((i: { action_id: string }) => i.action_id === actionId)).toBe(
       false,
     );
+
+    // A cancel from the Temporal Web UI (a cancel request to the workflow) does the same.
+    const fromUi = await start(await expenseWorkflow());
+    const uiAction = (await actionOf(fromUi)).action_id;
+    const view = (await app.admin.get(`${E}/${fromUi}`)).body.data;
+    await app.stack.services.temporal.client.workflow.getHandle(view.temporal.workflow_id).cancel();
+    expect((await finished(fromUi)).status).toBe('cancelled');
+    expect((await manager.client.get(`${A}/${uiAction}`)).body.data.status).toBe('cancelled');
   });
 });
 

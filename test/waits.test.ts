@@ -444,6 +444,12 @@ describe('replaying around a wait', () => {
     expect(nodeOf(seededDone, 'after').output).toEqual({ paid: 10 });
     expect(nodeOf(seededDone, 'gave_up').status).toBe('skipped');
 
+    // A new run from the wait with the same payload: it does not take the event its original took either.
+    const rerun = await app.admin.post(`${E}/${run}/replay`, { from_node_id: 'wait', with_payload: { order_id: 'r-1' } });
+    expect(rerun.status, rerun.text).toBe(202);
+    await waiting(rerun.body.data.execution_id);
+    expect((await app.admin.post(`${E}/${rerun.body.data.execution_id}/cancel`)).status).toBe(200);
+
     const again = await app.admin.post(`${E}/${run}/replay`, { from_node_id: 'wait' });
     expect(again.status, again.text).toBe(202);
     const replayId = again.body.data.execution_id as number;

@@ -59,8 +59,8 @@ export class EventStore {
   /**
    * Registers a run's wait (idempotent on its run and node: a retried step finds its wait and
    * what it took) and takes the oldest event sent within `lookbackMs` before now that the senders
-   * may reach this run with and that no earlier wait of the same Temporal workflow (a reset run's
-   * predecessor) took.
+   * may reach this run with and that no wait of the run's lineage took (an earlier wait of the
+   * same run, of the run a reset came from, of an execution this one replays).
    */
   async registerWait(wait: {
     executionId: number;
@@ -84,13 +84,18 @@ export class EventStore {
         [wait.runId, wait.nodeId],
       );
       if (row!.status !== 'waiting') return { waitId: row!.id, status: row!.status, ...(row!.event ? { event: row!.event } : {}) };
+      // Not an event this run's lineage took already: the same Temporal workflow (a reset run) or
+      // an execution it replays (a replay with a new payload), however far back.
       const [found] = await tx.query<EventRow & { now: Date | string }>(
-        `select e.id, e.name, e.key, e.data, e.sent_at, e.delivered_to, clock_timestamp() as now from workflow_events e, workflows wf
+        `with recursive lineage(id) as (
+           select ?::bigint union select x.replay_of from executions x join lineage l on x.id = l.id where x.replay_of is not null)
+         select e.id, e.name, e.key, e.data, e.sent_at, e.delivered_to, clock_timestamp() as now from workflow_events e, workflows wf
           where wf.id = ? and e.name = ? and e.key = ? and e.sent_at >= clock_timestamp() - (? * interval '1 millisecond')
-            and not exists (select 1 from workflow_event_waits p where p.temporal_workflow_id = ? and p.event_id = e.id)
+            and not exists (select 1 from workflow_event_waits p
+                             where p.event_id = e.id and (p.temporal_workflow_id = ? or p.execution_id in (select id from lineage)))
             and ${visibleToSenders('e.sender_ids')}
           order by e.sent_at, e.id limit 1`,
-        [wait.workflowId, wait.name, wait.key, wait.lookbackMs, wait.temporalWorkflowId],
+        [wait.executionId, wait.workflowId, wait.name, wait.key, wait.lookbackMs, wait.temporalWorkflowId],
       );
       if (!found) return { waitId: row!.id, status: 'waiting' };
       const event = received(found, found.now);
