@@ -33,6 +33,7 @@ import { ForgetfulMap, OldestFirstMap } from './caches.js';
 import { withHeartbeat } from './heartbeat.js';
 import { boundFailure, checkOutputSize, errorOf, forHistory, invalidConfig, jsonBytes, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
+import { contextValues } from './run-values.js';
 import { CODE } from '../workflows/error-codes.js';
 
 export { toFailure } from './node-outcome.js';
@@ -63,6 +64,8 @@ export interface GraphActivityPorts {
   /** The rights of the people a run acts for. */
   acting: Pick<ActingUsers, 'principal'>;
   records: NodeRunContext<unknown>['records'];
+  /** Events an emit_event node sends. */
+  events: NodeRunContext<unknown>['events'];
   /** For a run an operator reset: its history says where it came from. */
   temporal: TemporalHandle;
   /** Where `{{ }}` expressions are evaluated, bounded in time and memory, off the event loop. */
@@ -311,7 +314,7 @@ export async function prepareChildRun(
   const ref = await currentExecution(g, runId);
   await writeNode(g, ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
   try {
-    const values = await contextValues(g, ref, context);
+    const values = await contextValues(g.ports.executionMirror, ref.id, context);
     const config = (await g.ports.expressions.resolve(node.config, { ...values, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
       workflow_id: number;
       payload?: unknown;
@@ -332,30 +335,6 @@ export async function prepareChildRun(
     await writeNode(g, ref.id, node, { status: 'failed', finished_at: new Date(), error: errorOf(failure) });
     throw failure;
   }
-}
-
-/**
- * A node's expression context with the values the workflow passed by reference read back from
- * the execution's record and timeline. A reference names this run's execution unless it says
- * otherwise (a child run's output); one that reads nothing is a fault of the run, not the node's.
- */
-async function contextValues(
-  g: GraphWorker,
-  ref: ExecutionRef,
-  context: RunNodeInput['context'],
-): Promise<{ trigger: unknown; nodes: Record<string, unknown> }> {
-  const { refs } = context;
-  if (!refs) return { trigger: context.trigger, nodes: context.nodes };
-  const wanted = Object.entries(refs.nodes ?? {}).map(([id, r]) => ({ id, execution: r.execution ?? ref.id, node: r.node }));
-  const read = await patiently(() => g.ports.executionMirror.readValues(ref.id, wanted, refs.trigger === true));
-  const nodes = { ...context.nodes };
-  for (const w of wanted) {
-    const key = `${w.execution}:${w.node}`;
-    if (!read.outputs.has(key))
-      throw ApplicationFailure.retryable(`The output of node ${w.node} is not in execution ${w.execution}'s timeline yet`, CODE.execution_not_ready);
-    nodes[w.id] = read.outputs.get(key);
-  }
-  return { trigger: refs.trigger ? (read.trigger ?? null) : context.trigger, nodes };
 }
 
 /** The child run's limits and its target's visibility; claims the child's place in the tree's count. */
@@ -469,7 +448,10 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
   const activity = Context.current();
   const type = nodeTypes.get(node.type);
   if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, CODE.validation_failed);
-  const expressionContext: ExpressionContext = { ...(await contextValues(g, ref, context)), execution: { id: ref.id, workflow_id: ref.workflowId } };
+  const expressionContext: ExpressionContext = {
+    ...(await contextValues(g.ports.executionMirror, ref.id, context)),
+    execution: { id: ref.id, workflow_id: ref.workflowId },
+  };
   attempt.input = await g.ports.expressions.resolve(node.config, expressionContext);
   const parsed = (type.resolvedSchema ?? type.configSchema).safeParse(attempt.input);
   if (!parsed.success) throw invalidConfig(parsed.error.issues);
@@ -477,6 +459,7 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
     node,
     config: parsed.data,
     records: g.ports.records,
+    events: g.ports.events,
     prices: g.ports.config.SVC_AGENT_PRICES,
     execution: ref,
     signal: activity.cancellationSignal,

@@ -141,6 +141,14 @@ const schema = z.object({
     })
     .pipe(priceTableSchema)
     .default({}),
+  /**
+   * The address people reach the API at, for the links the service hands out (a webhook's `url`,
+   * the links an approval hands its approvers on the page, in `approve_url` and in notifications),
+   * e.g. `https://automations.example.com`. Unset: the address of the request (in API answers) or
+   * the one the API of this process listens on (in notifications; a worker on its own then uses
+   * `http://localhost:<PORT>`).
+   */
+  SVC_PUBLIC_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL' }).optional(),
   /** Largest accepted request body. */
   SVC_BODY_LIMIT: byteSize.default(1024 * 1024),
   /** Lifetime of a browser session cookie, in hours. */
@@ -180,15 +188,6 @@ const schema = z.object({
   SVC_LICENSE_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
   /** Take the client address from X-Forwarded-For (only behind a trusted proxy). */
   TRUST_PROXY: bool.default(false),
-  /**
-   * The URL callers from outside reach the API at (`https://automations.example.com`), for the
-   * links the service hands out (a webhook's `url`). Unset: the origin each request came to.
-   */
-  SVC_PUBLIC_URL: z
-    .string()
-    .url()
-    .regex(/^https?:\/\//, 'an http(s) URL')
-    .optional(),
   /** Prebuilt workflow bundle (`svc bundle-workflows --out FILE`); without it workers bundle at start. */
   SVC_WORKFLOW_BUNDLE: z.string().min(1).optional(),
   /** Largest output a workflow node may produce; a larger one fails the node with `output_too_large`. */

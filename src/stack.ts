@@ -184,6 +184,10 @@ async function startWorkerRole(
     services.executions.sweep(10_000).catch((err) => logger.warn({ err }, 'execution sweep failed'));
     // Licence webhook deliveries written where nothing started them (the CLI, an outage).
     services.licenseWebhooks.sweep().catch((err) => logger.warn({ err }, 'licence webhook sweep failed'));
+    // Events are kept for the longest lookback a wait may have, no longer; waits and approvals
+    // of runs that ended without them (terminated in the Web UI) are closed.
+    services.events.sweep().catch((err) => logger.warn({ err }, 'event sweep failed'));
+    services.approvals.sweep().catch((err) => logger.warn({ err }, 'approval sweep failed'));
   }, 15_000);
   sweeper.unref();
   cleanups.push(async () => clearInterval(sweeper));
@@ -215,7 +219,9 @@ async function startApiRole(services: Services, cleanups: Cleanups): Promise<{ s
         setTimeout(() => server.closeAllConnections(), 5000).unref();
       }),
   );
-  return { server, apiUrl: `http://${config.HOST === '0.0.0.0' ? 'localhost' : config.HOST}:${port}` };
+  const apiUrl = `http://${config.HOST === '0.0.0.0' ? 'localhost' : config.HOST}:${port}`;
+  services.publicUrl.listeningAt(apiUrl);
+  return { server, apiUrl };
 }
 
 /** How long a starting process waits for PostgreSQL to accept its start-up statements. */

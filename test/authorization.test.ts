@@ -40,6 +40,11 @@ const matrix: Record<string, 'P' | 'A' | 'E' | 'D'> = {
   'GET /api/workflow/v1/executions/{id}': 'A',
   'POST /api/workflow/v1/executions/{id}/replay': 'E',
   'POST /api/workflow/v1/expressions/evaluate': 'E',
+  'POST /api/workflow/v1/executions/{id}/cancel': 'E',
+  'POST /api/workflow/v1/events': 'E',
+  // The approver's page needs no login: its signed token is the credential (approval-page.test.ts).
+  'GET /api/workflow/v1/approvals/{token}': 'P',
+  'POST /api/workflow/v1/approvals/{token}': 'P',
   'POST /api/temporal-codec/decode': 'D',
   'POST /api/temporal-codec/encode': 'D',
   'POST /api/agent/v1/sessions': 'E',

@@ -91,9 +91,11 @@ export const childWorkflowId = (parentWorkflowId: string, nodeId: string) => `${
 /**
  * How the interpreter runs a node of a type, as the node registry says: an activity, a local
  * activity (pure and fast: no dispatch through the server), a durable timer (config
- * `duration_ms`), or a child run of another stored workflow.
+ * `duration_ms`), a child run of another stored workflow, a wait for an event (a signal raced
+ * against a timer, `wait`) or an approval on the gate (a decision raced against its deadline,
+ * `approval`).
  */
-export type NodeRunMode = 'activity' | 'local' | 'timer' | 'child';
+export type NodeRunMode = 'activity' | 'local' | 'timer' | 'child' | 'wait' | 'approval';
 
 export interface BeganExecution {
   executionId: number;
@@ -293,8 +295,8 @@ export const AGENT_LEAN_TURN_PATCH = 'agent-lean-turn';
 export const AGENT_APPROVAL_POLICIES = ['owner', 'others', 'any'] as const;
 export type AgentApprovalPolicy = (typeof AGENT_APPROVAL_POLICIES)[number];
 
-/** States of a gated action; only `pending` ever changes, once. */
-export const AGENT_ACTION_STATUSES = ['pending', 'approved', 'rejected', 'expired'] as const;
+/** States of a gated action (an agent's, or a workflow's approval); only `pending` ever changes, once. `cancelled`: the run that asked was cancelled. */
+export const AGENT_ACTION_STATUSES = ['pending', 'approved', 'rejected', 'expired', 'cancelled'] as const;
 export type AgentActionStatus = (typeof AGENT_ACTION_STATUSES)[number];
 
 export interface AgentSessionInput {
@@ -458,3 +460,80 @@ export interface LicenseWebhookResult {
 
 /** Non-retryable failure types of the send activity: retrying cannot help. */
 export const LICENSE_WEBHOOK_FINAL_ERRORS = ['not_found', 'webhook_inactive'] as const satisfies readonly ErrorCode[];
+
+// ---- Waiting inside a run: events and approvals -------------------------------------------------
+
+/** An event as a `wait_for_event` node received it: its output is `{event: ReceivedEvent}`. */
+export interface ReceivedEvent {
+  name: string;
+  key: string;
+  data: unknown;
+  /** When it was sent (before the wait began, for an event taken from the lookback window). */
+  sent_at: string;
+  /** When the wait took it. */
+  received_at: string;
+}
+
+/** A wait's first step: the wait is registered, or it took an event sent within its lookback window. */
+export interface RegisteredWait {
+  waitId: string;
+  timeoutMs: number;
+  event?: ReceivedEvent;
+}
+
+/** How a wait ended, as the workflow saw it; the step that records it answers the node's outcome. */
+export interface WaitEnd {
+  node: GraphNode;
+  runId: string;
+  waitId: string;
+  /** Delivered by a signal; absent when the timer fired first. */
+  event?: ReceivedEvent;
+  startedAt: number;
+  /** Answer the output by reference when larger (workflow code that keeps large values out of history). */
+  inlineBytes?: number;
+}
+
+/** An approval node's pending action, as its first step opened it. */
+export interface OpenedApproval {
+  actionId: string;
+  /** Milliseconds until the action expires. */
+  ttlMs: number;
+  /** Where the node posts the approvers' links when the action opens, reminds and escalates (the path evaluated). */
+  notify?: { connectionId: number; path: string };
+  remindEveryMs?: number;
+  /** Reminders sent at most (they stop after that; the action still waits for its deadline). */
+  maxReminders: number;
+  escalateAfterMs?: number;
+  /** The approvers an escalation adds (logins resolved when the action opened). */
+  escalateTo?: { userIds: number[]; capabilities: string[] };
+}
+
+/** Why approvers are notified: the action opened, a reminder, or an escalation (only the approvers it added). */
+export type ApprovalNotice = 'requested' | 'reminder' | 'escalated';
+
+/** One approver's decision, as an approval node's output lists it. */
+export interface ApproverDecision {
+  login: string;
+  decision: 'approved' | 'rejected';
+  note: string | null;
+  at: string;
+}
+
+/** An approval node's output; `branch` (the same as `decision`) lets a seeded replay take its edge. */
+export interface ApprovalOutcome {
+  decision: 'approved' | 'rejected' | 'expired';
+  fields: Record<string, unknown>;
+  decided_by: ApproverDecision[];
+  branch: 'approved' | 'rejected' | 'expired';
+}
+
+/** Wake-up of a wait: the event endpoint (or an emit_event node) delivered an event to it. */
+export interface EventDelivery {
+  waitId: string;
+  event: ReceivedEvent;
+}
+
+/** Wake-up of an approval: its action reached a final decision (the stored action says which). */
+export interface ApprovalDecided {
+  actionId: string;
+}

@@ -40,6 +40,7 @@ export const ERROR_CODES = {
   },
   validation_failed: {
     status: 400,
+    otherStatuses: { 422: "the approver's page: the submitted form is shown again with each problem named (nothing was decided)" },
     meaning:
       'A field, parameter or header has a wrong value or type, or is unknown; `data.errors` names each one. In a run: a node configuration that is invalid once its expressions are evaluated.',
     retried: false,
@@ -101,6 +102,10 @@ export const ERROR_CODES = {
       'The run a webhook with `respond: "last_node"` started failed or was cancelled; `message` is the run’s error message, `data` the execution id, status and error.',
   },
   replay_in_progress: { status: 409, meaning: 'A reset replay of this execution is still running (`data.execution_id`); wait for it or cancel it first.' },
+  execution_finished: {
+    status: 409,
+    meaning: 'The execution already ended otherwise than cancelled (`data.status`); only a running execution can be cancelled.',
+  },
   expression_error: {
     status: 422,
     meaning:
@@ -194,8 +199,13 @@ export const ERROR_CODES = {
   action_expired: {
     status: 409,
     meaning: 'The action expired before it was decided and was not carried out (also the result the model reads for it).',
+    otherStatuses: { 410: "the approver's page: the link expired with its action" },
   },
-  action_already_decided: { status: 409, meaning: 'The action was already approved, rejected or closed (`data.status`).' },
+  action_already_decided: { status: 409, meaning: 'The action was already approved, rejected, cancelled or closed (`data.status`).' },
+  approver_already_decided: {
+    status: 409,
+    meaning: 'You already decided this approval; it waits for the other approvers it needs (a decision is taken once per person).',
+  },
   action_not_approved: {
     status: 409,
     meaning: 'A gated tool call found no matching approved action (the decision was not stored as sent); send the session a new message.',

@@ -37,10 +37,12 @@ import {
   type RunNodeOutput,
 } from './defs.js';
 import { GraphState } from './graph.js';
-import { LocalGate } from './local-gate.js';
+import { LocalGate, type NodeAwaits } from './local-gate.js';
 import { RunValues } from './run-values.js';
 import { CODE } from './error-codes.js';
 import { handledFailures, notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
+import { runApproval } from './approval.js';
+import { runWaitForEvent } from './wait-for-event.js';
 
 const control = proxyActivities<ControlActivities>({
   startToCloseTimeout: '30s',
@@ -202,6 +204,13 @@ async function runActivity(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   return other(run, () => proxyActivities<NodeActivities>(activityOptions(node)).runNode(input));
 }
 
+/** How a node module of its own (a wait, an approval) awaits: through the run's gate, with its bounds. */
+const awaitsOf = (run: Run): NodeAwaits => ({
+  local: (start) => local(run, start),
+  other: (start) => other(run, start),
+  ...boundsOf(run),
+});
+
 /** A local activity of the run, through its gate when it has one (see LocalGate). */
 const local = <T>(run: Run, start: () => Promise<T>): Promise<T> => (run.gate ? run.gate.local(start) : start());
 /** Any other await of a node (an activity, a child, a timer), through the run's gate when it has one. */
@@ -219,6 +228,9 @@ function runNode(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   const mode = runModeOf(run.began, node.type);
   if (mode === 'timer') return runTimer(run, node);
   if (mode === 'child') return runChild(run, node);
+  // Waits hold the run in workflow code of their own; they see the same expression context as an activity.
+  if (mode === 'wait') return runWaitForEvent(node, run.values.contextFor(node), workflowInfo().runId, awaitsOf(run));
+  if (mode === 'approval') return runApproval(node, run.values.contextFor(node), workflowInfo().runId, awaitsOf(run));
   return runActivity(run, node);
 }
 

@@ -167,7 +167,11 @@ named(replayPlan, 'ReplayPlan', {
   ],
 });
 
-/** The executions surface is read-only apart from replay. */
+const cancelled = named(z.object({ execution_id: z.number().int(), status: z.enum(['running', 'cancelled']) }), 'CancelledExecution', {
+  description: 'An execution after a cancel: `cancelled`, or `running` while it is still stopping',
+});
+
+/** The executions surface is read-only apart from replay and cancel. */
 export function executionRoutes({ executions }: { executions: ExecutionService }): AnyRoute[] {
   return [
     defineRoute({
@@ -200,6 +204,26 @@ export function executionRoutes({ executions }: { executions: ExecutionService }
       params: idParam,
       responses: { 200: { description: 'The execution', data: detail } },
       handler: async ({ params, principal }) => ({ data: await executions.view(principal, params.id) }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${root}/{id}/cancel`,
+      operationId: 'cancelExecution',
+      summary: 'Cancels a running execution, waits included; it ends `cancelled`',
+      description:
+        'Temporal cancels the run: the node in flight stops (a wait_for_event stops waiting, a pending approval ends `cancelled` and leaves the inbox, an activity or child run is cancelled), the nodes that never ran are skipped, and the execution ends `cancelled`, exactly as a cancel from the Temporal Web UI. Visible to whoever may see its workflow (404 for anyone else). Idempotent: a cancelled execution answers 200 as it is; one that ended otherwise answers 409 `execution_finished`. The call waits a few seconds for the run to end: 200 with `status: cancelled` once it has, 202 with `status: running` while it is still stopping.',
+      tag: 'executions',
+      access: { capability: 'svc_manage_workflows' },
+      params: idParam,
+      errors: { execution_finished: 'The execution already ended (success, failed or partial; `data.status`)' },
+      responses: {
+        200: { description: 'The execution is cancelled', data: cancelled },
+        202: { description: 'Cancel requested; the run is still stopping (poll the execution)', data: cancelled },
+      },
+      handler: async ({ params, principal }) => {
+        const result = await executions.cancel(principal, params.id);
+        return { status: result.status === 'running' ? 202 : 200, data: result };
+      },
     }),
     defineRoute({
       method: 'post',

@@ -459,6 +459,49 @@ export class ExecutionService {
   }
 
   /**
+   * Cancels a running execution, waits included: Temporal cancels its workflow, whose cancellation
+   * path ends the node in flight (a wait stops waiting, a pending approval ends `cancelled`, an
+   * activity or child run is cancelled) and records the run as `cancelled`, as a cancel from the
+   * Temporal Web UI does. Idempotent: a cancelled execution answers as it is; one that ended
+   * otherwise is refused (409 `execution_finished`). Waits up to `waitMs` for the run to end and
+   * answers the status it has then (`running` while it is still stopping).
+   */
+  async cancel(principal: Principal, executionId: number, waitMs = 10_000): Promise<{ execution_id: number; status: 'running' | 'cancelled' }> {
+    let row = await this.visible(principal, executionId);
+    if (row.status === 'running') row = await this.reconcile(row);
+    if (row.status !== 'running' && row.status !== 'cancelled') {
+      throw conflict('execution_finished', `Execution ${executionId} already ended (${row.status}); only a running execution can be cancelled`, {
+        status: row.status,
+      });
+    }
+    if (row.status === 'running') {
+      const handle = this.temporal.client.workflow.getHandle(row.temporal_workflow_id, row.temporal_run_id ?? undefined);
+      try {
+        await handle.cancel();
+      } catch (err) {
+        // Closed meanwhile: the record learns how from Temporal below.
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)));
+      await Promise.race([
+        handle.result().then(
+          () => undefined,
+          () => undefined,
+        ),
+        waited,
+      ]).finally(() => clearTimeout(timer));
+      row = (await this.mirror.get(executionId)) ?? row;
+      if (row.status === 'running') row = await this.reconcile(row);
+      // It ended on its own just before the cancel reached it.
+      if (row.status !== 'running' && row.status !== 'cancelled') {
+        throw conflict('execution_finished', `Execution ${executionId} ended (${row.status}) before the cancel reached it`, { status: row.status });
+      }
+    }
+    return { execution_id: executionId, status: row.status as 'running' | 'cancelled' };
+  }
+
+  /**
    * Replays an execution as a new one. Without `from_node_id`, the whole run again (with
    * `with_payload`, with that trigger payload). With it, the node and every node downstream of it
    * run again and every other node keeps its recorded outcome (see replay-plan.ts): by a Temporal

@@ -146,18 +146,27 @@ export class WorkflowService {
   ): Promise<number[]> {
     const problems: FieldProblem[] = validateGraph(graph, trigger, nodeTypes);
     if (errorWorkflowId != null) problems.push(...(await this.checkErrorWorkflow(errorWorkflowId, authors)));
-    const connectionIds = [...new Set(graph.nodes.map((n) => n.connection_id).filter((c): c is number => c !== undefined))];
+    // A node's connection_id, and the connections and logins its configuration names (an approval's notify and approvers).
+    const named = graph.nodes.flatMap((n, i) => {
+      const refs = problems.some((p) => p.field.startsWith(`nodes.${i}.`)) ? undefined : nodeTypes.get(n.type)?.references?.(n.config);
+      return [
+        ...(n.connection_id !== undefined ? [{ id: n.connection_id, field: `nodes.${i}.connection_id` }] : []),
+        ...(refs?.connections ?? []).map((c) => ({ id: c.id, field: `nodes.${i}.config.${c.field}` })),
+      ];
+    });
+    const connectionIds = [...new Set(named.map((c) => c.id))];
     if (connectionIds.length) {
       const usable = await this.definitions.connections.usableBy(connectionIds, authors);
-      graph.nodes.forEach((n, i) => {
-        if (n.connection_id !== undefined && !usable.has(n.connection_id)) {
+      for (const { id, field } of named) {
+        if (!usable.has(id)) {
           problems.push({
-            field: `nodes.${i}.connection_id`,
-            message: `connection ${n.connection_id} does not exist or is not shared with ${authors.length > 1 ? "you and the workflow's owner" : 'you'}`,
+            field,
+            message: `connection ${id} does not exist or is not shared with ${authors.length > 1 ? "you and the workflow's owner" : 'you'}`,
           });
         }
-      });
+      }
     }
+    await this.checkLogins(graph, problems);
     if (trigger.type === 'record' && !problems.length) await this.assertRecordTrigger(trigger.config.entity, authors, problems);
     if (sharedWith.length) {
       const users = await this.sql.query<{ id: number }>('select id from users where id = any(?)', [sharedWith]);
@@ -179,6 +188,19 @@ export class WorkflowService {
     }
     if (row.status === 'archived') return [{ field: 'error_workflow_id', message: `workflow ${id} is archived; restore it or choose another` }];
     return [];
+  }
+
+  /** Every login a node's configuration names (an approval's approvers) must exist. */
+  private async checkLogins(graph: Graph, problems: FieldProblem[]): Promise<void> {
+    const named = graph.nodes.flatMap((n, i) =>
+      problems.some((p) => p.field.startsWith(`nodes.${i}.`))
+        ? []
+        : (nodeTypes.get(n.type)?.references?.(n.config).logins ?? []).map((l) => ({ ...l, field: `nodes.${i}.config.${l.field}` })),
+    );
+    if (!named.length) return;
+    const rows = await this.sql.query<{ login: string }>('select login from users where login = any(?)', [[...new Set(named.map((l) => l.login))]]);
+    const known = new Set(rows.map((r) => r.login));
+    for (const { login, field } of named) if (!known.has(login)) problems.push({ field, message: `user ${login} does not exist` });
   }
 
   /**
