@@ -37,6 +37,7 @@ import { RecordService } from './records/record.service.js';
 import { connectTemporal, type TemporalHandle } from './temporal/connection.js';
 import { WorkflowSchedules } from './workflow-definitions/workflow.schedules.js';
 import { WorkflowService } from './workflow-definitions/workflow.service.js';
+import { WorkflowFilesService } from './workflow-files/workflow-files.service.js';
 
 /** Everything a route, activity or command needs, built once per process and passed explicitly. */
 export interface Services {
@@ -67,6 +68,8 @@ export interface Services {
   temporal: TemporalHandle;
   connections: ConnectionService;
   workflows: WorkflowService;
+  /** Workflows as files: export, plan and apply. */
+  workflowFiles: WorkflowFilesService;
   /** The executions and execution_nodes tables, for the API and the worker alike. */
   executionMirror: ExecutionMirror;
   executions: ExecutionService;
@@ -188,7 +191,8 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const { entities, records, recordEvents } = createRecordServices(platform, endpoints);
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
   const connections = new ConnectionService(sql, keys, egress);
-  const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror, { connections, entities, acting });
+  const schedules = new WorkflowSchedules(temporal);
+  const workflows = new WorkflowService(sql, schedules, executionMirror, { connections, entities, acting });
   const executions = new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS, metrics);
   const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
   return {
@@ -198,6 +202,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     users: new UsersService(stores.users),
     connections,
     workflows,
+    workflowFiles: new WorkflowFilesService(sql, workflows, schedules, connections, logger),
     executionMirror,
     executions,
     licenses: new LicenseService(stores.licenses, licenseWebhooks),

@@ -95,6 +95,10 @@ export const ERROR_CODES = {
     status: 409,
     meaning: 'The node never ran in that execution, or Temporal no longer holds its history; replay it with `with_payload` instead.',
   },
+  plan_stale: {
+    status: 409,
+    meaning: 'The workflows or the files changed since the plan that `plan_hash` names; nothing was applied. Plan again, review it, and apply the new plan.',
+  },
   replay_in_progress: { status: 409, meaning: 'A reset replay of this execution is still running (`data.execution_id`); wait for it or cancel it first.' },
   expression_error: { status: null, meaning: 'A `{{ }}` expression of the node failed to parse or evaluate; fix the expression.', retried: false },
   expression_limit: {

@@ -9,6 +9,7 @@ import { executionRoutes } from '../executions/execution.routes.js';
 import { codecCors, codecRoutes } from '../temporal/codec.routes.js';
 import { webhookRoutes } from '../workflow-definitions/webhook.routes.js';
 import { workflowRoutes } from '../workflow-definitions/workflow.routes.js';
+import { workflowFilesRoutes } from '../workflow-files/workflow-files.routes.js';
 import { licenseAdminRoutes } from '../licenses/license-admin.routes.js';
 import { licenseRoutes } from '../licenses/license.routes.js';
 import { licenseWebhookRoutes } from '../licenses/license-webhooks.routes.js';
@@ -32,6 +33,7 @@ export function allRoutes(services: Services): AnyRoute[] {
     ...healthRoutes(services, openApi),
     ...authRoutes(services),
     ...workflowRoutes(services),
+    ...workflowFilesRoutes(services),
     ...webhookRoutes(services),
     ...connectionRoutes(services),
     ...executionRoutes(services),

@@ -150,11 +150,14 @@ function resolvePlace(object: Json, place: Reference & { kind: ReferenceKind }, 
     }
     const ids = value.map((name, i) => one(name, `${field}.${i}`, undefined));
     if (ids.every((id) => id !== undefined)) store(ids);
+    else if (!place.storedByName) delete object[place.file];
     return;
   }
   // null: an explicit "none".
   const id = value === null ? null : one(value, field, currentValue);
   if (id !== undefined) store(id);
+  // Left out, so that the definition's own checks do not report the same place again.
+  else if (!place.storedByName) delete object[place.file];
 }
 
 function idsIn(
