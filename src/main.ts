@@ -13,6 +13,7 @@ import { createCommandServices } from './services.js';
 import { findTemporalCli } from './platform/temporal-cli.js';
 import { bundleWorkflows } from './temporal/worker.js';
 import { runClusterCommand } from './cluster/command.js';
+import { workflowsCommand } from './workflow-files/workflow-files.cli.js';
 import { TEMPORAL_SERVER, TEMPORAL_UI, provisionGoModule } from './cluster/binaries.js';
 
 const usage = `Usage: svc <command> [options]   (npm run svc -- <command>)
@@ -37,6 +38,15 @@ Commands:
   bundle-workflows --out FILE    prebuild the workflow bundle (SVC_WORKFLOW_BUNDLE)
   temporal-cli                   find, download or build the Temporal CLI and print its path
   cluster-binaries               find or build the Temporal server, sql tool and Web UI of npm run cluster
+  workflows export --dir DIR [--tag T] [--q TEXT]
+                                 write the workflows you see on --server as one YAML file each
+  workflows validate --dir DIR   check the files offline (YAML, fields, node configurations, graph)
+  workflows plan --dir DIR [--prune] [--tag T]
+                                 what applying would change, with diffs; exit 0 nothing, 2 changes, 1 error
+  workflows apply --dir DIR [--plan HASH] [--prune] [--tag T]
+                                 apply all or nothing (only that plan, with --plan)
+                                 --server URL (or SVC_SERVER; default this machine's PORT); the login
+                                 from --login or SVC_LOGIN, the password from SVC_APP_PASSWORD (or a prompt)
 
 Every command accepts --json and then prints exactly one JSON object on stdout.`;
 
@@ -134,6 +144,12 @@ function parseCommandLine(argv: string[]) {
       'product-name': { type: 'string' },
       'domain-limit': { type: 'string' },
       'expires-at': { type: 'string' },
+      dir: { type: 'string' },
+      server: { type: 'string' },
+      tag: { type: 'string' },
+      q: { type: 'string' },
+      prune: { type: 'boolean' },
+      plan: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -232,7 +248,32 @@ async function toolCommand(command: string, flags: Flags, config: Config, logger
   return true;
 }
 
-async function main(argv: string[]): Promise<void> {
+/** `svc workflows ...`: against a server over HTTP; answers the exit code. */
+function workflowsCli(sub: string | undefined, flags: Flags, config: Config): Promise<number> {
+  const text = (name: string) => (typeof flags[name] === 'string' ? (flags[name] as string) : undefined);
+  return workflowsCommand(
+    sub,
+    {
+      dir: text('dir'),
+      server: text('server'),
+      login: text('login'),
+      tag: text('tag'),
+      q: text('q'),
+      plan: text('plan'),
+      prune: flags.prune === true,
+      json: flags.json === true,
+    },
+    {
+      env: process.env,
+      out: (t) => process.stdout.write(t),
+      err: (t) => process.stderr.write(t),
+      interactive: Boolean(process.stdin.isTTY),
+      defaultServer: `http://localhost:${config.PORT}`,
+    },
+  );
+}
+
+async function main(argv: string[]): Promise<number | void> {
   const { positionals, flags } = parseCommandLine(argv);
   const [command, sub] = positionals;
   if (!command || flags.help || command === 'help') {
@@ -264,6 +305,7 @@ async function main(argv: string[]): Promise<void> {
       return output(flags, { applied }, applied.length ? `Applied: ${applied.join(', ')}` : 'Database is up to date.');
     }
   }
+  if (command === 'workflows') return workflowsCli(sub, flags, config);
   const handled = userCommand(command, sub, flags, config, logger);
   if (handled) return handled;
   if (command === 'license' && (await licenseCommand(sub, positionals, flags, config, logger))) return;
@@ -272,7 +314,7 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).then(
-  () => process.exit(0),
+  (code) => process.exit(code ?? 0),
   (err: unknown) => {
     const json = process.argv.includes('--json');
     if (err instanceof ConfigError) {

@@ -1,3 +1,5 @@
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 
@@ -87,6 +89,28 @@ describe('export', () => {
   it('shows another user only what they may see', async () => {
     const res = await editorA.client.get(`${W}/export`);
     expect(res.body.data.files.map((f: File) => f.path)).toEqual(['parent.yaml']);
+  });
+});
+
+describe('the JSON Schema of a file', () => {
+  it('is public, describes every exported file, and refuses ids where names belong', async () => {
+    const res = await a.anonymous.get(`${W}/workflow.schema.json`);
+    expect(res.status).toBe(200);
+    const schema = res.body;
+    expect(schema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
+    const validate = new Ajv2020({ strict: false, allErrors: true }).compile(schema);
+    for (const file of await exported(a)) expect(validate(parse(file.content)), `${file.path}: ${JSON.stringify(validate.errors)}`).toBe(true);
+    const withId = parse(byPath(await exported(a))['parent.yaml']!);
+    withId.nodes[0].config.workflow_id = 3;
+    expect(validate(withId)).toBe(false);
+    expect(schema.$defs.RunWorkflowFileNodeConfig.properties.workflow).toMatchObject({ type: 'string' });
+    expect(schema.$defs.WorkflowFile.properties.error_workflow).toBeDefined();
+    // The OpenAPI document shows it as the content of a file's text.
+    const doc = (await a.anonymous.get('/api/openapi.json')).body;
+    expect(doc.components.schemas.WorkflowFileText.properties.content).toMatchObject({
+      contentMediaType: 'application/yaml',
+      contentSchema: { $ref: '#/components/schemas/WorkflowFile' },
+    });
   });
 });
 

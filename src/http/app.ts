@@ -33,7 +33,7 @@ export function allRoutes(services: Services): AnyRoute[] {
     ...healthRoutes(services, openApi),
     ...authRoutes(services),
     ...workflowRoutes(services),
-    ...workflowFilesRoutes(services),
+    ...workflowFilesRoutes(services, openApi),
     ...webhookRoutes(services),
     ...connectionRoutes(services),
     ...executionRoutes(services),

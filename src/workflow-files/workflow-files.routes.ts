@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { named } from '../http/openapi.js';
+import { documentContent, named } from '../http/openapi.js';
+import { fileJsonSchema, workflowFileSchema } from './file-schema.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { slugPattern } from '../workflow-definitions/workflow.schemas.js';
 import type { WorkflowFilesService } from './workflow-files.service.js';
@@ -11,7 +12,11 @@ const manage = { capability: 'svc_manage_workflows' } as const;
 export const workflowFileText = named(
   z.strictObject({
     path: z.string().min(1).max(500).describe('Where the file is, relative to the folder (`crm/sync-leads.yaml`); problems and diffs name it'),
-    content: z.string().max(2_000_000).describe('The file: YAML (JSON is YAML too), one workflow'),
+    content: documentContent(
+      z.string().max(2_000_000).describe('The file: YAML (JSON is YAML too), one workflow (`WorkflowFile`)'),
+      'application/yaml',
+      workflowFileSchema(),
+    ),
   }),
   'WorkflowFileText',
   {
@@ -104,8 +109,25 @@ const problems = {
     'A file is invalid: `data.errors` lists every problem as `{file, field, message, line?}` (YAML, fields, unknown labels, slugs or logins, ambiguous labels, graph checks, rights); nothing was applied',
 };
 
-export function workflowFilesRoutes({ workflowFiles }: { workflowFiles: WorkflowFilesService }): AnyRoute[] {
+export function workflowFilesRoutes({ workflowFiles }: { workflowFiles: WorkflowFilesService }, openApi: () => unknown): AnyRoute[] {
   return [
+    defineRoute({
+      method: 'get',
+      path: `${root}/workflow.schema.json`,
+      operationId: 'workflowFileSchema',
+      summary: 'The JSON Schema (draft 2020-12) of a workflow file, for editors',
+      description:
+        "The `WorkflowFile` schema of this document with what it refers to, as one JSON Schema: point an editor's YAML support at it (`yaml.schemas` in VS Code) to validate and complete workflow files. Public, like this document: it names node types, not workflows.",
+      tag: 'workflows',
+      access: 'public',
+      responses: {
+        200: {
+          description: 'The JSON Schema',
+          raw: z.object({ $schema: z.string(), $defs: z.record(z.string(), z.unknown()) }).loose(),
+        },
+      },
+      handler: async () => ({ raw: fileJsonSchema(openApi() as Parameters<typeof fileJsonSchema>[0]) }),
+    }),
     defineRoute({
       method: 'get',
       path: `${root}/export`,
