@@ -202,9 +202,10 @@ async function licenseCommand(sub: string | undefined, positionals: string[], fl
     return true;
   }
   if (sub === 'keys' || sub === 'rotate-key') {
-    const keyRing = await loadKeyRing(config, !config.DATABASE_URL);
-    await withDatabase(config, logger, async (orm) => {
-      const signer = createCommandServices(orm, config).licenseKeys(keyRing);
+    // The key of the instance the command works on (a running cluster keeps its own).
+    await withDatabase(config, logger, async (orm, instance) => {
+      const keyRing = await loadKeyRing(instance, !instance.DATABASE_URL);
+      const signer = createCommandServices(orm, instance).licenseKeys(keyRing);
       if (sub === 'keys') {
         const keys = await signer.list();
         return output(flags, { keys }, describeKeys(keys));
