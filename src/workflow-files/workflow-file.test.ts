@@ -189,6 +189,20 @@ describe('workflow files', () => {
     expect(parseFile('f.yaml', 'a: !custom x\n').problems).not.toEqual([]);
   });
 
+  it('are refused before parsing when they nest deeper than any workflow does', () => {
+    for (const text of [
+      'a: ' + '['.repeat(10_000) + ']'.repeat(10_000),
+      Array.from({ length: 3000 }, (_, i) => `${' '.repeat(i)}k:`).join('\n'),
+      `a:\n  ${'- '.repeat(5000)}x\n`,
+    ]) {
+      expect(parseFile('deep.yaml', text).problems[0]!.message).toContain('nests deeper than');
+    }
+    // Brackets in strings and deep but sane files are fine.
+    const sane = renderFile(namesForIds(stored(), nameOf));
+    expect(parseFile('ok.yaml', sane).problems).toEqual([]);
+    expect(parseFile('ok.yaml', 'a: "{{ $map(x, function($v){ {\\"a\\": [$v]} }) }}"\n').problems).toEqual([]);
+  });
+
   it('say on which line a field is', () => {
     const parsed = parseFile('p.yaml', renderFile(file()));
     const text = renderFile(file()).split('\n');

@@ -1,4 +1,5 @@
 import { Document, LineCounter, isMap, isNode, isScalar, isSeq, parseDocument } from 'yaml';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../platform/json-depth.js';
 import { REFERENCES } from './references.js';
 
 /**
@@ -121,8 +122,36 @@ export interface ParsedFile {
   lineOf(field: string): number | undefined;
 }
 
+/**
+ * An upper bound of how deep a YAML text nests, found in one pass without parsing: open flow
+ * brackets, and block levels (indentation, each `- ` of a compact sequence one more). The YAML
+ * parser recurses per level, and some thousands of levels exhaust its stack or, worse, the
+ * process's memory: such a text is refused before it is parsed.
+ */
+export function nestingBound(content: string): number {
+  let deepest = 0;
+  let brackets = 0;
+  const indents: number[] = [];
+  for (const line of content.split('\n')) {
+    const prefix = /^(?: |-(?= |$))*/.exec(line)![0];
+    if (prefix.length < line.length && !line.slice(prefix.length).startsWith('#')) {
+      while (indents.length && indents[indents.length - 1]! >= prefix.length) indents.pop();
+      indents.push(prefix.length);
+    }
+    for (const ch of line) {
+      if (ch === '[' || ch === '{') deepest = Math.max(deepest, ++brackets + indents.length);
+      else if (ch === ']' || ch === '}') brackets = Math.max(0, brackets - 1);
+    }
+    deepest = Math.max(deepest, brackets + indents.length + (prefix.match(/-/g)?.length ?? 0));
+  }
+  return deepest;
+}
+
 /** Reads one file: YAML 1.2 (JSON too), one document, a mapping at the top. */
 export function parseFile(path: string, content: string): ParsedFile {
+  if (nestingBound(content) > MAX_JSON_DEPTH) {
+    return { path, problems: [{ file: path, field: '', message: `YAML: nests deeper than ${MAX_JSON_DEPTH} levels` }], lineOf: () => undefined };
+  }
   const lines = new LineCounter();
   const doc = parseDocument(content, { lineCounter: lines, uniqueKeys: true, schema: 'core', prettyErrors: true, strict: true, stringKeys: true });
   const lineOf = (field: string): number | undefined => {
@@ -151,6 +180,7 @@ export function parseFile(path: string, content: string): ParsedFile {
   } catch (err) {
     return { path, problems: [{ file: path, field: '', message: `YAML: ${(err as Error).message}` }], lineOf };
   }
+  if (nestsDeeperThan(value)) return { path, problems: [{ file: path, field: '', message: `YAML: nests deeper than ${MAX_JSON_DEPTH} levels` }], lineOf };
   if (!isObject(value)) {
     return { path, problems: [{ file: path, field: '', message: 'a workflow file holds one mapping (slug, title, trigger, nodes, ...)' }], lineOf };
   }
