@@ -65,16 +65,28 @@ function placesFor(scope: Reference['scope'], type?: string): Reference[] {
 }
 
 let built: z.ZodType | undefined;
+let nodeUnion: z.ZodType | undefined;
+const fileNode = (): z.ZodType => (workflowFileSchema(), nodeUnion!);
+
+/**
+ * A node type's configuration schema as a file writes it: each place of the reference table in
+ * it named (`workflow_id` is `workflow`, a slug), inline bodies holding file nodes; the same
+ * schema when the table has no place in it.
+ */
+export function configInFile(type: string, config: z.ZodType): z.ZodType {
+  let out = config;
+  for (const place of placesFor('node', type).filter((p) => p.at[0] === 'config')) out = renamed(out, place.at.slice(1), place, fileNode);
+  return out;
+}
 
 /** The file's schema, built once from the node catalogue. */
 export function workflowFileSchema(): z.ZodType {
   if (built) return built;
-  const node: () => z.ZodType = () => nodeUnion;
+  const node = fileNode;
   const branches = [...nodeTypes.values()].map((t) => {
     const name = pascal(t.type);
     // The configuration: the type's own (the same named schema as in a definition) unless a place of the table is in it.
-    let config: z.ZodType = t.configSchema;
-    for (const place of placesFor('node', t.type).filter((p) => p.at[0] === 'config')) config = renamed(config, place.at.slice(1), place, node);
+    let config = configInFile(t.type, t.configSchema);
     config =
       config === t.configSchema
         ? t.configSchema.meta({ id: `${name}NodeConfig`, description: t.description })
@@ -84,13 +96,13 @@ export function workflowFileSchema(): z.ZodType {
     if (t.needsConnection) schema = (schema as z.ZodObject).extend({ connection: asName.connection() });
     return schema.meta({ id: `${name}FileNode`, description: `A \`${t.type}\` node in a workflow file: ${t.description}` });
   });
-  const nodeUnion: z.ZodType = named(z.discriminatedUnion('type', branches as unknown as [z.ZodObject, ...z.ZodObject[]]), 'WorkflowFileNode', {
+  nodeUnion = named(z.discriminatedUnion('type', branches as unknown as [z.ZodObject, ...z.ZodObject[]]), 'WorkflowFileNode', {
     description: 'One node of a workflow file: as in a definition, with connections and workflows named by label and slug',
   });
   let file: z.ZodType = createWorkflowSchema.extend({
     slug: z.string().regex(slugPattern).describe('The identity of the workflow on every instance'),
     status: z.enum(['active', 'inactive']).optional().describe("Applied as written; without it, a workflow keeps the server's status (a new one is inactive)"),
-    nodes: z.array(node()).min(1).max(500),
+    nodes: z.array(nodeUnion).min(1).max(500),
   });
   for (const place of placesFor('workflow')) {
     if (place.kind === 'graph') continue;
