@@ -120,7 +120,10 @@ describe('plan and apply on a second instance', () => {
     const planned = await b.admin.post(`${W}/plan`, { files });
     expect(planned.status, planned.text).toBe(200);
     expect(actions(planned.body.data)).toEqual({ child: 'create', nightly: 'create', parent: 'create' });
-    expect(planned.body.data.changes.find((c: { slug: string }) => c.slug === 'child').diff).toContain('--- /dev/null\n+++ b/child.yaml\n');
+    expect(planned.body.data.changes.find((c: { slug: string }) => c.slug === 'child')).toMatchObject({
+      id: null,
+      diff: expect.stringContaining('--- /dev/null\n+++ b/child.yaml\n'),
+    });
     // A plan changes nothing.
     expect((await b.admin.get(`${W}/workflows`)).body.data.total).toBe(0);
 

@@ -172,7 +172,7 @@ export class WorkflowFilesService {
   async plan(principal: Principal, request: FilesRequest): Promise<Plan> {
     try {
       await this.sql.transaction(async (tx) => {
-        throw new RolledBack(await this.run(tx, principal, request, new DeferredSchedules()));
+        throw new RolledBack(await this.run(tx, principal, request, new DeferredSchedules(), { apply: false }));
       });
     } catch (err) {
       if (err instanceof RolledBack) return err.plan;
@@ -184,11 +184,19 @@ export class WorkflowFilesService {
   /** Applies the files all or nothing; with `plan_hash`, only while the plan is still the one that hash names. */
   async apply(principal: Principal, request: FilesRequest & { plan_hash?: string | undefined }): Promise<Applied> {
     const deferred = new DeferredSchedules();
-    const plan = await this.sql.transaction((tx) => this.run(tx, principal, request, deferred, request.plan_hash));
+    const plan = await this.sql.transaction((tx) => this.run(tx, principal, request, deferred, { apply: true, planHash: request.plan_hash }));
     return { ...plan, warnings: await deferred.applyTo(this.schedules, this.logger) };
   }
 
-  private async run(tx: Transaction, principal: Principal, request: FilesRequest, deferred: DeferredSchedules, planHash?: string): Promise<Plan> {
+  /** A plan and an apply are the same writes; a plan's are rolled back by its caller. */
+  private async run(
+    tx: Transaction,
+    principal: Principal,
+    request: FilesRequest,
+    deferred: DeferredSchedules,
+    mode: { apply: false } | { apply: true; planHash?: string | undefined },
+  ): Promise<Plan> {
+    const planHash = mode.apply ? mode.planHash : undefined;
     await tx.query('select pg_advisory_xact_lock(?)', [FILES_LOCK]);
     const prepared = await this.prepare(tx, principal, request);
     if (planHash !== undefined && planHash !== prepared.hash) {
@@ -197,11 +205,19 @@ export class WorkflowFilesService {
       });
     }
     // The files that passed go through the writes too (rolled back), so that every problem is listed at once.
-    const problems = [...prepared.problems, ...(await this.write(tx, principal, prepared, deferred))];
+    const written = await this.write(tx, principal, prepared, deferred);
+    const problems = [...prepared.problems, ...written.problems];
     if (problems.length) throw invalidFiles(problems);
     return {
       plan_hash: prepared.hash,
-      changes: prepared.changes.map(({ slug, path, action, id, diff }) => ({ slug, path, action, id, diff })),
+      // A plan's writes are rolled back: the ids it took name nothing.
+      changes: prepared.changes.map(({ slug, path, action, id, diff }) => ({
+        slug,
+        path,
+        action,
+        id: id ?? (mode.apply ? (written.created.get(slug) ?? null) : null),
+        diff,
+      })),
     };
   }
 
@@ -412,7 +428,12 @@ export class WorkflowFilesService {
   }
 
   /** Makes the planned changes through WorkflowService inside `tx`; answers the problems, if any (then the caller rolls back). */
-  private async write(tx: Transaction, principal: Principal, prepared: Prepared, deferred: DeferredSchedules): Promise<FileProblem[]> {
+  private async write(
+    tx: Transaction,
+    principal: Principal,
+    prepared: Prepared,
+    deferred: DeferredSchedules,
+  ): Promise<{ problems: FileProblem[]; created: Map<string, number> }> {
     const scoped = this.workflows.within(tx, deferred);
     const problems: FileProblem[] = [];
     const writable = (c: Planned) => !c.checked || (c.checked.definition !== undefined && !c.checked.problems.length);
@@ -442,7 +463,6 @@ export class WorkflowFilesService {
     for (const [change, definition] of orderByReferences(creates, created, definitionOf)) {
       const id = created.get(change.slug)!;
       if (definition) await attempt(change, () => scoped.create(principal, definition, { id }));
-      change.id = id;
     }
     for (const change of prepared.changes.filter((c) => c.action === 'update' && writable(c))) {
       const definition = definitionOf(change);
@@ -452,7 +472,7 @@ export class WorkflowFilesService {
     for (const change of prepared.changes.filter((c) => c.action === 'archive')) {
       await attempt(change, () => scoped.remove(principal, change.row!.id, false));
     }
-    return problems;
+    return { problems, created };
   }
 
   /** PATCH with the whole definition when it changed, then the status the file asks for. */
