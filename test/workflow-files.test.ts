@@ -328,3 +328,50 @@ describe('a purged workflow', () => {
     expect(out.output).toEqual({ result: 42 });
   });
 });
+
+describe('acting for the caller', () => {
+  it('gives an editor the rights of create and PATCH, no more', async () => {
+    await post(a, '/workflows', {
+      title: 'Shared one',
+      slug: 'shared-one',
+      trigger: { type: 'manual' },
+      shared_with: [editorA.id],
+      nodes: [{ id: 'x', type: 'transform', config: { value: 1 } }],
+    });
+    const files: File[] = (await editorA.client.get(`${W}/export`)).body.data.files;
+    expect(files.map((f) => f.path)).toEqual(['parent.yaml', 'shared-one.yaml']);
+    const problems = async (edited: File[]) => {
+      const res = await editorA.client.post(`${W}/apply`, { files: edited });
+      expect(res.status, res.text).toBe(400);
+      return res.body.data.errors;
+    };
+    // The parent is shared with the editor, but neither its child workflow nor its connection is:
+    // the export shows the child as an id (a name would tell what the editor may not see), and a
+    // change is refused on both counts.
+    const parent = files.find((f) => f.path === 'parent.yaml')!;
+    expect(parent.content).toMatch(/ {6}workflow_id: \d+\n/);
+    expect(await problems([{ ...parent, content: parent.content.replace('title: Parent', 'title: Parent, by the editor') }])).toEqual([
+      expect.objectContaining({ file: 'parent.yaml', field: 'nodes.0.config.workflow_id', message: expect.stringContaining('by slug, not by id') }),
+      expect.objectContaining({
+        file: 'parent.yaml',
+        field: 'nodes.1.connection',
+        message: `no connection labelled "CRM" that you and the workflow's owner may use`,
+      }),
+    ]);
+    // Whom a workflow is shared with is its owner's choice.
+    const shared = files.find((f) => f.path === 'shared-one.yaml')!;
+    const unshared = await problems([{ ...shared, content: shared.content.replace(/shared_with:\n {2}- eddie\n/, '') }]);
+    expect(unshared).toEqual([expect.objectContaining({ file: 'shared-one.yaml', message: expect.stringContaining("Only the workflow's owner") })]);
+    // Without a tag, prune reaches only the caller's own workflows: the administrator's stay.
+    const mine = { path: 'mine.yaml', content: 'slug: mine\ntitle: Mine\ntrigger: {type: manual}\nnodes:\n  - {id: x, type: transform, config: {value: 1}}\n' };
+    const applied = await editorA.client.post(`${W}/apply`, { files: [mine], prune: true });
+    expect(applied.status, applied.text).toBe(200);
+    expect(actions(applied.body.data)).toEqual({ mine: 'create' });
+    const [row] = await a.sql<{ owner_id: number }>(`select owner_id from workflows where slug = 'mine'`);
+    expect(row!.owner_id).toBe(editorA.id);
+    expect((await a.sql(`select 1 from workflows where status = 'archived'`)).length).toBe(0);
+    // A subscriber plans nothing.
+    const subscriber = await a.createUser('subscriber');
+    expect((await subscriber.client.post(`${W}/plan`, { files: [mine] })).status).toBe(403);
+  });
+});
