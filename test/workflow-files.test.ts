@@ -245,6 +245,7 @@ describe('plan and apply on a second instance', () => {
       return f;
     });
     edited.push({ path: 'broken.yaml', content: 'slug: broken\ntitle: [unclosed\n' });
+    edited.push({ path: 'no-slug.yaml', content: 'title: No slug\ntrigger: {type: manual}\nnodes:\n  - {id: x, type: transform, config: {value: 1}}\n' });
     edited.push({
       path: 'bad-ref.yaml',
       content: 'slug: bad-ref\ntitle: Bad\ntrigger: {type: manual}\nnodes:\n  - {id: c, type: run_workflow, config: {workflow: missing}}\n',
@@ -254,7 +255,13 @@ describe('plan and apply on a second instance', () => {
     expect(res.body.error).toBe('validation_failed');
     const problems = res.body.data.errors.map((e: { file: string; field: string }) => `${e.file} ${e.field}`);
     expect(problems).toEqual(
-      expect.arrayContaining(['broken.yaml ', 'parent.yaml nodes.1.connection', 'parent.yaml edges.0.to', 'bad-ref.yaml nodes.0.config.workflow']),
+      expect.arrayContaining([
+        'broken.yaml ',
+        'no-slug.yaml slug',
+        'parent.yaml nodes.1.connection',
+        'parent.yaml edges.0.to',
+        'bad-ref.yaml nodes.0.config.workflow',
+      ]),
     );
     expect(res.body.data.errors.find((e: { field: string }) => e.field === 'nodes.1.connection')).toMatchObject({ line: expect.any(Number) });
     const [child] = await b.sql<{ title: string }>(`select title from workflows where slug = 'child'`);

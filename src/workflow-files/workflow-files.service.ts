@@ -313,8 +313,17 @@ export class WorkflowFilesService {
       paths.add(path);
       const parsed = parseFile(path, content);
       problems.push(...parsed.problems);
-      const slug = parsed.value?.slug;
-      if (typeof slug !== 'string') continue;
+      if (!parsed.value) continue;
+      const slug = parsed.value.slug;
+      if (typeof slug !== 'string') {
+        problems.push({
+          file: path,
+          field: 'slug',
+          message: 'a file names its workflow by slug: `slug: <lower-case letters, digits, dashes>`',
+          ...line(parsed, 'slug'),
+        });
+        continue;
+      }
       const other = bySlug.get(slug);
       if (other) {
         problems.push({ file: path, field: 'slug', message: `${other.path} has the same slug; one file per workflow`, ...line(parsed, 'slug') });
