@@ -250,7 +250,7 @@ async function toolCommand(command: string, flags: Flags, config: Config, logger
 }
 
 /** `svc workflows ...`: against a server over HTTP; answers the exit code. */
-function workflowsCli(sub: string | undefined, flags: Flags, config: Config): Promise<number> {
+function workflowsCli(sub: string | undefined, flags: Flags): Promise<number> {
   const text = (name: string) => (typeof flags[name] === 'string' ? (flags[name] as string) : undefined);
   return workflowsCommand(
     sub,
@@ -269,7 +269,7 @@ function workflowsCli(sub: string | undefined, flags: Flags, config: Config): Pr
       out: (t) => process.stdout.write(t),
       err: (t) => process.stderr.write(t),
       interactive: Boolean(process.stdin.isTTY),
-      defaultServer: `http://localhost:${config.PORT}`,
+      defaultServer: `http://localhost:${process.env.PORT || 8080}`,
     },
   );
 }
@@ -282,6 +282,9 @@ async function main(argv: string[]): Promise<number | void> {
     return;
   }
   loadDotEnv();
+  // Against a server over HTTP: the service's own configuration is not read (a variable it would
+  // refuse must not turn into exit code 2, which says "the plan has changes").
+  if (command === 'workflows') return workflowsCli(sub, flags);
   const config = loadConfig();
   const serverCommand = command === 'start' || command === 'api' || command === 'worker' || command === 'cluster';
   // Server logs go to stdout; one-shot commands keep stdout for their result.
@@ -306,7 +309,6 @@ async function main(argv: string[]): Promise<number | void> {
       return output(flags, { applied }, applied.length ? `Applied: ${applied.join(', ')}` : 'Database is up to date.');
     }
   }
-  if (command === 'workflows') return workflowsCli(sub, flags, config);
   const handled = userCommand(command, sub, flags, config, logger);
   if (handled) return handled;
   if (command === 'license' && (await licenseCommand(sub, positionals, flags, config, logger))) return;
