@@ -2,6 +2,7 @@ import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activ
 import {
   LEAN_HISTORY,
   REFS_HISTORY,
+  SHORT_LOCAL_NODES,
   childWorkflowId,
   type BeganExecution,
   type Graph,
@@ -14,7 +15,7 @@ import {
 } from '../workflows/defs.js';
 import type { ExpressionContext } from '../src/nodes/expressions.js';
 import type { ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
-import { nodeTypes, nodeRunModes } from '../src/nodes/index.js';
+import { nodeTypes, nodeRunModes, shortLocalTypes } from '../src/nodes/index.js';
 import { AppError } from '../src/platform/errors.js';
 import type { ExecutionRef, NodeEntry } from '../src/executions/execution.mirror.js';
 import { nodesFinishedBefore, readNodeEvents } from '../src/executions/reset-point.js';
@@ -51,6 +52,7 @@ export interface GraphActivityPorts {
     Config,
     | 'SVC_NODE_OUTPUT_LIMIT'
     | 'SVC_LOCAL_PURE_NODES'
+    | 'SVC_LOCAL_CALL_MAX_MS'
     | 'SVC_AGENT_PRICES'
     | 'SVC_RUN_WORKFLOW_MAX_DEPTH'
     | 'SVC_RUN_WORKFLOW_MAX_CHILD_RUNS'
@@ -113,8 +115,7 @@ export interface NodeEnd {
 export function graphActivities(services: GraphActivityPorts) {
   const g: GraphWorker = { ports: services, runs: new ForgetfulMap(1_000), versions: new OldestFirstMap(500) };
   const control = {
-    beginExecution: (input: RunGraphInput, runId: string, understands: { history?: number; refs?: number } = {}) =>
-      beginExecution(g, input, runId, understands),
+    beginExecution: (input: RunGraphInput, runId: string, understands: Understands = {}) => beginExecution(g, input, runId, understands),
     finishExecution: (runId: string, result: RunResult) => finishExecution(g, runId, result),
     recordNodeStart: (node: GraphNode, runId: string) => recordNodeStart(g, node, runId),
     recordNodeEnd: (node: GraphNode, runId: string, end: NodeEnd) => recordNodeEnd(g, node, runId, end),
@@ -194,14 +195,15 @@ function writeNode(g: GraphWorker, executionId: number, node: Pick<GraphNode, 'i
   return patiently(() => g.ports.executionMirror.writeNode(executionId, node, entry));
 }
 
+/** What the calling workflow code can read; earlier code asks for nothing (see LEAN_HISTORY, REFS_HISTORY, SHORT_LOCAL_NODES). */
+interface Understands {
+  history?: number;
+  refs?: number;
+  local?: number;
+}
+
 /** First step of every run: claims or creates the execution record and loads the graph. */
-export async function beginExecution(
-  g: GraphWorker,
-  input: RunGraphInput,
-  runId: string,
-  /** What the calling workflow code can read; earlier code asks for nothing (see LEAN_HISTORY, REFS_HISTORY). */
-  understands: { history?: number; refs?: number },
-): Promise<BeganExecution> {
+export async function beginExecution(g: GraphWorker, input: RunGraphInput, runId: string, understands: Understands): Promise<BeganExecution> {
   const { workflowId: temporalWorkflowId } = runOf();
   // The record is claimed first: a run that then fails (its definition unreadable through a
   // long database outage) is one the mirror can close, knowing its run id.
@@ -226,7 +228,7 @@ export async function beginExecution(
     ref = await findExecution(g, temporalWorkflowId, runId);
     if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', CODE.execution_not_ready);
   }
-  const { SVC_LOCAL_PURE_NODES, SVC_HISTORY_INLINE_BYTES, SVC_NODE_CONTEXT_INLINE_BYTES, SVC_RUN_MAX_PARALLEL_NODES } = g.ports.config;
+  const { SVC_LOCAL_PURE_NODES, SVC_LOCAL_CALL_MAX_MS, SVC_HISTORY_INLINE_BYTES, SVC_NODE_CONTEXT_INLINE_BYTES, SVC_RUN_MAX_PARALLEL_NODES } = g.ports.config;
   return {
     executionId: ref.id,
     version: definition.version,
@@ -237,6 +239,10 @@ export async function beginExecution(
     localPureNodes: SVC_LOCAL_PURE_NODES,
     pureTypes: [...nodeTypes.values()].filter((n) => n.pure).map((n) => n.type),
     ...(understands.history === LEAN_HISTORY ? { history: LEAN_HISTORY } : {}),
+    // Granted only to workflow code that asked: earlier code would schedule a regular activity for a node the answer made local.
+    ...(understands.local === SHORT_LOCAL_NODES && SVC_LOCAL_CALL_MAX_MS > 0
+      ? { shortLocal: { types: shortLocalTypes(), maxTimeoutMs: SVC_LOCAL_CALL_MAX_MS } }
+      : {}),
     // Granted only to workflow code that asked: earlier code would take a reference for a value.
     ...(understands.refs === REFS_HISTORY
       ? { bounds: { inlineBytes: SVC_HISTORY_INLINE_BYTES, contextBytes: SVC_NODE_CONTEXT_INLINE_BYTES, maxRunning: SVC_RUN_MAX_PARALLEL_NODES } }
@@ -382,10 +388,15 @@ interface NodeAttempt {
 /** Runs one node: evaluates its expressions, runs the type's implementation, records the result. */
 export async function runNode(g: GraphWorker, { node, context, inlineBytes }: RunNodeInput): Promise<RunNodeOutput> {
   const activity = Context.current();
+  const pure = nodeTypes.get(node.type)?.pure === true;
+  // A call run inside the workflow task (a short call, local): counted before it is made (see beginAttempt).
+  const call = activity.info.isLocal && !pure;
   const run = async () => {
     const started = Date.now();
     const ref = await currentExecution(g, runOf().runId);
-    const attempt: NodeAttempt = { ref, node, started, attempts: activity.info.attempt };
+    const counted = call ? await patiently(() => g.ports.executionMirror.beginAttempt(ref.id, node, new Date(started))) : undefined;
+    const attempt: NodeAttempt = { ref, node, started, attempts: counted ?? activity.info.attempt };
+    // A pure node run locally ends in moments, a local call shows as running already; any other shows so once it takes a while.
     const shown = showRunningLater(g, attempt, activity.info.isLocal);
     try {
       const result = withoutCredential(attempt, await executeNode(g, attempt, context));

@@ -113,6 +113,13 @@ export interface BeganExecution {
    */
   history?: typeof LEAN_HISTORY;
   /**
+   * Node types with side effects that run as local activities when short: a node of one of
+   * `types` whose timeout (`timeout_ms`, else DEFAULT_NODE_TIMEOUT_MS) is at most `maxTimeoutMs`
+   * (SHORT_LOCAL_NODES). Absent in answers to workflow code that did not ask for it: those runs
+   * run such nodes as regular activities, as they always did.
+   */
+  shortLocal?: ShortLocalNodes;
+  /**
    * The bounds that keep every workflow task of the run under Temporal's limits (REFS_HISTORY).
    * Absent in answers to workflow code that did not ask for them: those runs pass every value
    * inline and start every ready node at once, as they always did.
@@ -145,6 +152,18 @@ export interface FailureKept {
 /** What workflow code asks of beginExecution: it reads bounds and passes large values by reference. */
 export const REFS_HISTORY = 1;
 
+/** What workflow code asks of beginExecution: it runs short calls of `shortLocal`'s types as local activities. */
+export const SHORT_LOCAL_NODES = 1;
+
+/** See BeganExecution.shortLocal. */
+export interface ShortLocalNodes {
+  types: string[];
+  maxTimeoutMs: number;
+}
+
+/** A node's timeout when its definition sets none. */
+export const DEFAULT_NODE_TIMEOUT_MS = 30_000;
+
 /**
  * A node output kept out of Temporal's history: the timeline entry of `node` in `execution` (the
  * current run's own execution when absent) holds the value. Only activities create references,
@@ -167,6 +186,17 @@ export interface OutputRef {
  * so a run begun on earlier code (which asked for nothing) replays as it was written.
  */
 export const LEAN_HISTORY = 2;
+
+/**
+ * How a run runs one node: its type's mode, except that a short call of a `shortLocal` type runs
+ * as a local activity in runs whose first step granted it.
+ */
+export function nodeModeOf(began: BeganExecution, node: Pick<GraphNode, 'type' | 'timeout_ms'>): NodeRunMode {
+  const mode = runModeOf(began, node.type);
+  const short = began.shortLocal;
+  if (mode !== 'activity' || !short?.types.includes(node.type)) return mode;
+  return (node.timeout_ms ?? DEFAULT_NODE_TIMEOUT_MS) <= short.maxTimeoutMs ? 'local' : mode;
+}
 
 /** A run mode for a node type, also for runs begun before runModes existed (their recorded answer). */
 export function runModeOf(began: BeganExecution, type: string): NodeRunMode {

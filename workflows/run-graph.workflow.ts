@@ -18,6 +18,7 @@ import {
   ERROR_BRANCH_PATCH,
   LEAN_HISTORY,
   REFS_HISTORY,
+  SHORT_LOCAL_NODES,
   NODE_FINISHED_MEMO,
   NODE_FINISHED_MEMO_PATCH,
   NODE_HISTORY_MEMO,
@@ -25,7 +26,9 @@ import {
   NODE_STARTED_MEMO,
   RUN_GRAPH_WORKFLOW,
   childWorkflowId,
+  DEFAULT_NODE_TIMEOUT_MS,
   nodeActivityId,
+  nodeModeOf,
   runModeOf,
   type BeganExecution,
   type FailureKept,
@@ -33,6 +36,7 @@ import {
   type GraphNode,
   type NodeError,
   type RunGraphInput,
+  type NodeRunMode,
   type RunGraphResult,
   type RunNodeOutput,
 } from './defs.js';
@@ -57,7 +61,7 @@ function activityOptions(node: GraphNode): ActivityOptions {
   const retry = node.retry ?? {};
   return {
     activityId: nodeActivityId(node.id),
-    startToCloseTimeout: node.timeout_ms ?? 30_000,
+    startToCloseTimeout: node.timeout_ms ?? DEFAULT_NODE_TIMEOUT_MS,
     // Node activities heartbeat, so a killed worker is noticed in seconds, not at the timeout.
     heartbeatTimeout: 6_000,
     retry: {
@@ -116,13 +120,17 @@ interface Run {
   /** Workflow time each node started; the nodes a cancel interrupted. */
   startedAt: Map<string, number>;
   interrupted: InterruptedNode[];
+  /** How each node that started runs, decided when it starts (see modeOf). */
+  modes: Map<string, NodeRunMode>;
+  /** Short calls run as local activities: how many are in flight, and the workflow task the last one began or ended in. */
+  calls: { inFlight: number; task: number };
 }
 
 /** Begins the execution record and the run's state, seeded with the outputs of a replay's seed. */
 async function beginRun(input: RunGraphInput): Promise<Run> {
   // Bookkeeping runs as local activities: no task round trip through the server for each.
   // The answer says how this run marks its nodes; it is in the history, so a replay reads it back.
-  const began = await localControl.beginExecution(input, workflowInfo().runId, { history: LEAN_HISTORY, refs: REFS_HISTORY });
+  const began = await localControl.beginExecution(input, workflowInfo().runId, { history: LEAN_HISTORY, refs: REFS_HISTORY, local: SHORT_LOCAL_NODES });
   const { graph } = began;
   const run: Run = {
     input,
@@ -138,6 +146,8 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
     cancelled: undefined,
     startedAt: new Map(),
     interrupted: [],
+    modes: new Map(),
+    calls: { inFlight: 0, task: -1 },
   };
   // A reused failure that took its error edges: only code that knows error edges reads it so.
   const seedErrors = input.seedErrors?.length && patched(ERROR_BRANCH_PATCH) ? input.seedErrors : [];
@@ -225,7 +235,7 @@ const boundsOf = (run: Run): { inlineBytes?: number } => (run.began.bounds ? { i
  * the same workflow task go on in the order they always did.
  */
 function runNode(run: Run, node: GraphNode): Promise<RunNodeOutput> {
-  const mode = runModeOf(run.began, node.type);
+  const mode = modeOf(run, node);
   if (mode === 'timer') return runTimer(run, node);
   if (mode === 'child') return runChild(run, node);
   // Waits hold the run in workflow code of their own; they see the same expression context as an activity.
@@ -234,10 +244,41 @@ function runNode(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   return runActivity(run, node);
 }
 
-const runsLocally = (run: Run, node: GraphNode) => runModeOf(run.began, node.type) === 'local';
+/** How a node runs: as its start decided (startCall), else as the run's first step said for its type. */
+const modeOf = (run: Run, node: GraphNode): NodeRunMode => run.modes.get(node.id) ?? nodeModeOf(run.began, node);
+
+const runsLocally = (run: Run, node: GraphNode) => modeOf(run, node) === 'local';
 
 /** A regular activity's own events mark its start and end in the history of a lean run. */
-const markedByTemporal = (run: Run, node: GraphNode) => run.lean && runModeOf(run.began, node.type) === 'activity';
+const markedByTemporal = (run: Run, node: GraphNode) => run.lean && modeOf(run, node) === 'activity';
+
+/**
+ * Decides how a node runs as it starts. A short call (a side effect the run's first step allows
+ * to run locally) runs as a local activity only when no other such call is in flight and none
+ * began or ended in this workflow task: a local activity's result is recorded when the task that
+ * ran it completes, so at most one performed call at a time may be unrecorded, and a worker that
+ * dies repeats only that one, as it would repeat a regular activity whose completion it never
+ * reported. Otherwise it runs as a regular activity, whose scheduling completes the task (and so
+ * records the calls before it). Deterministic: workflow task boundaries (the history's length)
+ * fall at the same points on replay. Answers whether it is a local call.
+ */
+function startCall(run: Run, node: GraphNode): boolean {
+  let mode = nodeModeOf(run.began, node);
+  const call = mode === 'local' && runModeOf(run.began, node.type) !== 'local';
+  if (call && (run.calls.inFlight > 0 || run.calls.task === workflowInfo().historyLength)) mode = 'activity';
+  run.modes.set(node.id, mode);
+  if (mode !== 'local' || !call) return false;
+  run.calls.inFlight++;
+  run.calls.task = workflowInfo().historyLength;
+  return true;
+}
+
+/** A local call ended (in this workflow task): the next one waits for a task of its own. */
+function endCall(run: Run, call: boolean): void {
+  if (!call) return;
+  run.calls.inFlight--;
+  run.calls.task = workflowInfo().historyLength;
+}
 
 /** A marker in history: a reset knows this node finished in this workflow task. */
 function markFinished(run: Run, node: GraphNode): void {
@@ -267,14 +308,17 @@ function handle(run: Run, id: string, error: NodeError, err: unknown): void {
 /** Runs one node and records what it answered, how it failed, or that a cancel interrupted it. */
 async function runOne(run: Run, id: string): Promise<void> {
   const node = run.nodes.get(id)!;
+  const call = startCall(run, node);
   markStarted(run, node);
   run.startedAt.set(id, Date.now());
   try {
     const result = await runNode(run, node);
+    endCall(run, call);
     run.values.set(id, result);
     run.state.complete(id, result.branch);
     markFinished(run, node);
   } catch (err) {
+    endCall(run, call);
     if (isCancellation(err)) {
       run.cancelled ??= err;
       run.interrupted.push({ id, type: node.type, startedAt: run.startedAt.get(id)! });

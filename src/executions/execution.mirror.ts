@@ -590,6 +590,26 @@ export class ExecutionMirror {
     return row?.payload;
   }
 
+  /**
+   * One more attempt of a node that runs inside the run's workflow task (a short call run as a
+   * local activity) begins: its entry shows it running and counts the attempt before the call is
+   * made. Such a call is performed again, from attempt 1, when the task is lost (its worker died)
+   * before it completed; counted here, every performance is in `attempts` all the same. Answers
+   * the attempt's number, or undefined when the entry may not change (a cancel ended it, a
+   * replay carried it over).
+   */
+  async beginAttempt(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, startedAt: Date): Promise<number | undefined> {
+    const [row] = await this.sql.query<{ attempts: number }>(
+      `insert into execution_nodes (execution_id, node_id, node_type, status, started_at, attempts, reused) values (?, ?, ?, 'running', ?, 1, false)
+       on conflict (execution_id, node_id) do update set status = 'running', attempts = execution_nodes.attempts + 1,
+         finished_at = null, duration_ms = null, last_attempt_ms = null, output = null, error = null
+       where execution_nodes.status <> 'cancelled' and not execution_nodes.reused
+       returning attempts`,
+      [executionId, node.id, node.type, startedAt],
+    );
+    return row?.attempts;
+  }
+
   /** Writes a node's timeline entry (first write inserts, later ones update). */
   async writeNode(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry): Promise<void> {
     // An entry is always for at least one attempt (the column is required even when the write only
