@@ -1,8 +1,5 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import {
-  LEAN_HISTORY,
-  REFS_HISTORY,
-  SHORT_LOCAL_NODES,
   childWorkflowId,
   type BeganExecution,
   type Graph,
@@ -10,12 +7,14 @@ import {
   type NodeError,
   type OutputRef,
   type RunGraphInput,
+  type RunCloses,
   type RunNodeInput,
   type RunNodeOutput,
 } from '../workflows/defs.js';
 import type { ExpressionContext } from '../src/nodes/expressions.js';
 import type { ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
-import { nodeTypes, nodeRunModes, shortLocalTypes } from '../src/nodes/index.js';
+import { nodeTypes } from '../src/nodes/index.js';
+import { firstStepAnswer, type Understands } from '../src/executions/first-step.js';
 import { AppError } from '../src/platform/errors.js';
 import type { ExecutionRef, NodeEntry } from '../src/executions/execution.mirror.js';
 import { nodesFinishedBefore, readNodeEvents } from '../src/executions/reset-point.js';
@@ -195,13 +194,6 @@ function writeNode(g: GraphWorker, executionId: number, node: Pick<GraphNode, 'i
   return patiently(() => g.ports.executionMirror.writeNode(executionId, node, entry));
 }
 
-/** What the calling workflow code can read; earlier code asks for nothing (see LEAN_HISTORY, REFS_HISTORY, SHORT_LOCAL_NODES). */
-interface Understands {
-  history?: number;
-  refs?: number;
-  local?: number;
-}
-
 /** First step of every run: claims or creates the execution record and loads the graph. */
 export async function beginExecution(g: GraphWorker, input: RunGraphInput, runId: string, understands: Understands): Promise<BeganExecution> {
   const { workflowId: temporalWorkflowId } = runOf();
@@ -228,26 +220,7 @@ export async function beginExecution(g: GraphWorker, input: RunGraphInput, runId
     ref = await findExecution(g, temporalWorkflowId, runId);
     if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', CODE.execution_not_ready);
   }
-  const { SVC_LOCAL_PURE_NODES, SVC_LOCAL_CALL_MAX_MS, SVC_HISTORY_INLINE_BYTES, SVC_NODE_CONTEXT_INLINE_BYTES, SVC_RUN_MAX_PARALLEL_NODES } = g.ports.config;
-  return {
-    executionId: ref.id,
-    version: definition.version,
-    graph: definition.graph,
-    runModes: nodeRunModes(SVC_LOCAL_PURE_NODES),
-    // Still answered for workers on earlier workflow code (a rolling deployment), which read
-    // these: they must run every node the way runModes says.
-    localPureNodes: SVC_LOCAL_PURE_NODES,
-    pureTypes: [...nodeTypes.values()].filter((n) => n.pure).map((n) => n.type),
-    ...(understands.history === LEAN_HISTORY ? { history: LEAN_HISTORY } : {}),
-    // Granted only to workflow code that asked: earlier code would schedule a regular activity for a node the answer made local.
-    ...(understands.local === SHORT_LOCAL_NODES && SVC_LOCAL_CALL_MAX_MS > 0
-      ? { shortLocal: { types: shortLocalTypes(), maxTimeoutMs: SVC_LOCAL_CALL_MAX_MS } }
-      : {}),
-    // Granted only to workflow code that asked: earlier code would take a reference for a value.
-    ...(understands.refs === REFS_HISTORY
-      ? { bounds: { inlineBytes: SVC_HISTORY_INLINE_BYTES, contextBytes: SVC_NODE_CONTEXT_INLINE_BYTES, maxRunning: SVC_RUN_MAX_PARALLEL_NODES } }
-      : {}),
-  };
+  return firstStepAnswer(g.ports.config, { executionId: ref.id, version: definition.version, graph: definition.graph }, understands);
 }
 
 /**
@@ -386,7 +359,7 @@ interface NodeAttempt {
 }
 
 /** Runs one node: evaluates its expressions, runs the type's implementation, records the result. */
-export async function runNode(g: GraphWorker, { node, context, inlineBytes }: RunNodeInput): Promise<RunNodeOutput> {
+export async function runNode(g: GraphWorker, { node, context, inlineBytes, closes }: RunNodeInput): Promise<RunNodeOutput> {
   const activity = Context.current();
   const pure = nodeTypes.get(node.type)?.pure === true;
   // A call run inside the workflow task (a short call, local): counted before it is made (see beginAttempt).
@@ -400,10 +373,10 @@ export async function runNode(g: GraphWorker, { node, context, inlineBytes }: Ru
     const shown = showRunningLater(g, attempt, activity.info.isLocal);
     try {
       const result = withoutCredential(attempt, await executeNode(g, attempt, context));
-      await recordNodeSuccess(g, attempt, result, shown.settle);
-      if (inlineBytes === undefined) return { output: result.output, ...(result.branch !== undefined ? { branch: result.branch } : {}) };
+      await recordNodeSuccess(g, attempt, result, shown.settle, closes);
+      const branch = { ...(result.branch !== undefined ? { branch: result.branch } : {}), ...(closes ? { closed: { executionId: ref.id } } : {}) };
+      if (inlineBytes === undefined) return { output: result.output, ...branch };
       // Written to the timeline above: a large output goes back to the workflow as a reference to it.
-      const branch = result.branch !== undefined ? { branch: result.branch } : {};
       return result.bytes! > inlineBytes
         ? { ref: { node: node.id, bytes: result.bytes! }, ...branch }
         : { output: result.output, bytes: result.bytes!, ...branch };
@@ -489,15 +462,15 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
   return { ...result, bytes: checkOutputSize(result.output, g.ports.config.SVC_NODE_OUTPUT_LIMIT) };
 }
 
-/** The node succeeded: its metrics and its timeline entry. */
-async function recordNodeSuccess(g: GraphWorker, attempt: NodeAttempt, result: RunNodeOutput, settle: () => Promise<void>): Promise<void> {
+/** The node succeeded: its metrics and its timeline entry, with the run's outcome when the node `closes` the run. */
+async function recordNodeSuccess(g: GraphWorker, attempt: NodeAttempt, result: RunNodeOutput, settle: () => Promise<void>, closes?: RunCloses): Promise<void> {
   const { ref, node, started } = attempt;
   const finished = Date.now();
   countAttempt(g, node.type, 'success', undefined, finished - started);
   const usage = modelUsageOf(node.type, result.output);
   if (usage) countModelUse(g.ports.metrics, attempt.connectionType ?? 'unknown', 'node', usage);
   await settle();
-  await writeNode(g, ref.id, node, {
+  const entry = {
     status: 'success',
     started_at: new Date(started),
     finished_at: new Date(finished),
@@ -505,7 +478,13 @@ async function recordNodeSuccess(g: GraphWorker, attempt: NodeAttempt, result: R
     attempts: attempt.attempts,
     input: attempt.input,
     output: result.output ?? null,
-  });
+  };
+  if (!closes) return writeNode(g, ref.id, node, entry);
+  const ended = await patiently(() => g.ports.executionMirror.finishWithNode(ref.id, node, entry, { ...closes, lastOutput: entry.output }));
+  if (ended) {
+    g.ports.metrics.runsFinished.inc({ status: closes.status });
+    g.ports.metrics.runDuration.observe({ status: closes.status }, ended.seconds);
+  }
 }
 
 /** The node failed or was cancelled: its metrics and its timeline entry. Answers the failure to throw. */

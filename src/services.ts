@@ -225,6 +225,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     metrics,
     errorWorkflows,
     config.SVC_HISTORY_INLINE_BYTES,
+    config,
   );
   const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
   const publicUrl = new PublicUrl(config.SVC_PUBLIC_URL, config.PORT);

@@ -16,9 +16,10 @@ import {
 import type { ControlActivities, NodeActivities } from '../activities/index.js';
 import {
   ERROR_BRANCH_PATCH,
+  FIRST_STEP_ASKS,
   LEAN_HISTORY,
-  REFS_HISTORY,
-  SHORT_LOCAL_NODES,
+  PREPARED_FIRST_STEP,
+  PREPARED_FIRST_STEP_PATCH,
   NODE_FINISHED_MEMO,
   NODE_FINISHED_MEMO_PATCH,
   NODE_HISTORY_MEMO,
@@ -37,6 +38,8 @@ import {
   type NodeError,
   type RunGraphInput,
   type NodeRunMode,
+  type OutputRef,
+  type RunCloses,
   type RunGraphResult,
   type RunNodeOutput,
 } from './defs.js';
@@ -124,13 +127,19 @@ interface Run {
   modes: Map<string, NodeRunMode>;
   /** Short calls run as local activities: how many are in flight, and the workflow task the last one began or ended in. */
   calls: { inFlight: number; task: number };
+  /** The node started as the run's last (closeInNode): when it succeeds its activity ends the record. */
+  closing?: string;
+  /** The record that node's activity ended. */
+  closed?: { executionId: number };
 }
 
 /** Begins the execution record and the run's state, seeded with the outputs of a replay's seed. */
 async function beginRun(input: RunGraphInput): Promise<Run> {
   // Bookkeeping runs as local activities: no task round trip through the server for each.
-  // The answer says how this run marks its nodes; it is in the history, so a replay reads it back.
-  const began = await localControl.beginExecution(input, workflowInfo().runId, { history: LEAN_HISTORY, refs: REFS_HISTORY, local: SHORT_LOCAL_NODES });
+  // The answer says how this run marks its nodes; it is in the history (the activity's result,
+  // or the run's input when the API prepared it), so a replay reads it back.
+  const prepared = input.firstStep?.asked === PREPARED_FIRST_STEP && patched(PREPARED_FIRST_STEP_PATCH) ? input.firstStep.answer : undefined;
+  const began = prepared ?? (await localControl.beginExecution(input, workflowInfo().runId, { ...FIRST_STEP_ASKS }));
   const { graph } = began;
   const run: Run = {
     input,
@@ -209,10 +218,24 @@ async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
 /** Any other node: one activity, local for the node types the run was told to run locally. */
 async function runActivity(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   const { activityId: _id, heartbeatTimeout: _hb, ...localOptions } = activityOptions(node);
-  const input = { node, context: run.values.contextFor(node), ...boundsOf(run) };
+  const input = { node, context: run.values.contextFor(node), ...boundsOf(run), ...closesOf(run, node) };
   if (runsLocally(run, node)) return local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input));
   return other(run, () => proxyActivities<NodeActivities>(activityOptions(node)).runNode(input));
 }
+
+/** What the run's last node writes with its entry when it succeeds: the run's outcome then. */
+function closesOf(run: Run, node: GraphNode): { closes?: RunCloses } {
+  if (run.closing !== node.id) return {};
+  const handled = run.handled.length ? { handled: handledFailures(run.handled, run.nodes, run.values.inline()) } : {};
+  return { closes: { status: run.partial ? 'partial' : 'success', skipped: notRunNodes(run.state, run.nodes, false), ...handled } };
+}
+
+/**
+ * Whether `id`, about to start, is the run's last node: nothing else runs or waits, and no edge
+ * leaves it, so once it succeeds nothing else can start and the run ends as closesOf says.
+ */
+const lastToRun = (run: Run, id: string, othersInFlight: number) =>
+  run.began.closeInNode === true && othersInFlight === 0 && !run.began.graph.edges.some((e) => e.from === id);
 
 /** How a node module of its own (a wait, an approval) awaits: through the run's gate, with its bounds. */
 const awaitsOf = (run: Run): NodeAwaits => ({
@@ -280,17 +303,22 @@ function endCall(run: Run, call: boolean): void {
   run.calls.task = workflowInfo().historyLength;
 }
 
+/** A local node marked once, when it ends (see BeganExecution.localMarkedAtEnd). */
+const markedAtEnd = (run: Run, node: GraphNode) => run.lean && run.began.localMarkedAtEnd === true && runsLocally(run, node);
+
 /** A marker in history: a reset knows this node finished in this workflow task. */
 function markFinished(run: Run, node: GraphNode): void {
   if (markedByTemporal(run, node)) return;
   const memo = { [NODE_FINISHED_MEMO]: { node: node.id, local: runsLocally(run, node) } satisfies NodeFinishedMemo };
+  // Its start is named in the same memo: one command where two were.
+  if (markedAtEnd(run, node)) return upsertMemo({ [NODE_STARTED_MEMO]: node.id, [NODE_HISTORY_MEMO]: LEAN_HISTORY, ...memo });
   // Added after runs were already in flight: their histories carry no such command.
   if (run.lean || patched(NODE_FINISHED_MEMO_PATCH)) upsertMemo(memo);
 }
 
 /** A marker in history: replay-from-node resets to the workflow task that started this node. */
 function markStarted(run: Run, node: GraphNode): void {
-  if (markedByTemporal(run, node)) return;
+  if (markedByTemporal(run, node) || markedAtEnd(run, node)) return;
   upsertMemo(run.lean ? { [NODE_STARTED_MEMO]: node.id, [NODE_HISTORY_MEMO]: LEAN_HISTORY } : { [NODE_STARTED_MEMO]: node.id });
 }
 
@@ -314,6 +342,7 @@ async function runOne(run: Run, id: string): Promise<void> {
   try {
     const result = await runNode(run, node);
     endCall(run, call);
+    if (result.closed) run.closed = result.closed;
     run.values.set(id, result);
     run.state.complete(id, result.branch);
     markFinished(run, node);
@@ -354,6 +383,7 @@ async function runAll(run: Run): Promise<void> {
       waiting.push(...run.state.ready());
       while (waiting.length && running.size < limit) {
         const id = waiting.shift()!;
+        if (lastToRun(run, id, running.size + waiting.length)) run.closing = id;
         running.set(
           id,
           runOne(run, id).finally(() => running.delete(id)),
@@ -371,6 +401,8 @@ async function finishRun(run: Run): Promise<RunGraphResult> {
   const { lastOutput, lastOutputRef } = run.values.lastOutput();
   const status = runStatus(run);
   const notRun = notRunNodes(run.state, run.nodes, Boolean(failure || cancelled));
+  // Its last node ended the record already, with this outcome.
+  if (run.closed && status !== 'cancelled' && status !== 'failed') return resultOf(run, status, run.closed.executionId, lastOutput, lastOutputRef);
   // The record this run writes to: after a reset (from the API or by an operator in the Temporal
   // Web UI or CLI) that is the reset run's own execution, not the one beginExecution found.
   const finished = await CancellationScope.nonCancellable(() =>
@@ -386,13 +418,17 @@ async function finishRun(run: Run): Promise<RunGraphResult> {
   );
   if (cancelled) throw cancelled;
   // Runs recorded before finishExecution answered with the id have only beginExecution's.
-  const executionId = finished?.executionId ?? run.began.executionId;
+  return resultOf(run, status, finished?.executionId ?? run.began.executionId, lastOutput, lastOutputRef);
+}
+
+/** What the run answers: its execution, status, last output (or where it is kept) and error. */
+function resultOf(run: Run, status: RunGraphResult['status'], executionId: number, lastOutput: unknown, lastOutputRef: OutputRef | undefined): RunGraphResult {
   return {
     executionId,
     status,
     ...(lastOutput !== undefined ? { lastOutput } : {}),
     ...(lastOutputRef ? { lastOutputRef: { ...lastOutputRef, execution: lastOutputRef.execution ?? executionId } } : {}),
-    ...(failure ? { error: failure } : {}),
+    ...(run.failure ? { error: run.failure } : {}),
   };
 }
 
