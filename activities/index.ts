@@ -1,15 +1,17 @@
 import type { Services } from '../src/services.js';
 import { agentActivities } from './agent.activities.js';
 import { graphActivities } from './graph.activities.js';
+import { loopActivities } from './for-each.activities.js';
 import { licenseWebhookActivities } from './license-webhook.activities.js';
 
 /** Builds every activity with its dependencies (the activities-dependency-injection pattern). */
 export function createActivities(services: Services) {
   const graph = graphActivities(services);
-  return { ...graph.control, ...graph.nodes, ...agentActivities(services), ...licenseWebhookActivities(services) };
+  return { ...graph.control, ...loopActivities(graph.worker), ...graph.nodes, ...agentActivities(services), ...licenseWebhookActivities(services) };
 }
 
-export type ControlActivities = ReturnType<typeof graphActivities>['control'];
+/** The graph runs' steps besides their nodes: bookkeeping, child runs, and the steps of for_each loops. */
+export type ControlActivities = ReturnType<typeof graphActivities>['control'] & ReturnType<typeof loopActivities>;
 export type NodeActivities = ReturnType<typeof graphActivities>['nodes'];
 export type AgentActivities = ReturnType<typeof agentActivities>;
 export type LicenseWebhookActivities = ReturnType<typeof licenseWebhookActivities>;

@@ -235,6 +235,13 @@ const schema = z.object({
   SVC_RUN_WORKFLOW_MAX_DEPTH: z.coerce.number().int().min(1).max(12).default(10),
   /** Child runs one run may start in all, its children's children included; more fail with `child_run_limit`. */
   SVC_RUN_WORKFLOW_MAX_CHILD_RUNS: z.coerce.number().int().min(1).max(100_000).default(100),
+  /** Items one for_each list may hold; a longer list fails the node with `too_many_items` before any item runs. */
+  SVC_FOR_EACH_MAX_ITEMS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
+  /**
+   * Items the loops of one run may list in all, nested loops included (a loop inside a loop lists
+   * its items once per outer item); a list that would pass it fails its node with `too_many_items`.
+   */
+  SVC_FOR_EACH_MAX_RUN_ITEMS: z.coerce.number().int().min(1).max(10_000_000).default(100_000),
   /** Run pure nodes (transform, condition, switch, fail) as Temporal local activities. */
   SVC_LOCAL_PURE_NODES: bool.default(true),
   /**

@@ -15,6 +15,7 @@ import { ConnectionService } from './connections/connection.service.js';
 import { openOrm } from './db/orm.js';
 import { Sql } from './db/sql.js';
 import { ExecutionMirror } from './executions/execution.mirror.js';
+import { ExecutionItems } from './executions/execution-items.store.js';
 import { ExecutionService } from './executions/execution.service.js';
 import { LicenseKeyService } from './licenses/license.keys.js';
 import { LicenseWebhookStore } from './licenses/license-webhook.store.js';
@@ -69,6 +70,8 @@ export interface Services {
   workflows: WorkflowService;
   /** The executions and execution_nodes tables, for the API and the worker alike. */
   executionMirror: ExecutionMirror;
+  /** The items of for_each loops. */
+  executionItems: ExecutionItems;
   executions: ExecutionService;
   entities: EntityService;
   records: RecordService;
@@ -187,6 +190,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const acting = new ActingUsers(sql, auth);
   const { entities, records, recordEvents } = createRecordServices(platform, endpoints);
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
+  const executionItems = new ExecutionItems(sql);
   const connections = new ConnectionService(sql, keys, egress);
   const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror, { connections, entities, acting });
   const executions = new ExecutionService(
@@ -197,6 +201,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     config.SVC_IDEMPOTENCY_TTL_HOURS,
     metrics,
     config.SVC_HISTORY_INLINE_BYTES,
+    executionItems,
   );
   const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
   return {
@@ -207,6 +212,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     connections,
     workflows,
     executionMirror,
+    executionItems,
     executions,
     licenses: new LicenseService(stores.licenses, licenseWebhooks),
     licenseKeys: new LicenseKeyService(sql, keys, signatureTtl(config)),

@@ -13,6 +13,8 @@ import type { Metrics } from '../platform/metrics.js';
 import { findResetPoint } from './reset-point.js';
 import { replayMode, replaySeed, resetPointFailure, splitSeed } from './replay.js';
 import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
+import { itemView, type ExecutionItems, type ItemCounts, type ItemStatus } from './execution-items.store.js';
+import { everyNode } from '../workflow-definitions/graph-validator.js';
 import { CODE } from '../../workflows/error-codes.js';
 
 /** What Temporal is asked to do for a prepared record; kept with an Idempotency-Key to send again. */
@@ -48,6 +50,11 @@ function llmUsage(timeline: TimelineRow[]) {
   return { ...total, cost_usd: Math.round(total.cost_usd * 1e6) / 1e6 };
 }
 
+/** A loop's counts as its timeline entry shows them (all zero before its items are listed). */
+function countsView(counts: ItemCounts | undefined) {
+  return counts ?? { total: 0, pending: 0, succeeded: 0, failed: 0, skipped: 0, cancelled: 0 };
+}
+
 /** How a Temporal run that ended without reaching its own last activity leaves its record. */
 const CLOSED_STATUSES = { TERMINATED: 'failed', TIMED_OUT: 'failed', CANCELLED: 'cancelled', FAILED: 'failed' } as const;
 const closedError = (name: string) => ({ code: name.toLowerCase(), message: `The Temporal run was ${name.toLowerCase().replace('_', ' ')}` });
@@ -73,6 +80,8 @@ export class ExecutionService {
     private readonly metrics?: Pick<Metrics, 'replays'>,
     /** SVC_HISTORY_INLINE_BYTES: a reused output larger than this goes to the run by reference. */
     private readonly inlineBytes = 16 * 1024,
+    /** The items of for_each loops, for their listing and the counters of a loop's timeline entry. */
+    private readonly items?: ExecutionItems,
   ) {}
 
   private summary(r: ExecutionRow) {
@@ -283,6 +292,8 @@ export class ExecutionService {
     let row = await this.visible(principal, executionId);
     if (row.status === 'running') row = await this.reconcile(row);
     const timeline = await this.mirror.timeline(executionId);
+    // A loop's entry shows its items' counts as they move (the items workflow records them in batches).
+    const itemCounts = this.items && timeline.some((t) => t.node_type === 'for_each') ? await this.items.countsByNode(executionId) : undefined;
     return {
       llm_usage: llmUsage(timeline),
       ...this.summary(row),
@@ -308,8 +319,24 @@ export class ExecutionService {
         output: t.output ?? null,
         error: t.error ?? null,
         reused: t.reused,
+        ...(t.node_type === 'for_each' ? { items: countsView(itemCounts?.get(t.node_id)) } : {}),
       })),
     };
+  }
+
+  /**
+   * A page of a for_each node's items, by index, for whoever may see the execution. Items of a loop
+   * inside a body belong to outer items: `scope` (their indexes, outermost first) picks one outer
+   * item's; without it every item is listed, by scope then index. 404 when the node is not a
+   * for_each node of the version that ran.
+   */
+  async listItems(principal: Principal, executionId: number, nodeId: string, query: { scope?: number[]; status?: ItemStatus; page: number; per_page: number }) {
+    const row = await this.visible(principal, executionId);
+    const { graph } = await this.workflows.loadVersion(row.workflow_id, row.workflow_version);
+    const loop = [...everyNode(graph.nodes)].find(([n]) => n.id === nodeId)?.[0];
+    if (!loop || loop.type !== 'for_each' || !this.items) throw notFound('for_each node');
+    const { rows, total } = await this.items.listPage(executionId, nodeId, query);
+    return { items: rows.map(itemView), total, page: query.page, per_page: query.per_page };
   }
 
   /**

@@ -3,6 +3,7 @@ import { documentAs, named, pascal } from '../http/openapi.js';
 import { conditionNode } from './condition.node.js';
 import { delayNode } from './delay.node.js';
 import { failNode } from './fail.node.js';
+import { forEachNode } from './for-each.node.js';
 import { httpRequestNode } from './http-request.node.js';
 import { llmPromptNode } from './llm-prompt.node.js';
 import type { NodeRunMode } from '../../workflows/defs.js';
@@ -26,6 +27,7 @@ export const nodeTypes: ReadonlyMap<string, NodeType<any>> = new Map(
     recordUpdateNode,
     recordQueryNode,
     llmPromptNode,
+    forEachNode,
   ].map((n) => [n.type, n as NodeType<any>]),
 );
 

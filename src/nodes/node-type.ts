@@ -35,9 +35,10 @@ export interface NodeType<C = unknown> {
   /**
    * How the workflow runs it when not as an activity: `timer`, a durable timer of the config's
    * `duration_ms`; `child`, a child run of the stored workflow its config names (`workflow_id`,
-   * `payload`). Such a type has no `run`.
+   * `payload`); `loop`, a loop over items (for_each: its body runs per item in child workflows).
+   * Such a type has no `run`.
    */
-  runsAs?: 'timer' | 'child';
+  runsAs?: 'timer' | 'child' | 'loop';
   description: string;
   /** Uses `connection_id` (validated to exist when the workflow is saved). */
   needsConnection?: boolean;

@@ -6,7 +6,7 @@ import type { Principal } from '../auth/auth.service.js';
 import { nodeTypes } from '../nodes/index.js';
 import { randomToken } from '../platform/crypto.js';
 import { AppError, conflict, notFound, validationFailed, type FieldProblem } from '../platform/errors.js';
-import { validateGraph } from './graph-validator.js';
+import { everyNode, validateGraph } from './graph-validator.js';
 import type { ActingUsers } from '../auth/acting.js';
 import type { ConnectionService } from '../connections/connection.service.js';
 import type { EntityService } from '../records/entity.service.js';
@@ -138,13 +138,15 @@ export class WorkflowService {
    */
   private async validate(graph: Graph, trigger: Trigger, sharedWith: number[], authors: number[]): Promise<number[]> {
     const problems: FieldProblem[] = validateGraph(graph, trigger, nodeTypes);
-    const connectionIds = [...new Set(graph.nodes.map((n) => n.connection_id).filter((c): c is number => c !== undefined))];
+    // The nodes of for_each bodies name connections too.
+    const named = [...everyNode(graph.nodes)].filter(([n]) => typeof n.connection_id === 'number');
+    const connectionIds = [...new Set(named.map(([n]) => n.connection_id!))];
     if (connectionIds.length) {
       const usable = await this.definitions.connections.usableBy(connectionIds, authors);
-      graph.nodes.forEach((n, i) => {
-        if (n.connection_id !== undefined && !usable.has(n.connection_id)) {
+      named.forEach(([n, at]) => {
+        if (!usable.has(n.connection_id!)) {
           problems.push({
-            field: `nodes.${i}.connection_id`,
+            field: `${at}.connection_id`,
             message: `connection ${n.connection_id} does not exist or is not shared with ${authors.length > 1 ? "you and the workflow's owner" : 'you'}`,
           });
         }
