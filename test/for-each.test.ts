@@ -2,13 +2,16 @@
 // running every inner item for every outer item, failures stopping the loop or recorded and
 // passed over, and what is refused (a list that is no list, too long a list, a body that cannot
 // say which node gives the result).
+import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
+import { TARGET_HOST, eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
 
 let app: TestApp;
 let target: HttpTarget;
 let connectionId: number;
+let gate!: { url: string; held: number; most: number; seen: string[]; release: () => void; server: Server };
+let gateConnection!: number;
 const W = '/api/workflow/v1/workflows';
 const E = '/api/workflow/v1/executions';
 
@@ -21,11 +24,46 @@ beforeAll(async () => {
   });
   connectionId = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'target', cred: 'x', extra: { base_url: target.url } }))
     .body.data.id;
+  gate = await startGate();
+  gateConnection = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'gate', cred: 'x', extra: { base_url: gate.url } })).body
+    .data.id;
 });
 afterAll(async () => {
   await app?.close();
   await target?.close();
+  gate?.server.closeAllConnections();
+  gate?.server.close();
 });
+
+/** A target that holds every request until `release()`, counting how many it holds at once. */
+async function startGate(): Promise<typeof gate> {
+  const waiting: (() => void)[] = [];
+  let open = false;
+  const state: typeof gate = {
+    url: '',
+    held: 0,
+    most: 0,
+    seen: [],
+    release: () => {
+      open = true;
+      for (const go of waiting.splice(0)) go();
+    },
+    server: createServer((req, res) => {
+      state.seen.push(req.url ?? '');
+      state.held++;
+      state.most = Math.max(state.most, state.held);
+      const answer = () => {
+        state.held--;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ path: req.url }));
+      };
+      if (open) setImmediate(answer);
+      else waiting.push(answer);
+    }),
+  };
+  await new Promise<void>((resolve) => state.server.listen(0, TARGET_HOST, resolve));
+  state.url = `http://${TARGET_HOST}:${(state.server.address() as { port: number }).port}`;
+  return state;
+}
 
 async function create(def: Record<string, unknown>) {
   const res = await app.admin.post(W, { title: `loop ${Math.random()}`, trigger: { type: 'manual' }, edges: [], ...def });
@@ -116,4 +154,261 @@ describe('for_each with an inline body', () => {
     expect(page.items[0].attempts).toBe(1);
     expect(page.items[0].duration_ms).toBeGreaterThanOrEqual(0);
   }, 120_000);
+});
+
+describe('for_each concurrency and progress', () => {
+  it('keeps at most `concurrency` items in flight, and its entry shows the counts as they move', async () => {
+    const wf = await create({
+      nodes: [
+        {
+          id: 'calls',
+          type: 'for_each',
+          config: {
+            items: '{{ [1..12] }}',
+            concurrency: 4,
+            body: { nodes: [{ id: 'get', type: 'http_request', connection_id: gateConnection, config: { method: 'GET', path: '/item/{{ item }}' } }] },
+          },
+        },
+      ],
+    });
+    const started = await app.admin.post(`${W}/${wf.id}/run`, { payload: {} });
+    const id = started.body.data.execution_id;
+    // The target holds every call: four arrive, and no fifth while they are held.
+    await eventually(async () => gate.held === 4, 60_000, 'four items in flight');
+    const running = (await app.admin.get(`${E}/${id}`)).body.data;
+    expect(running.status).toBe('running');
+    expect(entry(running, 'calls')).toMatchObject({ status: 'running', items: { total: 12, pending: 12, succeeded: 0 } });
+    expect(gate.seen.length).toBe(4);
+    gate.release();
+    const view = await eventually(async () => {
+      const v = (await app.admin.get(`${E}/${id}`)).body.data;
+      return v.status === 'running' ? undefined : v;
+    }, 120_000);
+    expect(view.status).toBe('success');
+    expect(gate.most).toBe(4);
+    expect(entry(view, 'calls').output.results.map((r: { body: { path: string } }) => r.body.path)).toEqual(
+      Array.from({ length: 12 }, (_, i) => `/item/${i + 1}`),
+    );
+    expect(entry(view, 'calls').items).toMatchObject({ total: 12, succeeded: 12, pending: 0 });
+  }, 180_000);
+});
+
+describe('for_each failures', () => {
+  const failing = (onItemError: 'fail' | 'continue') => ({
+    id: 'each',
+    type: 'for_each',
+    config: {
+      items: '{{ trigger.paths }}',
+      concurrency: 1,
+      on_item_error: onItemError,
+      body: {
+        nodes: [{ id: 'call', type: 'http_request', connection_id: connectionId, config: { method: 'POST', path: '{{ item }}' }, retry: { max_attempts: 2, initial_interval_ms: 10 } }],
+      },
+    },
+  });
+
+  it('on_item_error fail: no item starts after the failure, the node fails with item_failed, the rest are skipped', async () => {
+    const wf = await create({ nodes: [failing('fail'), { id: 'next', type: 'transform', config: { value: 1 } }], edges: [{ from: 'each', to: 'next' }] });
+    const view = await run(wf.id, { paths: ['/ok/f1', '/ok/f2', '/fail/f3', '/ok/f4', '/ok/f5'] });
+    expect(view.status).toBe('failed');
+    expect(view.error).toMatchObject({ code: 'item_failed', node_id: 'each' });
+    expect(view.error.message).toContain('Item 2 failed at node call (http_error');
+    expect(entry(view, 'each')).toMatchObject({ status: 'failed', error: { code: 'item_failed' } });
+    expect(entry(view, 'next').status).toBe('skipped');
+    expect(target.count('/ok/f4')).toBe(0);
+    const listed = await items(view.id, 'each');
+    expect(listed.items.map((i: { status: string }) => i.status)).toEqual(['success', 'success', 'failed', 'skipped', 'skipped']);
+    // 422 is final: one attempt, its error on the item with the node that failed.
+    expect(listed.items[2]).toMatchObject({ attempts: 1, output: null, error: { code: 'http_error', node_id: 'call' } });
+    expect((await items(view.id, 'each', '?status=skipped')).total).toBe(2);
+  }, 120_000);
+
+  it('on_item_error continue: the others go on, a failed item is null in results, and the run ends partial', async () => {
+    const wf = await create({ nodes: [failing('continue')] });
+    const view = await run(wf.id, { paths: ['/ok/c1', '/fail/c2', '/ok/c3'] });
+    expect(view.status).toBe('partial');
+    const output = entry(view, 'each').output;
+    expect(output).toMatchObject({ total: 3, succeeded: 2, failed: 1 });
+    expect(output.results[1]).toBeNull();
+    expect(output.results[2].body.path).toBe('/ok/c3');
+    expect((await items(view.id, 'each', '?status=failed')).items.map((i: { index: number }) => i.index)).toEqual([1]);
+  }, 120_000);
+
+  it('refuses items that are not a list with items_not_array, and a list over SVC_FOR_EACH_MAX_ITEMS with too_many_items', async () => {
+    const body = { nodes: [{ id: 'x', type: 'transform', config: { value: '{{ item }}' } }] };
+    const notList = await create({ nodes: [{ id: 'each', type: 'for_each', config: { items: '{{ trigger.what }}', body } }] });
+    const view = await run(notList.id, { what: { a: 1 } });
+    expect(view.status).toBe('failed');
+    expect(view.error).toMatchObject({ code: 'items_not_array', node_id: 'each' });
+    expect(view.error.message).toContain('an object');
+    expect(entry(view, 'each')).toMatchObject({ status: 'failed', error: { code: 'items_not_array' } });
+    const tooMany = await create({ nodes: [{ id: 'each2', type: 'for_each', config: { items: '{{ [1..501] }}', body: { nodes: [{ id: 'y', type: 'transform', config: { value: 1 } }] } } }] });
+    const long = await run(tooMany.id);
+    expect(long.error).toMatchObject({ code: 'too_many_items', node_id: 'each2' });
+    expect(long.error.message).toContain('SVC_FOR_EACH_MAX_ITEMS');
+    expect((await items(long.id, 'each2')).total).toBe(0);
+  }, 120_000);
+
+  it('an empty list succeeds at once with no items', async () => {
+    const wf = await create({ nodes: [{ id: 'none', type: 'for_each', config: { items: [], body: { nodes: [{ id: 'z', type: 'transform', config: { value: 1 } }] } } }] });
+    const view = await run(wf.id);
+    expect(view.status).toBe('success');
+    expect(entry(view, 'none').output).toEqual({ total: 0, succeeded: 0, failed: 0, results: [] });
+  }, 60_000);
+});
+
+describe('nested loops', () => {
+  it('run every inner item for every outer item; inner items are listed by the outer index (scope)', async () => {
+    const wf = await create({
+      nodes: [
+        {
+          id: 'rows',
+          type: 'for_each',
+          config: {
+            items: '{{ trigger.rows }}',
+            concurrency: 2,
+            body: {
+              nodes: [
+                { id: 'row', type: 'transform', config: { value: { name: '{{ item.name }}', at: '{{ index }}' } } },
+                {
+                  id: 'cells',
+                  type: 'for_each',
+                  config: {
+                    items: '{{ nodes.row.name = "b" ? [] : [1, 2, 3] }}',
+                    concurrency: 3,
+                    body: { nodes: [{ id: 'cell', type: 'transform', config: { value: '{{ nodes.row.name & $string(item) & "@" & $string(nodes.row.at) }}' } }] },
+                  },
+                },
+                { id: 'joined', type: 'transform', config: { value: '{{ $join(nodes.cells.results, ",") }}' } },
+              ],
+              edges: [
+                { from: 'row', to: 'cells' },
+                { from: 'cells', to: 'joined' },
+              ],
+            },
+          },
+        },
+      ],
+    });
+    const view = await run(wf.id, { rows: [{ name: 'a' }, { name: 'b' }, { name: 'c' }, { name: 'd' }] });
+    expect(view.status, JSON.stringify(view.error)).toBe('success');
+    expect(entry(view, 'rows').output.results).toEqual(['a1@0,a2@0,a3@0', '', 'c1@2,c2@2,c3@2', 'd1@3,d2@3,d3@3']);
+    const inner = await items(view.id, 'cells');
+    expect(inner.total).toBe(9);
+    expect(inner.items.map((i: { scope: number[]; index: number; output: string }) => [i.scope, i.index, i.output])[3]).toEqual([[2], 0, 'c1@2']);
+    const third = await items(view.id, 'cells', '?scope=3');
+    expect(third.items.map((i: { output: string }) => i.output)).toEqual(['d1@3', 'd2@3', 'd3@3']);
+    // Unknown nodes and nodes that are no loop are not found; a malformed scope is a 400.
+    expect((await app.admin.get(`${E}/${view.id}/nodes/cell/items`)).status).toBe(404);
+    expect((await app.admin.get(`${E}/${view.id}/nodes/ghost/items`)).status).toBe(404);
+    expect((await app.admin.get(`${E}/${view.id}/nodes/cells/items?scope=a`)).status).toBe(400);
+    expect((await app.admin.get(`${E}/${view.id}/nodes/cells/items?per_page=201`)).status).toBe(400);
+  }, 120_000);
+});
+
+describe('a workflow as the body', () => {
+  it('runs it per item with payload {item, index}; its output is the item result', async () => {
+    const child = await create({ nodes: [{ id: 'shout', type: 'transform', config: { value: '{{ $uppercase(trigger.item) & $string(trigger.index) }}' } }] });
+    const wf = await create({ nodes: [{ id: 'each', type: 'for_each', config: { items: ['x', 'y', 'z'], workflow_id: child.id, concurrency: 2 } }] });
+    const view = await run(wf.id);
+    expect(view.status, JSON.stringify(view.error)).toBe('success');
+    expect(entry(view, 'each').output).toEqual({ total: 3, succeeded: 3, failed: 0, results: ['X0', 'Y1', 'Z2'] });
+    const children = (await app.admin.get(`${E}?workflow_id=${child.id}`)).body.data;
+    expect(children.total).toBe(3);
+    expect(children.items.every((e: { trigger: string }) => e.trigger === 'child')).toBe(true);
+  }, 120_000);
+
+  it('fails before any item runs when the workflow is not visible to the run’s people', async () => {
+    const editor = await app.createUser('editor');
+    const hidden = await create({ nodes: [{ id: 'h', type: 'transform', config: { value: 1 } }] });
+    const res = await editor.client.post(W, {
+      title: 'Loop over hidden',
+      trigger: { type: 'manual' },
+      nodes: [{ id: 'each', type: 'for_each', config: { items: [1], workflow_id: hidden.id } }],
+    });
+    expect(res.status, res.text).toBe(201);
+    const started = await editor.client.post(`${W}/${res.body.data.id}/run?wait=true`, { payload: {} });
+    expect(started.body.data.status).toBe('failed');
+    const view = (await editor.client.get(`${E}/${started.body.data.execution_id}`)).body.data;
+    expect(view.error).toMatchObject({ code: 'not_found', node_id: 'each' });
+  }, 120_000);
+});
+
+describe('saving a loop', () => {
+  const save = (nodes: unknown[], edges: unknown[] = []) => app.admin.post(W, { title: 'bad loop', trigger: { type: 'manual' }, nodes, edges });
+  const fields = (res: { body: { data: { errors: { field: string; message: string }[] } } }) => res.body.data.errors.map((e) => e.field);
+
+  it('lists every problem of a body as of a graph, ids unique across the definition', async () => {
+    const res = await save([
+      { id: 'a', type: 'transform', config: { value: 1 } },
+      {
+        id: 'each',
+        type: 'for_each',
+        config: {
+          items: '{{ trigger.x }}',
+          concurrency: 101,
+          body: {
+            nodes: [
+              { id: 'a', type: 'transform', config: { value: 1 } },
+              { id: 'b', type: 'nope' },
+              { id: 'c', type: 'http_request', config: { method: 'GET', path: '/' } },
+              { id: 'd', type: 'transform', config: { value: '{{ ( }}' } },
+            ],
+            edges: [{ from: 'a', to: 'ghost' }],
+          },
+        },
+      },
+    ]);
+    expect(res.status).toBe(400);
+    expect(fields(res)).toEqual(
+      expect.arrayContaining([
+        'nodes.1.config.concurrency',
+        'nodes.1.config.body.nodes.0.id',
+        'nodes.1.config.body.nodes.1.type',
+        'nodes.1.config.body.nodes.2.connection_id',
+        'nodes.1.config.body.nodes.3.config.value',
+        'nodes.1.config.body.edges.0.to',
+      ]),
+    );
+  });
+
+  it('needs either a body or a workflow_id, and output_node when the body has several sinks', async () => {
+    const neither = await save([{ id: 'each', type: 'for_each', config: { items: [] } }]);
+    expect(neither.status).toBe(400);
+    expect(fields(neither)).toContain('nodes.0.config.body');
+    const sinks = await save([
+      {
+        id: 'each',
+        type: 'for_each',
+        config: {
+          items: [],
+          body: {
+            nodes: [
+              { id: 'p', type: 'transform', config: { value: 1 } },
+              { id: 'q', type: 'transform', config: { value: 2 } },
+            ],
+          },
+        },
+      },
+    ]);
+    expect(sinks.status).toBe(400);
+    expect(sinks.body.data.errors).toContainEqual({ field: 'nodes.0.config.body.output_node', message: expect.stringContaining('several sink nodes (p, q)') });
+  });
+
+  it('checks the connections a body names against the people saving it', async () => {
+    const editor = await app.createUser('editor');
+    const res = await editor.client.post(W, {
+      title: 'Loop with a foreign connection',
+      trigger: { type: 'manual' },
+      nodes: [
+        {
+          id: 'each',
+          type: 'for_each',
+          config: { items: [1], body: { nodes: [{ id: 'call', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/' } }] } },
+        },
+      ],
+    });
+    expect(res.status).toBe(400);
+    expect(fields(res)).toEqual(['nodes.0.config.body.nodes.0.connection_id']);
+  });
 });

@@ -71,7 +71,7 @@ function itemsOf(input: ForEachInput): Items {
     keepGoing: config.on_item_error === 'continue',
     began: { executionId: input.loop.execution, version: 0, graph, runModes: input.runModes, bounds },
     bodyNodes: new Map(graph.nodes.map((n) => [n.id, n])),
-    ...(config.body ? { sink: bodySink(config.body) } : {}),
+    ...(config.body ? { sink: bodySink({ ...config.body, edges: graph.edges }) } : {}),
     outer,
     gate: new LocalGate(),
     slots: new Slots(places),

@@ -104,7 +104,8 @@ function checkNode(node: GraphNode, at: string, types: ReadonlyMap<string, NodeT
   if (type.needsConnection && node.connection_id === undefined) {
     problems.push({ field: `${at}.connection_id`, message: `a ${node.type} node needs a connection_id` });
   }
-  if (parsed.success && body) checkBody(body, `${at}.config.body`, types, problems, seen, depth);
+  // The body is checked even when another field is wrong, so that every problem is listed at once.
+  if (body && typeof body === 'object' && Array.isArray(body.nodes)) checkBody(body, `${at}.config.body`, types, problems, seen, depth);
 }
 
 /** A for_each body: a graph of its own, nested no deeper than MAX_LOOP_DEPTH, with one node whose output is the item's result. */
@@ -113,7 +114,9 @@ function checkBody(body: Body, at: string, types: ReadonlyMap<string, NodeType<a
     problems.push({ field: at, message: `for_each bodies nest at most ${MAX_LOOP_DEPTH} levels deep` });
     return;
   }
-  const graph = { nodes: body.nodes as GraphNode[], edges: body.edges ?? [] };
+  // Edges the schema refused (reported with the node's config) are left out of the graph's checks.
+  const edges = (Array.isArray(body.edges) ? body.edges : []).filter((e) => e && typeof e.from === 'string' && typeof e.to === 'string');
+  const graph = { nodes: body.nodes as GraphNode[], edges };
   checkGraph(graph, `${at}.`, types, problems, seen, depth + 1);
   const sources = new Set(graph.edges.map((e) => e.from));
   const sinks = graph.nodes.filter((n) => !sources.has(n.id)).map((n) => n.id);
