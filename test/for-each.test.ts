@@ -412,3 +412,80 @@ describe('saving a loop', () => {
     expect(fields(res)).toEqual(['nodes.0.config.body.nodes.0.connection_id']);
   });
 });
+
+describe('large values in a loop', () => {
+  it('passes large items, body outputs, item results and outer outputs by reference, never through history', async () => {
+    const big = (tag: string) => `${tag}:${'x'.repeat(20_000)}`;
+    const wf = await create({
+      nodes: [
+        { id: 'outer', type: 'transform', config: { value: { blob: '{{ $pad("o", 30000, "o") }}' } } },
+        {
+          id: 'each',
+          type: 'for_each',
+          config: {
+            items: '{{ trigger.items }}',
+            concurrency: 5,
+            body: {
+              nodes: [
+                { id: 'grow', type: 'transform', config: { value: { text: '{{ item.text & $substring(nodes.outer.blob, 0, 3) }}' } } },
+                { id: 'measure', type: 'transform', config: { value: { len: '{{ $length(nodes.grow.text) }}', head: '{{ $substring(nodes.grow.text, 0, 4) }}', big: '{{ nodes.grow.text }}' } } },
+              ],
+              edges: [{ from: 'grow', to: 'measure' }],
+            },
+          },
+        },
+      ],
+      edges: [{ from: 'outer', to: 'each' }],
+    });
+    const payloadItems = Array.from({ length: 6 }, (_, i) => ({ text: big(`i${i}`) }));
+    const view = await run(wf.id, { items: payloadItems });
+    expect(view.status, JSON.stringify(view.error)).toBe('success');
+    const results = entry(view, 'each').output.results;
+    expect(results.map((r: { len: number; head: string }) => [r.len, r.head])).toEqual(payloadItems.map((p, i) => [p.text.length + 3, `i${i}:x`]));
+    expect(results[5].big.endsWith('ooo')).toBe(true);
+    // Each body output over the inline size was kept with its item, not in history.
+    const [kept] = await app.sql<{ n: number }>(`select count(*)::int as n from execution_items where execution_id = $1 and refs ? 'measure'`, [view.id]);
+    expect(kept!.n).toBe(6);
+    const handle = app.stack.services.temporal.client.workflow.getHandle(`${view.temporal.workflow_id}/each`);
+    const history = JSON.stringify((await handle.fetchHistory()).events);
+    expect(history.length).toBeLessThan(200_000);
+  }, 120_000);
+});
+
+describe('a run cancelled during a loop', () => {
+  it('ends cancelled, with the loop cancelled and its items that never ran marked cancelled', async () => {
+    const holding = await startGate();
+    const conn = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'hold', cred: 'x', extra: { base_url: holding.url } })).body.data.id;
+    try {
+      const wf = await create({
+        nodes: [
+          {
+            id: 'each',
+            type: 'for_each',
+            config: { items: '{{ [1..10] }}', concurrency: 2, body: { nodes: [{ id: 'get', type: 'http_request', connection_id: conn, config: { method: 'GET', path: '/c/{{ item }}' } }] } },
+          },
+        ],
+      });
+      const id = (await app.admin.post(`${W}/${wf.id}/run`, { payload: {} })).body.data.execution_id;
+      await eventually(async () => holding.held === 2, 60_000, 'two items in flight');
+      const running = (await app.admin.get(`${E}/${id}`)).body.data;
+      await app.stack.services.temporal.client.workflow.getHandle(running.temporal.workflow_id).cancel();
+      const view = await eventually(async () => {
+        const v = (await app.admin.get(`${E}/${id}`)).body.data;
+        return v.status === 'running' ? undefined : v;
+      }, 60_000);
+      expect(view.status).toBe('cancelled');
+      expect(entry(view, 'each').status).toBe('cancelled');
+      const listed = await eventually(async () => {
+        const page = await items(id, 'each');
+        return page.items.every((i: { status: string }) => i.status === 'cancelled') ? page : undefined;
+      }, 30_000);
+      expect(listed.total).toBe(10);
+      expect(holding.seen.length).toBe(2);
+    } finally {
+      holding.release();
+      holding.server.closeAllConnections();
+      holding.server.close();
+    }
+  }, 120_000);
+});
