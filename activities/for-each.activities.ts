@@ -17,19 +17,10 @@ import {
 import { CODE } from '../workflows/error-codes.js';
 import { ItemBudgetExceeded, type ItemCounts, type LoadedItem } from '../src/executions/execution-items.store.js';
 import type { ExecutionRef } from '../src/executions/execution.mirror.js';
-import {
-  checkChildTarget,
-  claimChildRuns,
-  contextValues,
-  currentExecution,
-  executionById,
-  payloadKey,
-  runOf,
-  writeNode,
-  type GraphWorker,
-} from './graph.activities.js';
+import { checkChildTarget, claimChildRuns, currentExecution, executionById, payloadKey, runOf, writeNode, type GraphWorker } from './graph.activities.js';
 import { checkOutputSize, errorOf, jsonBytes, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
+import { contextValues } from './run-values.js';
 
 /** What a loop's first step is given: the node, its context, and where the loop is. */
 export interface LoopStart {
@@ -94,7 +85,7 @@ export async function beginLoop(g: GraphWorker, start: LoopStart): Promise<Begun
   try {
     const config = node.config as unknown as ForEachConfig;
     const { config: limits, expressions, executionItems } = g.ports;
-    const values = await contextValues(g, ref, context);
+    const values = await contextValues(g.ports.executionMirror, ref.id, context, g.ports.executionItems);
     const items = await expressions.resolve(config.items, { ...values, execution: { id: ref.id, workflow_id: ref.workflowId } });
     if (!Array.isArray(items)) throw ApplicationFailure.nonRetryable(`items evaluated to ${kindOf(items)}, not an array`, CODE.items_not_array);
     if (items.length > limits.SVC_FOR_EACH_MAX_ITEMS) {
@@ -190,7 +181,7 @@ export async function prepareItemChildRun(
 ): Promise<{ workflowId: number; payload?: unknown; parentExecutionId: number; payloadRef?: { execution: number; node: string; item: ItemKey } }> {
   try {
     const ref = await executionById(g, item.execution);
-    const values = await contextValues(g, ref, context);
+    const values = await contextValues(g.ports.executionMirror, ref.id, context, g.ports.executionItems);
     const config = (await g.ports.expressions.resolve(node.config, { ...values, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
       workflow_id: number;
       payload?: unknown;

@@ -24,15 +24,18 @@ import type { Principal } from '../src/auth/auth.service.js';
 import { countModelUse, type Metrics } from '../src/platform/metrics.js';
 import type { Config } from '../src/config.js';
 import type { ConnectionService } from '../src/connections/connection.service.js';
+import { redactError, type Redact } from '../src/connections/redact.js';
 import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
 import { itemId, type ExecutionItems } from '../src/executions/execution-items.store.js';
 import type { NodeRunContext } from '../src/nodes/node-type.js';
 import type { TemporalHandle } from '../src/temporal/connection.js';
 import type { WorkflowService } from '../src/workflow-definitions/workflow.service.js';
+import type { ErrorWorkflows } from '../src/executions/error-workflow.js';
 import { ForgetfulMap, OldestFirstMap } from './caches.js';
 import { withHeartbeat } from './heartbeat.js';
-import { checkOutputSize, errorOf, invalidConfig, jsonBytes, modelUsageOf, toFailure } from './node-outcome.js';
+import { boundFailure, checkOutputSize, errorOf, forHistory, invalidConfig, jsonBytes, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
+import { contextValues } from './run-values.js';
 import { CODE } from '../workflows/error-codes.js';
 
 export { toFailure } from './node-outcome.js';
@@ -67,11 +70,15 @@ export interface GraphActivityPorts {
   /** The rights of the people a run acts for. */
   acting: Pick<ActingUsers, 'principal'>;
   records: NodeRunContext<unknown>['records'];
+  /** Events an emit_event node sends. */
+  events: NodeRunContext<unknown>['events'];
   /** For a run an operator reset: its history says where it came from. */
   temporal: TemporalHandle;
   /** Where `{{ }}` expressions are evaluated, bounded in time and memory, off the event loop. */
   expressions: Pick<ExpressionSandbox, 'resolve'>;
   metrics: Pick<Metrics, 'runsStarted' | 'runsFinished' | 'runDuration' | 'nodeDuration' | 'nodeAttempts' | 'modelTokens' | 'modelCost'>;
+  /** Starts the error workflow's run a failed run queued. */
+  errorWorkflows: Pick<ErrorWorkflows, 'launch'>;
 }
 
 /** The ports and a worker's caches: what every graph activity is a function over. */
@@ -92,6 +99,8 @@ export interface RunResult {
   /** The last output is in the timeline (too large for history). */
   lastOutputRef?: OutputRef;
   cancelled?: { id: string; type: string; startedAt: number }[];
+  /** Failures the run handled (on_error continue or branch), with the output `{error}` each became. */
+  handled?: { id: string; type: string; output: unknown }[];
 }
 
 /** How a node ran in the workflow (a local or pure node), as reported to recordNodeEnd. */
@@ -274,7 +283,10 @@ async function startPayload(g: GraphWorker, input: RunGraphInput): Promise<unkno
 /** Where a for_each body's run_workflow node keeps a child's payload too large for history, with its item. */
 export const payloadKey = (nodeId: string) => `payload:${nodeId}`;
 
-/** Last step of every run: the outcome, the skipped nodes and the ones a cancel interrupted, written at once. */
+/**
+ * Last step of every run: the outcome, the skipped nodes, the ones a cancel interrupted and the
+ * failures it handled, written at once; a failed run's error workflow is queued with it and started.
+ */
 export async function finishExecution(g: GraphWorker, runId: string, result: RunResult): Promise<{ executionId: number }> {
   const mirror = g.ports.executionMirror;
   const ref = await currentExecution(g, runId);
@@ -283,6 +295,8 @@ export async function finishExecution(g: GraphWorker, runId: string, result: Run
     g.ports.metrics.runsFinished.inc({ status: result.status });
     g.ports.metrics.runDuration.observe({ status: result.status }, ended.seconds);
   }
+  // Its record is written with the failure; a start that fails here is sent again by the sweep.
+  if (ended?.errorRun) await g.ports.errorWorkflows.launch(ended.errorRun);
   return { executionId: ref.id };
 }
 
@@ -339,7 +353,7 @@ export async function prepareChildRun(
   const ref = await currentExecution(g, runId);
   await writeNode(g, ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
   try {
-    const values = await contextValues(g, ref, context);
+    const values = await contextValues(g.ports.executionMirror, ref.id, context, g.ports.executionItems);
     const config = (await g.ports.expressions.resolve(node.config, { ...values, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
       workflow_id: number;
       payload?: unknown;
@@ -360,40 +374,6 @@ export async function prepareChildRun(
     await writeNode(g, ref.id, node, { status: 'failed', finished_at: new Date(), error: errorOf(failure) });
     throw failure;
   }
-}
-
-/**
- * A node's expression context with the values the workflow passed by reference read back from
- * the execution's record and timeline. A reference names this run's execution unless it says
- * otherwise (a child run's output); one that reads nothing is a fault of the run, not the node's.
- */
-export async function contextValues(
-  g: GraphWorker,
-  ref: ExecutionRef,
-  context: RunNodeInput['context'],
-): Promise<{ trigger: unknown; nodes: Record<string, unknown>; item?: unknown; index?: number }> {
-  const { refs } = context;
-  const item = 'index' in context ? { item: context.item ?? null, index: context.index! } : {};
-  if (!refs) return { trigger: context.trigger, nodes: context.nodes, ...item };
-  const all = Object.entries(refs.nodes ?? {});
-  const wanted = all.filter(([, r]) => !r.item).map(([id, r]) => ({ id, execution: r.execution ?? ref.id, node: r.node }));
-  const kept = all.filter(([, r]) => r.item).map(([id, r]) => ({ id, item: r.item!, key: r.node }));
-  const read = await patiently(() => g.ports.executionMirror.readValues(ref.id, wanted, refs.trigger === true));
-  const fromItems = kept.length || refs.item ? await patiently(() => g.ports.executionItems.read(refs.item ? [refs.item] : [], kept)) : undefined;
-  const nodes = { ...context.nodes };
-  for (const w of wanted) {
-    const key = `${w.execution}:${w.node}`;
-    if (!read.outputs.has(key))
-      throw ApplicationFailure.retryable(`The output of node ${w.node} is not in execution ${w.execution}'s timeline yet`, CODE.execution_not_ready);
-    nodes[w.id] = read.outputs.get(key);
-  }
-  for (const k of kept) {
-    const key = `${itemId(k.item)}:${k.key}`;
-    if (!fromItems!.kept.has(key)) throw ApplicationFailure.retryable(`The output of node ${k.key} is not kept with its item yet`, CODE.execution_not_ready);
-    nodes[k.id] = fromItems!.kept.get(key);
-  }
-  const itemValue = refs.item ? { item: fromItems!.inputs.get(itemId(refs.item)) ?? null, index: refs.item.index } : item;
-  return { trigger: refs.trigger ? (read.trigger ?? null) : context.trigger, nodes, ...itemValue };
 }
 
 /** The child run's limits and its target's visibility; claims the child's place in the tree's count. */
@@ -450,6 +430,8 @@ export interface NodeAttempt {
   input?: unknown;
   /** The type of the node's connection, once resolved (the provider of an llm_prompt's usage). */
   connectionType?: string;
+  /** Redacts the credential of the node's connection, once resolved (see withoutCredential). */
+  redact?: Redact;
 }
 
 /** Runs one node: evaluates its expressions, runs the type's implementation, records the result. */
@@ -463,7 +445,7 @@ export async function runNode(g: GraphWorker, input: RunNodeInput): Promise<RunN
     const attempt: NodeAttempt = { ref, node, started, attempts: activity.info.attempt };
     const shown = showRunningLater(g, attempt, activity.info.isLocal);
     try {
-      const result = await executeNode(g, attempt, context);
+      const result = withoutCredential(attempt, await executeNode(g, attempt, context));
       await recordNodeSuccess(g, attempt, result, shown.settle);
       if (inlineBytes === undefined) return { output: result.output, ...(result.branch !== undefined ? { branch: result.branch } : {}) };
       // Written to the timeline above: a large output goes back to the workflow as a reference to it.
@@ -472,7 +454,7 @@ export async function runNode(g: GraphWorker, input: RunNodeInput): Promise<RunN
         ? { ref: { node: node.id, bytes: result.bytes! }, ...branch }
         : { output: result.output, bytes: result.bytes!, ...branch };
     } catch (err) {
-      throw await recordNodeFailure(g, attempt, err, shown.settle);
+      throw await recordNodeFailure(g, attempt, failureWithoutCredential(attempt, err), shown.settle, inlineBytes);
     } finally {
       shown.stop();
     }
@@ -492,22 +474,37 @@ async function runItemNode(g: GraphWorker, { node, context, inlineBytes }: RunNo
   const ref = await executionById(g, item.execution);
   const attempt: NodeAttempt = { ref, node, started, attempts: activity.info.attempt };
   try {
-    const result = await executeNode(g, attempt, context);
+    const result = withoutCredential(attempt, await executeNode(g, attempt, context));
     countAttempt(g, node.type, 'success', undefined, Date.now() - started);
     const usage = modelUsageOf(node.type, result.output);
     if (usage) countModelUse(g.ports.metrics, attempt.connectionType ?? 'unknown', 'node', usage);
     const answer = { ...(result.branch !== undefined ? { branch: result.branch } : {}), attempts: attempt.attempts };
-    if (inlineBytes !== undefined && result.bytes! > inlineBytes) {
+    const bytes = jsonBytes(result.output);
+    if (inlineBytes !== undefined && bytes > inlineBytes) {
       await patiently(() => g.ports.executionItems.keep(item, node.id, result.output ?? null));
-      return { ref: { node: node.id, bytes: result.bytes!, item }, ...answer };
+      return { ref: { node: node.id, bytes, item }, ...answer };
     }
-    return { output: result.output, bytes: result.bytes!, ...answer };
+    return { output: result.output, bytes, ...answer };
   } catch (err) {
-    const failure = toFailure(err);
+    // As any node's failure: its credential redacted, its data bounded, and cut to size for history.
+    const failure = boundFailure(toFailure(failureWithoutCredential(attempt, err)), g.ports.config.SVC_NODE_OUTPUT_LIMIT);
     countAttempt(g, node.type, failure instanceof CancelledFailure ? 'cancelled' : 'failed', errorOf(failure).code, Date.now() - started);
     if (attempt.attempts > 1) await patiently(() => g.ports.executionItems.noteAttempts(item, attempt.attempts)).catch(() => undefined);
-    throw failure;
+    throw inlineBytes === undefined ? failure : forHistory(failure, inlineBytes, false);
   }
+}
+
+/**
+ * A node's output without its connection's credential, in any form it was sent: a target that
+ * echoes its request, or a model that repeats its key, would otherwise put it in the timeline, the
+ * run's output and Temporal's history. `failureWithoutCredential` does the same for what it threw.
+ */
+function withoutCredential(attempt: NodeAttempt, result: RunNodeOutput): RunNodeOutput {
+  return attempt.redact ? { ...result, output: attempt.redact(result.output) } : result;
+}
+
+function failureWithoutCredential(attempt: NodeAttempt, err: unknown): unknown {
+  return attempt.redact ? redactError(err, attempt.redact) : err;
 }
 
 /**
@@ -540,7 +537,10 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
   const activity = Context.current();
   const type = nodeTypes.get(node.type);
   if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, CODE.validation_failed);
-  const expressionContext: ExpressionContext = { ...(await contextValues(g, ref, context)), execution: { id: ref.id, workflow_id: ref.workflowId } };
+  const expressionContext: ExpressionContext = {
+    ...(await contextValues(g.ports.executionMirror, ref.id, context, g.ports.executionItems)),
+    execution: { id: ref.id, workflow_id: ref.workflowId },
+  };
   attempt.input = await g.ports.expressions.resolve(node.config, expressionContext);
   const parsed = (type.resolvedSchema ?? type.configSchema).safeParse(attempt.input);
   if (!parsed.success) throw invalidConfig(parsed.error.issues);
@@ -548,6 +548,7 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
     node,
     config: parsed.data,
     records: g.ports.records,
+    events: g.ports.events,
     prices: g.ports.config.SVC_AGENT_PRICES,
     execution: ref,
     signal: activity.cancellationSignal,
@@ -556,6 +557,7 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
       const id = node.connection_id;
       return patiently(() => g.ports.connections.resolve(id, ref.actingUserIds)).then((resolved) => {
         attempt.connectionType = resolved.type;
+        attempt.redact = resolved.redact;
         return resolved;
       });
     },
@@ -585,21 +587,42 @@ async function recordNodeSuccess(g: GraphWorker, attempt: NodeAttempt, result: R
 }
 
 /** The node failed or was cancelled: its metrics and its timeline entry. Answers the failure to throw. */
-async function recordNodeFailure(g: GraphWorker, attempt: NodeAttempt, err: unknown, settle: () => Promise<void>): Promise<Error> {
+async function recordNodeFailure(
+  g: GraphWorker,
+  attempt: NodeAttempt,
+  err: unknown,
+  settle: () => Promise<void>,
+  /** Set by workflow code that keeps large values out of history. */
+  inlineBytes: number | undefined,
+): Promise<Error> {
   const { ref, node, started } = attempt;
-  const failure = toFailure(err);
+  const failure = boundFailure(toFailure(err), g.ports.config.SVC_NODE_OUTPUT_LIMIT);
   const finished = Date.now();
   const status = failure instanceof CancelledFailure ? 'cancelled' : 'failed';
-  countAttempt(g, node.type, status, errorOf(failure).code, finished - started);
+  const error = errorOf(failure);
+  countAttempt(g, node.type, status, error.code, finished - started);
   await settle();
-  await writeNode(g, ref.id, node, {
+  // A failure the run will handle becomes the node's output `{error}`: kept whole here, so later
+  // nodes can read it by reference when its data is too large for history.
+  const handled = inlineBytes !== undefined && status === 'failed' && (node.on_error === 'continue' || node.on_error === 'branch');
+  const written = writeNode(g, ref.id, node, {
     status,
     started_at: new Date(started),
     finished_at: new Date(finished),
     duration_ms: finished - started,
     attempts: attempt.attempts,
     input: attempt.input,
-    error: errorOf(failure),
-  }).catch(() => undefined);
-  return failure;
+    error,
+    ...(handled ? { output: { error } } : {}),
+  });
+  if (!handled) {
+    await written.catch(() => undefined);
+    return inlineBytes === undefined ? failure : forHistory(failure, inlineBytes, false);
+  }
+  // Only a failure whose `{error}` the timeline holds may go by reference.
+  const kept = await written.then(
+    () => true,
+    () => false,
+  );
+  return forHistory(failure, inlineBytes, kept);
 }

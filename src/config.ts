@@ -141,6 +141,14 @@ const schema = z.object({
     })
     .pipe(priceTableSchema)
     .default({}),
+  /**
+   * The address people reach the API at, for the links the service hands out (a webhook's `url`,
+   * the links an approval hands its approvers on the page, in `approve_url` and in notifications),
+   * e.g. `https://automations.example.com`. Unset: the address of the request (in API answers) or
+   * the one the API of this process listens on (in notifications; a worker on its own then uses
+   * `http://localhost:<PORT>`).
+   */
+  SVC_PUBLIC_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL' }).optional(),
   /** Largest accepted request body. */
   SVC_BODY_LIMIT: byteSize.default(1024 * 1024),
   /** Lifetime of a browser session cookie, in hours. */
@@ -223,6 +231,11 @@ const schema = z.object({
    * the thread is terminated and the node fails with `expression_limit`.
    */
   SVC_EXPRESSION_TIMEOUT_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+  /**
+   * Expressions one user may try per minute with POST /expressions/evaluate: each holds a thread
+   * of the sandbox runs use for up to SVC_EXPRESSION_TIMEOUT_MS.
+   */
+  SVC_EXPRESSION_EVALUATIONS_PER_MINUTE: z.coerce.number().int().min(1).max(100_000).default(120),
   /** Heap of one expression thread, in MiB; an expression that needs more fails with `expression_limit`. */
   SVC_EXPRESSION_MEMORY_MB: z.coerce.number().int().min(16).max(4096).default(128),
   /** Worker threads evaluating expressions at once (per worker process). */

@@ -53,7 +53,7 @@ async function chainOf(workflowId: string, runId: string): Promise<{ runId: stri
   const runs: { runId: string; events: HistoryEvent[] }[] = [];
   let next: string | undefined = runId;
   while (next) {
-    const events = (await app.stack.services.temporal.client.workflow.getHandle(workflowId, next).fetchHistory()).events ?? [];
+    const events: HistoryEvent[] = (await app.stack.services.temporal.client.workflow.getHandle(workflowId, next).fetchHistory()).events ?? [];
     runs.push({ runId: next, events });
     next = events.at(-1)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
   }

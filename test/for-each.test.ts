@@ -202,7 +202,15 @@ describe('for_each failures', () => {
       concurrency: 1,
       on_item_error: onItemError,
       body: {
-        nodes: [{ id: 'call', type: 'http_request', connection_id: connectionId, config: { method: 'POST', path: '{{ item }}' }, retry: { max_attempts: 2, initial_interval_ms: 10 } }],
+        nodes: [
+          {
+            id: 'call',
+            type: 'http_request',
+            connection_id: connectionId,
+            config: { method: 'POST', path: '{{ item }}' },
+            retry: { max_attempts: 2, initial_interval_ms: 10 },
+          },
+        ],
       },
     },
   });
@@ -242,7 +250,9 @@ describe('for_each failures', () => {
     expect(view.error).toMatchObject({ code: 'items_not_array', node_id: 'each' });
     expect(view.error.message).toContain('an object');
     expect(entry(view, 'each')).toMatchObject({ status: 'failed', error: { code: 'items_not_array' } });
-    const tooMany = await create({ nodes: [{ id: 'each2', type: 'for_each', config: { items: '{{ [1..501] }}', body: { nodes: [{ id: 'y', type: 'transform', config: { value: 1 } }] } } }] });
+    const tooMany = await create({
+      nodes: [{ id: 'each2', type: 'for_each', config: { items: '{{ [1..501] }}', body: { nodes: [{ id: 'y', type: 'transform', config: { value: 1 } }] } } }],
+    });
     const long = await run(tooMany.id);
     expect(long.error).toMatchObject({ code: 'too_many_items', node_id: 'each2' });
     expect(long.error.message).toContain('SVC_FOR_EACH_MAX_ITEMS');
@@ -250,7 +260,9 @@ describe('for_each failures', () => {
   }, 120_000);
 
   it('an empty list succeeds at once with no items', async () => {
-    const wf = await create({ nodes: [{ id: 'none', type: 'for_each', config: { items: [], body: { nodes: [{ id: 'z', type: 'transform', config: { value: 1 } }] } } }] });
+    const wf = await create({
+      nodes: [{ id: 'none', type: 'for_each', config: { items: [], body: { nodes: [{ id: 'z', type: 'transform', config: { value: 1 } }] } } }],
+    });
     const view = await run(wf.id);
     expect(view.status).toBe('success');
     expect(entry(view, 'none').output).toEqual({ total: 0, succeeded: 0, failed: 0, results: [] });
@@ -276,7 +288,9 @@ describe('nested loops', () => {
                   config: {
                     items: '{{ nodes.row.name = "b" ? [] : [1, 2, 3] }}',
                     concurrency: 3,
-                    body: { nodes: [{ id: 'cell', type: 'transform', config: { value: '{{ nodes.row.name & $string(item) & "@" & $string(nodes.row.at) }}' } }] },
+                    body: {
+                      nodes: [{ id: 'cell', type: 'transform', config: { value: '{{ nodes.row.name & $string(item) & "@" & $string(nodes.row.at) }}' } }],
+                    },
                   },
                 },
                 { id: 'joined', type: 'transform', config: { value: '{{ $join(nodes.cells.results, ",") }}' } },
@@ -428,7 +442,11 @@ describe('large values in a loop', () => {
             body: {
               nodes: [
                 { id: 'grow', type: 'transform', config: { value: { text: '{{ item.text & $substring(nodes.outer.blob, 0, 3) }}' } } },
-                { id: 'measure', type: 'transform', config: { value: { len: '{{ $length(nodes.grow.text) }}', head: '{{ $substring(nodes.grow.text, 0, 4) }}', big: '{{ nodes.grow.text }}' } } },
+                {
+                  id: 'measure',
+                  type: 'transform',
+                  config: { value: { len: '{{ $length(nodes.grow.text) }}', head: '{{ $substring(nodes.grow.text, 0, 4) }}', big: '{{ nodes.grow.text }}' } },
+                },
               ],
               edges: [{ from: 'grow', to: 'measure' }],
             },
@@ -455,14 +473,19 @@ describe('large values in a loop', () => {
 describe('a run cancelled during a loop', () => {
   it('ends cancelled, with the loop cancelled and its items that never ran marked cancelled', async () => {
     const holding = await startGate();
-    const conn = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'hold', cred: 'x', extra: { base_url: holding.url } })).body.data.id;
+    const conn = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'hold', cred: 'x', extra: { base_url: holding.url } }))
+      .body.data.id;
     try {
       const wf = await create({
         nodes: [
           {
             id: 'each',
             type: 'for_each',
-            config: { items: '{{ [1..10] }}', concurrency: 2, body: { nodes: [{ id: 'get', type: 'http_request', connection_id: conn, config: { method: 'GET', path: '/c/{{ item }}' } }] } },
+            config: {
+              items: '{{ [1..10] }}',
+              concurrency: 2,
+              body: { nodes: [{ id: 'get', type: 'http_request', connection_id: conn, config: { method: 'GET', path: '/c/{{ item }}' } }] },
+            },
           },
         ],
       });

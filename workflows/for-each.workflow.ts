@@ -94,6 +94,7 @@ function itemScope(items: Items, pending: PendingItem): Scope {
     gate: items.gate,
     failure: undefined,
     partial: false,
+    handled: [],
     cancelled: undefined,
     startedAt: new Map(),
     interrupted: [],

@@ -49,3 +49,13 @@ export class LocalGate {
     for (const h of held) h.release();
   }
 }
+
+/** How a node's workflow code awaits: through its run's gate, or directly for runs begun before it. */
+export interface NodeAwaits {
+  /** A local activity. */
+  local<T>(start: () => Promise<T>): Promise<T>;
+  /** Anything else: a regular activity, a child, a timer, a condition. */
+  other<T>(start: () => Promise<T>): Promise<T>;
+  /** Answer outputs by reference when larger (set for runs that keep large values out of history). */
+  inlineBytes?: number;
+}

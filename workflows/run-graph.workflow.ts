@@ -15,6 +15,7 @@ import {
 } from '@temporalio/workflow';
 import type { ControlActivities, NodeActivities } from '../activities/index.js';
 import {
+  ERROR_BRANCH_PATCH,
   LEAN_HISTORY,
   REFS_HISTORY,
   NODE_FINISHED_MEMO,
@@ -26,6 +27,7 @@ import {
   childWorkflowId,
   nodeActivityId,
   runModeOf,
+  type FailureKept,
   type NodeFinishedMemo,
   type GraphNode,
   type NodeError,
@@ -34,12 +36,14 @@ import {
   type RunNodeOutput,
 } from './defs.js';
 import { GraphState } from './graph.js';
-import { LocalGate } from './local-gate.js';
+import { LocalGate, type NodeAwaits } from './local-gate.js';
 import { RunValues, jsonBytes } from './run-values.js';
+import { CODE } from './error-codes.js';
+import { handledFailures, notRunNodes, runStatus, seedRun } from './run-state.js';
+import { runApproval } from './approval.js';
 import { runLoop } from './for-each.js';
 import { boundsOf, contextOf, local, other, type ItemScope, type Scope } from './run-scope.js';
-import { CODE } from './error-codes.js';
-import { notRunNodes, runStatus, seedRun } from './run-state.js';
+import { runWaitForEvent } from './wait-for-event.js';
 
 const control = proxyActivities<ControlActivities>({
   startToCloseTimeout: '30s',
@@ -71,9 +75,20 @@ function activityOptions(node: GraphNode): ActivityOptions {
 export function nodeErrorOf(err: unknown): NodeError {
   let cause: unknown = err;
   while (cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) cause = cause.cause ?? cause;
-  if (cause instanceof ApplicationFailure) return { code: cause.type ?? CODE.node_failed, message: cause.message };
+  if (cause instanceof ApplicationFailure) {
+    // What the failure carries (an http_error's status and body of the answer) goes on with it.
+    const data: unknown = cause.details?.[0];
+    return { code: cause.type ?? CODE.node_failed, message: cause.message, ...(data && typeof data === 'object' ? { data } : {}) };
+  }
   if (err instanceof ActivityFailure && err.cause?.name === 'TimeoutFailure') return { code: CODE.timeout, message: err.cause.message };
   return { code: CODE.node_failed, message: err instanceof Error ? err.message : String(err) };
+}
+
+/** The activity kept the failure's whole `{error}` in the timeline (history has its data cut to size). */
+function keptInTimeline(err: unknown): boolean {
+  let cause: unknown = err;
+  while (cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) cause = cause.cause ?? cause;
+  return cause instanceof ApplicationFailure && (cause.details?.[1] as FailureKept | undefined)?.kept_in_timeline === true;
 }
 
 /** One run's state: the graph, what its nodes answered, and how the run ends so far. */
@@ -97,12 +112,15 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
     ...(began.bounds ? { gate: new LocalGate() } : {}),
     failure: undefined,
     partial: false,
+    handled: [],
     cancelled: undefined,
     startedAt: new Map(),
     interrupted: [],
     ...(input.itemsFrom ? { itemsFrom: input.itemsFrom } : {}),
   };
-  seedRun(run.state, run.values, input.seed, input.seedRefs);
+  // A reused failure that took its error edges: only code that knows error edges reads it so.
+  const seedErrors = input.seedErrors?.length && patched(ERROR_BRANCH_PATCH) ? input.seedErrors : [];
+  seedRun(run.state, run.values, input.seed, input.seedRefs, seedErrors);
   return run;
 }
 
@@ -213,6 +231,13 @@ function runItemActivity(run: Scope, item: ItemScope, node: GraphNode, localOpti
   });
 }
 
+/** How a node module of its own (a wait, an approval) awaits: through the run's gate, with its bounds. */
+const awaitsOf = (run: Scope): NodeAwaits => ({
+  local: (start) => local(run, start),
+  other: (start) => other(run, start),
+  ...boundsOf(run),
+});
+
 /**
  * Runs one node the way its type runs. Not async itself: each way's promise is the one the caller
  * awaits, so a node's continuation takes as many steps as it always did and nodes that finish in
@@ -223,6 +248,13 @@ function runNode(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
   if (mode === 'timer') return runTimer(run, node);
   if (mode === 'child') return runChild(run, node);
   if (mode === 'loop') return runLoop(run, node);
+  // A wait's signal and an approval's decision reach the run's own workflow, not a loop's items: refused at save.
+  if (run.item && (mode === 'wait' || mode === 'approval')) {
+    return Promise.reject(ApplicationFailure.nonRetryable(`A ${node.type} node cannot run inside a for_each body`, CODE.validation_failed));
+  }
+  // Waits hold the run in workflow code of their own; they see the same expression context as an activity.
+  if (mode === 'wait') return runWaitForEvent(node, run.values.contextFor(node), workflowInfo().runId, awaitsOf(run));
+  if (mode === 'approval') return runApproval(node, run.values.contextFor(node), workflowInfo().runId, awaitsOf(run));
   return runActivity(run, node);
 }
 
@@ -246,6 +278,17 @@ function markStarted(run: Scope, node: GraphNode): void {
   upsertMemo(run.lean ? { [NODE_STARTED_MEMO]: node.id, [NODE_HISTORY_MEMO]: LEAN_HISTORY } : { [NODE_STARTED_MEMO]: node.id });
 }
 
+/**
+ * A failure the run handles (on_error continue or branch) becomes the node's output `{error}`.
+ * When its data was too large for history the activity kept the whole `{error}` as the node's
+ * output in the timeline and history carries a cut copy: later nodes read the whole by reference.
+ */
+function handle(run: Scope, id: string, error: NodeError, err: unknown): void {
+  run.handled.push(id);
+  if (run.began.bounds && keptInTimeline(err)) run.values.set(id, { ref: { node: id, bytes: 0 } }, { last: false });
+  else run.values.set(id, { output: { error } }, { last: false, kept: false });
+}
+
 /** Runs one node and records what it answered, how it failed, or that a cancel interrupted it. */
 async function runOne(run: Scope, id: string): Promise<void> {
   const node = run.nodes.get(id)!;
@@ -267,8 +310,12 @@ async function runOne(run: Scope, id: string): Promise<void> {
     const error = nodeErrorOf(err);
     if (node.on_error === 'continue') {
       run.partial = true;
-      run.values.set(id, { output: { error } }, { last: false, kept: false });
+      handle(run, id, error, err);
       run.state.complete(id);
+    } else if (node.on_error === 'branch' && patched(ERROR_BRANCH_PATCH)) {
+      // The failure goes on along the node's "error" edges only; the run's outcome is theirs.
+      handle(run, id, error, err);
+      run.state.fail(id);
     } else {
       run.failure ??= { ...error, node_id: id };
     }
@@ -322,6 +369,7 @@ async function finishRun(run: Run): Promise<RunGraphResult> {
       lastOutput,
       ...(lastOutputRef ? { lastOutputRef } : {}),
       ...(interrupted.length ? { cancelled: interrupted } : {}),
+      ...(run.handled.length ? { handled: handledFailures(run.handled, run.nodes, run.values.inline()) } : {}),
     }),
   );
   if (cancelled) throw cancelled;

@@ -30,6 +30,8 @@ export interface Scope {
   gate?: LocalGate;
   failure: RunGraphResult['error'];
   partial: boolean;
+  /** Nodes whose failure the run handled (on_error "continue" or "branch"): their output is `{error}`. */
+  handled: string[];
   cancelled: unknown;
   /** Workflow time each node started; the nodes a cancel interrupted. */
   startedAt: Map<string, number>;

@@ -18,8 +18,9 @@ export function branchOf(output: unknown): string | undefined {
 }
 
 /**
- * Seeds the run with the outputs of the nodes a replay starts after: each counts as finished, on
- * the branch its output names (`branch`, else a condition's `result`).
+ * Seeds the run with the outputs of the nodes a replay reuses: each counts as finished, on the
+ * branch its output names (`branch`, else a condition's `result`), or, for those in `failed`
+ * (a failure its node handed to its "error" edges), as failed into those edges.
  */
 export function seedRun(
   state: GraphState,
@@ -27,15 +28,30 @@ export function seedRun(
   seed: Record<string, unknown> | undefined,
   /** Reused outputs kept in the execution's timeline, too large for the run's input. */
   seedRefs?: RunGraphInput['seedRefs'],
+  failed: readonly string[] = [],
 ): void {
+  const finish = (id: string, branch: string | undefined) => (failed.includes(id) ? state.seedFailure(id) : state.seed(id, branch));
   for (const [id, output] of Object.entries(seed ?? {})) {
-    values.set(id, { output });
-    state.seed(id, branchOf(output));
+    values.set(id, { output }, { last: false });
+    finish(id, branchOf(output));
   }
   for (const [id, { branch }] of Object.entries(seedRefs ?? {})) {
-    values.set(id, { ref: { node: id, bytes: 0 } });
-    state.seed(id, branch);
+    values.set(id, { ref: { node: id, bytes: 0 } }, { last: false });
+    finish(id, branch);
   }
+}
+
+/**
+ * The failures a run handled (on_error "continue" or "branch"), with the output each became: the
+ * execution record keeps them, so a replay can reuse them.
+ */
+export function handledFailures(
+  handled: readonly string[],
+  nodes: Map<string, GraphNode>,
+  outputs: Record<string, unknown>,
+): { id: string; type: string; output: unknown }[] {
+  // One missing from `outputs` is held by reference: its activity stored the whole `{error}` already.
+  return handled.filter((id) => id in outputs).map((id) => ({ id, type: nodes.get(id)!.type, output: outputs[id] }));
 }
 
 /** How a run ended: a cancel wins over a failure, a failure over a node that failed and continued. */

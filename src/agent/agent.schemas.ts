@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { named } from '../http/openapi.js';
 import type { EventStreamSpec } from '../http/route.js';
 import { AGENT_ACTION_STATUSES, AGENT_APPROVAL_POLICIES } from '../../workflows/defs.js';
+import { workflowActionView } from '../approvals/approval.schemas.js';
 
 // Response and event schemas of the agent surface, shared by its route modules; they feed the
 // OpenAPI document, and the tests check real answers against it.
@@ -93,6 +94,7 @@ const user = z.object({ id: z.number().int(), login: z.string() });
 
 /** One gated action: the inbox item, the audit entry and the action itself. Never rewritten once decided. */
 export const actionView = z.object({
+  source: z.literal('agent'),
   action_id: z.string(),
   session_id: z.string(),
   turn_id: z.string(),
@@ -115,6 +117,12 @@ export const actionView = z.object({
     .describe("The tool's outcome (for a rejection or an expiry: what the model was told); null until then"),
 });
 named(actionView, 'AgentAction', { description: 'A gated action: the inbox item, the audit entry and the action itself' });
+
+/** What the gate holds: an agent's gated tool call, or a workflow run's approval (`source`). */
+export const gateAction = z.discriminatedUnion('source', [actionView, workflowActionView]);
+named(gateAction, 'GateAction', {
+  description: 'An action on the gate: an agent’s gated tool call (`source: "agent"`) or a workflow run’s approval (`"workflow"`)',
+});
 
 export const decisionRecord = z.object({
   action_id: z.string(),

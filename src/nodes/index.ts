@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { documentAs, named, pascal } from '../http/openapi.js';
+import { approvalNode } from './approval.node.js';
 import { conditionNode } from './condition.node.js';
 import { delayNode } from './delay.node.js';
+import { emitEventNode } from './emit-event.node.js';
 import { failNode } from './fail.node.js';
 import { forEachNode } from './for-each.node.js';
 import { httpRequestNode } from './http-request.node.js';
@@ -12,6 +14,7 @@ import { recordCreateNode, recordQueryNode, recordUpdateNode } from './record-no
 import { runWorkflowNode } from './run-workflow.node.js';
 import { switchNode } from './switch.node.js';
 import { transformNode } from './transform.node.js';
+import { waitForEventNode } from './wait-for-event.node.js';
 
 /** The node catalogue: one module per type. A new type is one module and one line here. */
 export const nodeTypes: ReadonlyMap<string, NodeType<any>> = new Map(
@@ -27,6 +30,9 @@ export const nodeTypes: ReadonlyMap<string, NodeType<any>> = new Map(
     recordUpdateNode,
     recordQueryNode,
     llmPromptNode,
+    waitForEventNode,
+    emitEventNode,
+    approvalNode,
     forEachNode,
   ].map((n) => [n.type, n as NodeType<any>]),
 );
