@@ -10,6 +10,7 @@ import { TARGET_HOST, eventually, startHttpTarget, type HttpTarget } from './hel
 let app: TestApp;
 let target: HttpTarget;
 let connectionId: number;
+const refusing = new Set<string>();
 let gate!: { url: string; held: number; most: number; seen: string[]; release: () => void; server: Server };
 let gateConnection!: number;
 const W = '/api/workflow/v1/workflows';
@@ -19,6 +20,8 @@ beforeAll(async () => {
   app = await startTestApp({ worker: true, env: { SVC_FOR_EACH_MAX_ITEMS: '500' } });
   target = await startHttpTarget((req) => {
     if (req.url.startsWith('/fail/')) return { status: 422, body: { error: 'refused', path: req.url } };
+    // Refused until the test lets them through (a target that was down).
+    if (refusing.has(req.url)) return { status: 422, body: { error: 'not yet', path: req.url } };
     if (req.url.startsWith('/slow/')) return { delayMs: 300 };
     return undefined;
   });
@@ -511,4 +514,146 @@ describe('a run cancelled during a loop', () => {
       holding.server.close();
     }
   }, 120_000);
+});
+
+describe('a replay of the failed items only', () => {
+  it('runs only the items that did not succeed, reuses the others and the upstream nodes, and goes on downstream with the merged results', async () => {
+    const wf = await create({
+      nodes: [
+        { id: 'fetch', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/leads' } },
+        {
+          id: 'each',
+          type: 'for_each',
+          config: {
+            items: '{{ [1..8] }}',
+            concurrency: 1,
+            body: {
+              nodes: [
+                {
+                  id: 'send',
+                  type: 'http_request',
+                  connection_id: connectionId,
+                  config: { method: 'POST', path: '/send/{{ item }}' },
+                  retry: { max_attempts: 1 },
+                },
+                { id: 'sent', type: 'transform', config: { value: '{{ nodes.send.body.path }}' } },
+              ],
+              edges: [{ from: 'send', to: 'sent' }],
+            },
+          },
+        },
+        { id: 'report', type: 'transform', config: { value: { sent: '{{ nodes.each.succeeded }}', last: '{{ nodes.each.results[7] }}' } } },
+      ],
+      edges: [
+        { from: 'fetch', to: 'each' },
+        { from: 'each', to: 'report' },
+      ],
+    });
+    refusing.add('/send/4');
+    const first = await run(wf.id);
+    expect(first.status).toBe('failed');
+    expect(first.error).toMatchObject({ code: 'item_failed', node_id: 'each' });
+    expect((await items(first.id, 'each')).items.map((i: { status: string }) => i.status)).toEqual([
+      'success',
+      'success',
+      'success',
+      'failed',
+      'skipped',
+      'skipped',
+      'skipped',
+      'skipped',
+    ]);
+
+    // What it would do, then doing it, once the target takes item 4.
+    const plan = await app.admin.post(`${E}/${first.id}/replay`, { from_node_id: 'each', only_failed_items: true, dry_run: true });
+    expect(plan.status, plan.text).toBe(200);
+    expect(plan.body.data).toMatchObject({ mode: 'rerun', run: ['each', 'report'], reused: ['fetch'], items: { reused: 3, run: 5 } });
+    refusing.delete('/send/4');
+    const replayed = await app.admin.post(`${E}/${first.id}/replay`, { from_node_id: 'each', only_failed_items: true });
+    expect(replayed.status, replayed.text).toBe(202);
+    const view = await eventually(async () => {
+      const v = (await app.admin.get(`${E}/${replayed.body.data.execution_id}`)).body.data;
+      return v.status === 'running' ? undefined : v;
+    }, 120_000);
+    expect(view.status, JSON.stringify(view.error)).toBe('success');
+    expect(view.replay_of).toBe(first.id);
+    expect(view.output).toEqual({ sent: 8, last: '/send/8' });
+    expect(entry(view, 'fetch').reused).toBe(true);
+    expect(entry(view, 'each').output.results).toEqual(Array.from({ length: 8 }, (_, i) => `/send/${i + 1}`));
+    const listed = (await items(view.id, 'each')).items;
+    expect(listed.map((i: { reused: boolean }) => i.reused)).toEqual([true, true, true, false, false, false, false, false]);
+    // Nothing sent twice but item 4, which failed the first time; the upstream fetch ran once.
+    for (let i = 1; i <= 8; i++) expect(target.count(`/send/${i}`), `item ${i}`).toBe(i === 4 ? 2 : 1);
+    expect(target.count('/leads')).toBe(1);
+  }, 180_000);
+
+  it('reaches into nested loops: an outer item that failed runs again, and its inner loop reuses the inner items that succeeded', async () => {
+    const wf = await create({
+      nodes: [
+        {
+          id: 'outer',
+          type: 'for_each',
+          config: {
+            items: ['a', 'b'],
+            on_item_error: 'continue',
+            body: {
+              nodes: [
+                { id: 'name', type: 'transform', config: { value: '{{ item }}' } },
+                {
+                  id: 'inner',
+                  type: 'for_each',
+                  config: {
+                    items: [1, 2, 3],
+                    concurrency: 1,
+                    body: {
+                      nodes: [
+                        {
+                          id: 'put',
+                          type: 'http_request',
+                          connection_id: connectionId,
+                          config: { method: 'PUT', path: '/n/{{ nodes.name }}{{ item }}' },
+                          retry: { max_attempts: 1 },
+                        },
+                      ],
+                    },
+                  },
+                },
+              ],
+              edges: [{ from: 'name', to: 'inner' }],
+            },
+          },
+        },
+      ],
+    });
+    refusing.add('/n/b3');
+    const first = await run(wf.id);
+    expect(first.status).toBe('partial');
+    expect(entry(first, 'outer').output).toMatchObject({ succeeded: 1, failed: 1 });
+    refusing.delete('/n/b3');
+    const replayed = await app.admin.post(`${E}/${first.id}/replay`, { from_node_id: 'outer', only_failed_items: true });
+    const view = await eventually(async () => {
+      const v = (await app.admin.get(`${E}/${replayed.body.data.execution_id}`)).body.data;
+      return v.status === 'running' ? undefined : v;
+    }, 120_000);
+    expect(view.status, JSON.stringify(view.error)).toBe('success');
+    expect((await items(view.id, 'outer')).items.map((i: { reused: boolean }) => i.reused)).toEqual([true, false]);
+    const inner = await items(view.id, 'inner', '?scope=1');
+    expect(inner.items.map((i: { reused: boolean; status: string }) => [i.reused, i.status])).toEqual([
+      [true, 'success'],
+      [true, 'success'],
+      [false, 'success'],
+    ]);
+    expect(['/n/a1', '/n/a2', '/n/a3', '/n/b1', '/n/b2', '/n/b3'].map((p) => target.count(p))).toEqual([1, 1, 1, 1, 1, 2]);
+  }, 180_000);
+
+  it('is refused without a for_each node to replay from', async () => {
+    const wf = await create({ nodes: [{ id: 'plain', type: 'transform', config: { value: 1 } }] });
+    const done = await run(wf.id);
+    const noNode = await app.admin.post(`${E}/${done.id}/replay`, { only_failed_items: true });
+    expect(noNode.status).toBe(400);
+    expect(noNode.body.error).toBe('invalid_request');
+    const notLoop = await app.admin.post(`${E}/${done.id}/replay`, { from_node_id: 'plain', only_failed_items: true });
+    expect(notLoop.status).toBe(400);
+    expect(notLoop.body.message).toContain('transform node');
+  }, 60_000);
 });

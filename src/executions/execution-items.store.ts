@@ -261,6 +261,16 @@ export class ExecutionItems {
     return { rows, total: Number(total) };
   }
 
+  /** What a replay of a loop's failed items would do with them: how many succeeded (kept when their input is the same) and how many run again. */
+  async replayCounts(executionId: number, nodeId: string): Promise<{ reused: number; run: number }> {
+    const [row] = await this.sql.query<{ reused: number; run: number }>(
+      `select count(*) filter (where status = 'success')::int as reused, count(*) filter (where status <> 'success')::int as run
+         from execution_items where execution_id = ? and node_id = ? and scope = '{}'`,
+      [executionId, nodeId],
+    );
+    return row ?? { reused: 0, run: 0 };
+  }
+
   /** The counts of every loop of the graph itself (scope `{}`) in an execution, by node. */
   async countsByNode(executionId: number): Promise<Map<string, ItemCounts>> {
     const rows = await this.sql.query<{ node_id: string; status: ItemStatus; n: string }>(

@@ -199,6 +199,13 @@ const replayPlan = z.object({
       was: z.string().describe('How the node ended in the replayed execution (`success`, `failed`, `skipped`, `cancelled`), or `not_run`'),
     }),
   ),
+  items: z
+    .object({
+      reused: z.number().int().describe('Items that succeeded: their results are kept (when the list gives them the same input again)'),
+      run: z.number().int().describe('Items that failed or never ran: they run again'),
+    })
+    .optional()
+    .describe("With `only_failed_items`: what becomes of the loop's items"),
 });
 named(replayPlan, 'ReplayPlan', {
   description: 'What a replay would do: which nodes it runs, reuses and leaves skipped, and whether it is a reset or a new run',
@@ -325,6 +332,12 @@ export function executionRoutes({ executions }: { executions: ExecutionService }
         from_node_id: z.string().min(1).max(64).optional(),
         with_payload: z.unknown().optional(),
         dry_run: z.boolean().optional().describe('Answer what the replay would do, and start nothing'),
+        only_failed_items: z
+          .boolean()
+          .optional()
+          .describe(
+            'With `from_node_id` naming a for_each node: a new run in which that loop runs again only its items that did not succeed (failed, or never ran), keeps the result of every item that succeeded (`reused: true` in its item listing), and goes on downstream with the merged results',
+          ),
       }),
       bodyOptional: true,
       headers: idempotencyHeaders,

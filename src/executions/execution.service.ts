@@ -34,6 +34,8 @@ export interface Started {
 export interface ReplayRequest {
   from_node_id?: string | undefined;
   with_payload?: unknown;
+  /** With `from_node_id` naming a for_each node: its items that succeeded keep their results, only the others run again. */
+  only_failed_items?: boolean | undefined;
 }
 
 /** How a replay from a node is made: a Temporal reset to the point the node started, or a new run seeded with the plan. */
@@ -45,7 +47,7 @@ interface PreparedReplay {
   workflow: WorkflowRow;
   graph: Graph;
   payload: unknown;
-  from?: { plan: ReplayPlan; launch: ReplayLaunch };
+  from?: { plan: ReplayPlan; launch: ReplayLaunch; onlyFailedItems: boolean };
 }
 
 const iso = toIso;
@@ -559,7 +561,8 @@ export class ExecutionService {
       return { mode: 'rerun' as const, from_node_id: null, run: nodes.map((n) => n.node_id), reused: [], skipped: [], nodes };
     }
     const { plan, launch } = from;
-    return { mode: launch.kind, from_node_id: plan.fromNodeId, run: plan.run, reused: plan.reused, skipped: plan.skipped, nodes: plan.nodes };
+    const items = from.onlyFailedItems && this.items ? { items: await this.items.replayCounts(executionId, plan.fromNodeId) } : {};
+    return { mode: launch.kind, from_node_id: plan.fromNodeId, run: plan.run, reused: plan.reused, skipped: plan.skipped, nodes: plan.nodes, ...items };
   }
 
   private async prepareReplay(principal: Principal, executionId: number, body: ReplayRequest): Promise<PreparedReplay> {
@@ -570,14 +573,23 @@ export class ExecutionService {
     const { graph } = await this.workflows.loadVersion(original.workflow_id, original.workflow_version);
     const payload = body.with_payload !== undefined ? body.with_payload : original.trigger_payload;
     const fromNode = body.from_node_id;
-    if (fromNode === undefined) return { original, workflow, graph, payload };
-    if (!graph.nodes.some((n) => n.id === fromNode))
-      throw invalidRequest(`Node ${fromNode} is not in version ${original.workflow_version} of the workflow`, { field: 'from_node_id' });
+    const onlyFailedItems = body.only_failed_items === true;
+    if (fromNode === undefined) {
+      if (onlyFailedItems)
+        throw invalidRequest('only_failed_items needs from_node_id: the for_each node whose failed items run again', { field: 'only_failed_items' });
+      return { original, workflow, graph, payload };
+    }
+    const node = graph.nodes.find((n) => n.id === fromNode);
+    if (!node) throw invalidRequest(`Node ${fromNode} is not in version ${original.workflow_version} of the workflow`, { field: 'from_node_id' });
+    if (onlyFailedItems && node.type !== 'for_each') {
+      throw invalidRequest(`Node ${fromNode} is a ${node.type} node; only_failed_items replays the items of a for_each node`, { field: 'only_failed_items' });
+    }
     const plan = planReplay(graph, await this.mirror.timeline(Number(original.id)), fromNode, original.id);
-    // A reset replays the recorded trigger payload: a new payload is always a new run.
-    const point = body.with_payload === undefined ? await this.resetPoint(original, fromNode) : undefined;
+    // A reset replays the recorded trigger payload: a new payload is always a new run. A loop's
+    // successful items are handed to a new run (a reset would run them all again).
+    const point = body.with_payload === undefined && !onlyFailedItems ? await this.resetPoint(original, fromNode) : undefined;
     const launch: ReplayLaunch = point && resetKeepsPlan(plan, point.completedNodes) ? { kind: 'reset', point } : { kind: 'rerun' };
-    return { original, workflow, graph, payload, from: { plan, launch } };
+    return { original, workflow, graph, payload, from: { plan, launch, onlyFailedItems } };
   }
 
   /** Where a reset would go back to for `fromNode`, or undefined when Temporal cannot reset there (no run, no history, no start of it). */
@@ -601,10 +613,17 @@ export class ExecutionService {
     if (!from) return this.start(workflow, base, principal.id, idempotency, { reason: `replay of execution ${original.id}${newPayload}` });
     const { plan, launch } = from;
     if (launch.kind === 'reset') return this.resetFrom(principal, original, plan.fromNodeId, launch.point, idempotency);
-    const reason = `replay of execution ${original.id} from node ${plan.fromNodeId}${newPayload}: a new run reusing ${plan.reused.length} node${plan.reused.length === 1 ? '' : 's'}`;
+    const items = from.onlyFailedItems ? ' and the items of its loop that succeeded' : '';
+    const reason = `replay of execution ${original.id} from node ${plan.fromNodeId}${newPayload}: a new run reusing ${plan.reused.length} node${plan.reused.length === 1 ? '' : 's'}${items}`;
     return this.start(
       workflow,
-      { ...base, ...splitSeed(plan.seed, this.inlineBytes), ...(plan.seedErrors.length ? { seedErrors: plan.seedErrors } : {}), startAt: plan.fromNodeId },
+      {
+        ...base,
+        ...splitSeed(plan.seed, this.inlineBytes),
+        ...(plan.seedErrors.length ? { seedErrors: plan.seedErrors } : {}),
+        startAt: plan.fromNodeId,
+        ...(from.onlyFailedItems ? { itemsFrom: { execution: Number(original.id), node: plan.fromNodeId } } : {}),
+      },
       principal.id,
       idempotency,
       { reason, reuse: { from: Number(original.id), nodeIds: plan.reused } },
