@@ -54,6 +54,11 @@ export interface NodeType<C = unknown> {
   references?: (config: Record<string, unknown>) => { connections: { id: number; field: string }[]; logins: { login: string; field: string }[] };
   /** Schema of the stored configuration (strings may still hold `{{ }}`). */
   configSchema: z.ZodType;
+  /**
+   * The configuration as the OpenAPI document shows it, when it holds nodes itself (a for_each
+   * body): built with `node`, the document's schema of any node. Defaults to configSchema.
+   */
+  documentedConfig?: (node: z.ZodType) => z.ZodType;
   /** Schema after expressions are evaluated; defaults to configSchema. */
   resolvedSchema?: z.ZodType<C>;
   /** Branch names edges may carry, or 'any' when they depend on the configuration. */

@@ -247,3 +247,17 @@ export function* everyNode(nodes: readonly GraphNode[], prefix = ''): Generator<
     if (body) yield* everyNode(body.nodes as GraphNode[], `${at}.config.body.`);
   }
 }
+
+/**
+ * The nodes of a valid definition with each for_each body's nodes stored as nodes of a workflow
+ * are (their defaults applied: a missing `config` is `{}`, missing `edges` are `[]`), so a body
+ * reads back as the document's Node does.
+ */
+export function shapeBodies(nodes: GraphNode[]): GraphNode[] {
+  return nodes.map((node) => {
+    const body = bodyOf(node);
+    if (!body) return node;
+    const shaped = shapeBodies(body.nodes.map((n) => nodeSchema.parse(n) as GraphNode));
+    return { ...node, config: { ...node.config, body: { ...body, nodes: shaped, edges: body.edges ?? [] } } };
+  });
+}

@@ -6,7 +6,7 @@ import type { Principal } from '../auth/auth.service.js';
 import { nodeTypes } from '../nodes/index.js';
 import { randomToken } from '../platform/crypto.js';
 import { AppError, conflict, notFound, validationFailed, type FieldProblem } from '../platform/errors.js';
-import { everyNode, validateGraph } from './graph-validator.js';
+import { everyNode, shapeBodies, validateGraph } from './graph-validator.js';
 import type { ActingUsers } from '../auth/acting.js';
 import type { ConnectionService } from '../connections/connection.service.js';
 import type { EntityService } from '../records/entity.service.js';
@@ -177,6 +177,7 @@ export class WorkflowService {
       });
     }
     if (problems.length) throw validationFailed(problems);
+    graph.nodes = shapeBodies(graph.nodes);
     return connectionIds;
   }
 
