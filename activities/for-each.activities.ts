@@ -113,7 +113,13 @@ export async function beginLoop(g: GraphWorker, start: LoopStart): Promise<Begun
         pending.map((index) => itemRunWorkflowId(itemsWorkflowId, index)),
       );
     }
-    return { loop, total: listed.total, pending: listed.pending, ...(config.workflow_id !== undefined ? { workflowId: config.workflow_id } : {}) };
+    return {
+      loop,
+      total: listed.total,
+      pending: listed.pending,
+      historyEvents: limits.SVC_FOR_EACH_HISTORY_EVENTS,
+      ...(config.workflow_id !== undefined ? { workflowId: config.workflow_id } : {}),
+    };
   } catch (err) {
     const failure = toFailure(err);
     if (!within) await writeNode(g, ref.id, node, { status: 'failed', started_at: startedAt, finished_at: new Date(), error: errorOf(failure) });

@@ -61,6 +61,7 @@ export interface GraphActivityPorts {
     | 'SVC_RUN_MAX_PARALLEL_NODES'
     | 'SVC_FOR_EACH_MAX_ITEMS'
     | 'SVC_FOR_EACH_MAX_RUN_ITEMS'
+    | 'SVC_FOR_EACH_HISTORY_EVENTS'
   >;
   executionMirror: ExecutionMirror;
   /** The items of for_each loops. */

@@ -255,6 +255,12 @@ const schema = z.object({
    * its items once per outer item); a list that would pass it fails its node with `too_many_items`.
    */
   SVC_FOR_EACH_MAX_RUN_ITEMS: z.coerce.number().int().min(1).max(10_000_000).default(100_000),
+  /**
+   * History events a loop's items workflow lets a run of it reach before it continues as new
+   * (it stops starting items in time for the ones in flight to end under it). Temporal warns at
+   * 10,240 events a run; Temporal's own suggestion to continue as new comes first when earlier.
+   */
+  SVC_FOR_EACH_HISTORY_EVENTS: z.coerce.number().int().min(500).max(10_000).default(8_000),
   /** Run pure nodes (transform, condition, switch, fail) as Temporal local activities. */
   SVC_LOCAL_PURE_NODES: bool.default(true),
   /**

@@ -17,7 +17,8 @@ const W = '/api/workflow/v1/workflows';
 const E = '/api/workflow/v1/executions';
 
 beforeAll(async () => {
-  app = await startTestApp({ worker: true, env: { SVC_FOR_EACH_MAX_ITEMS: '500' } });
+  // A small history budget, so that a loop of a few hundred items continues as new.
+  app = await startTestApp({ worker: true, env: { SVC_FOR_EACH_MAX_ITEMS: '500', SVC_FOR_EACH_HISTORY_EVENTS: '500' } });
   target = await startHttpTarget((req) => {
     if (req.url.startsWith('/fail/')) return { status: 422, body: { error: 'refused', path: req.url } };
     // Refused until the test lets them through (a target that was down).
@@ -656,4 +657,44 @@ describe('a replay of the failed items only', () => {
     expect(notLoop.status).toBe(400);
     expect(notLoop.body.message).toContain('transform node');
   }, 60_000);
+});
+
+describe('a loop longer than one history', () => {
+  it('continues as new within SVC_FOR_EACH_HISTORY_EVENTS, losing no item and running none twice', async () => {
+    const wf = await create({
+      nodes: [
+        {
+          id: 'many',
+          type: 'for_each',
+          config: {
+            items: '{{ [0..299] }}',
+            concurrency: 7,
+            body: {
+              nodes: [
+                { id: 'a', type: 'transform', config: { value: '{{ item + 1 }}' } },
+                { id: 'b', type: 'transform', config: { value: '{{ nodes.a * 10 }}' } },
+              ],
+              edges: [{ from: 'a', to: 'b' }],
+            },
+          },
+        },
+      ],
+    });
+    const view = await run(wf.id);
+    expect(view.status, JSON.stringify(view.error)).toBe('success');
+    expect(entry(view, 'many').output.results).toEqual(Array.from({ length: 300 }, (_, i) => (i + 1) * 10));
+    const client = app.stack.services.temporal.client;
+    const first = (await client.workflow.getHandle(view.temporal.workflow_id, view.temporal.run_id).fetchHistory()).events!.find(
+      (e) => e.childWorkflowExecutionStartedEventAttributes,
+    )!.childWorkflowExecutionStartedEventAttributes!.workflowExecution!;
+    const lengths: number[] = [];
+    for (let runId: string | undefined = first.runId!; runId;) {
+      const events: { workflowExecutionContinuedAsNewEventAttributes?: { newExecutionRunId?: string | null } | null }[] =
+        (await client.workflow.getHandle(first.workflowId!, runId).fetchHistory()).events ?? [];
+      lengths.push(events.length);
+      runId = events.at(-1)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
+    }
+    expect(lengths.length, JSON.stringify(lengths)).toBeGreaterThan(1);
+    for (const length of lengths) expect(length).toBeLessThanOrEqual(500);
+  }, 180_000);
 });

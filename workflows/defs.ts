@@ -324,6 +324,8 @@ export interface BegunLoop {
   total: number;
   /** Items without a result to reuse: the ones the items workflow runs. */
   pending: number;
+  /** How long the items workflow's history may grow before it continues as new (SVC_FOR_EACH_HISTORY_EVENTS). */
+  historyEvents?: number;
 }
 
 /** How a loop's items ended, as its items workflow reports it to the loop's last step. */
@@ -370,6 +372,8 @@ export interface ForEachInput {
   workflowId?: number;
   /** A replay of failed items: loops inside the body reuse the items that succeeded in this execution. */
   reuseFrom?: number;
+  /** The history budget of each of its runs (FOR_EACH_HISTORY_EVENTS when absent). */
+  historyEvents?: number;
   /** Carried from the runs before this one (continue-as-new): the last index started, how it went. */
   after?: number;
   outcome?: LoopOutcome;
@@ -383,9 +387,10 @@ export const forEachWorkflowId = (parentWorkflowId: string, nodeId: string, inde
 export const itemRunWorkflowId = (itemsWorkflowId: string, index: number) => `${itemsWorkflowId}/${index}`;
 
 /**
- * A loop's items workflow continues as new once its history has this many events, or earlier
- * when Temporal suggests it; it stops starting items early enough that the ones in flight end
- * before then. Temporal warns at 10,240 events and stops a run at 51,200.
+ * A loop's items workflow continues as new once its history has this many events (unless
+ * SVC_FOR_EACH_HISTORY_EVENTS says otherwise), or earlier when Temporal suggests it; it stops
+ * starting items early enough that the ones in flight end before then. Temporal warns at 10,240
+ * events and stops a run at 51,200.
  */
 export const FOR_EACH_HISTORY_EVENTS = 8_000;
 

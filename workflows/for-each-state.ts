@@ -3,6 +3,7 @@
 // and what it has loaded, started and still has to record. No Temporal API, so they are unit
 // tested on their own (for-each-state.test.ts).
 import { FOR_EACH_HISTORY_EVENTS, type GraphEdge, type GraphNode, type ItemFailure, type LoopOutcome, type RunBounds } from './defs.js';
+import { LocalGate } from './local-gate.js';
 
 /**
  * What each item's body gets of the run's bounds. Up to max(concurrency, maxRunning) nodes of the
@@ -23,6 +24,26 @@ const EVENTS_PER_ITEM = 4;
 const EVENTS_KEPT = 100;
 
 /**
+ * The run's gate, counting the history events what it runs will add: a local activity its
+ * marker, anything else (an activity, a child, a timer) its own events and a workflow task's.
+ * Temporal's history length only moves between workflow tasks, and one task of local activities
+ * may run for seconds and hundreds of items: this count moves with each of them.
+ */
+export class CountingGate extends LocalGate {
+  events = 0;
+
+  override local<T>(start: () => Promise<T>): Promise<T> {
+    this.events += 1;
+    return super.local(start);
+  }
+
+  override other<T>(start: () => Promise<T>): Promise<T> {
+    this.events += EVENTS_PER_NODE;
+    return super.other(start);
+  }
+}
+
+/**
  * How many node-sized steps one item of this body may take: a loop inside it three (its list,
  * its items workflow, its outcome), a child run two, any other node one.
  */
@@ -34,7 +55,8 @@ export function bodyWeight(body: { nodes: Pick<GraphNode, 'type'>[] } | undefine
 /**
  * Whether the items workflow should start no more items and continue as new once the ones in
  * flight end: Temporal suggests it, or the history could pass FOR_EACH_HISTORY_EVENTS while the
- * items in flight (and the one about to start) finish. A run that has started nothing yet always
+ * items in flight (and the one about to start) finish (`budget`: the loop's own, when it has one).
+ * A run that has started nothing yet always
  * starts one item, so a heavy body still moves on.
  */
 export function nearHistoryLimit(
@@ -42,11 +64,14 @@ export function nearHistoryLimit(
   inFlight: number,
   weight: number,
   startedHere: number,
+  budget = FOR_EACH_HISTORY_EVENTS,
+  /** The events the run's own commands add (CountingGate), which Temporal's length shows only after the task. */
+  counted = 0,
 ): boolean {
   if (startedHere === 0 && inFlight === 0) return false;
   if (info.continueAsNewSuggested) return true;
   const draining = (inFlight + 1) * (weight * EVENTS_PER_NODE + EVENTS_PER_ITEM) + EVENTS_KEPT;
-  return info.historyLength + draining >= FOR_EACH_HISTORY_EVENTS;
+  return Math.max(info.historyLength, counted) + draining >= budget;
 }
 
 /** The body node whose output is an item's result: `output_node`, or the body's one sink. */

@@ -64,6 +64,7 @@ export async function runLoop(run: Scope, node: GraphNode): Promise<RunNodeOutpu
       bounds,
       ...(begun.workflowId !== undefined ? { workflowId: begun.workflowId } : {}),
       ...(reuseFrom !== undefined ? { reuseFrom } : {}),
+      ...(begun.historyEvents !== undefined ? { historyEvents: begun.historyEvents } : {}),
     };
     try {
       outcome = await other(run, () =>

@@ -19,9 +19,8 @@ import {
   type RunGraphInput,
   type RunGraphResult,
 } from './defs.js';
-import { bodySink, bodyWeight, itemBoundsOf, LoopProgress, nearHistoryLimit, type PendingItem } from './for-each-state.js';
+import { CountingGate, bodySink, bodyWeight, itemBoundsOf, LoopProgress, nearHistoryLimit, type PendingItem } from './for-each-state.js';
 import { GraphState } from './graph.js';
-import { LocalGate } from './local-gate.js';
 import { nodeErrorOf, runAll } from './run-graph.workflow.js';
 import type { Scope } from './run-scope.js';
 import { RunValues } from './run-values.js';
@@ -44,7 +43,7 @@ interface Items {
   sink?: string;
   /** The trigger payload and outer nodes the body sees, forked for each item. */
   outer: RunValues;
-  gate: LocalGate;
+  gate: CountingGate;
   slots: Slots;
   weight: number;
   pageSize: number;
@@ -73,7 +72,7 @@ function itemsOf(input: ForEachInput): Items {
     bodyNodes: new Map(graph.nodes.map((n) => [n.id, n])),
     ...(config.body ? { sink: bodySink({ ...config.body, edges: graph.edges }) } : {}),
     outer,
-    gate: new LocalGate(),
+    gate: new CountingGate(),
     slots: new Slots(places),
     weight: bodyWeight(config.body),
     pageSize: Math.min(200, Math.max(concurrency, 10)),
@@ -185,7 +184,8 @@ export async function forEachItems(input: ForEachInput): Promise<LoopOutcome> {
   // A batch is recorded even while the run is being cancelled: those items did end.
   const record = (batch: ItemResult[]) => CancellationScope.nonCancellable(() => gate.local(() => localControl.recordItems(input.loop, batch)));
   for (;;) {
-    if (!stopped() && !resting) resting = nearHistoryLimit(workflowInfo(), running.size, items.weight, progress.startedHere);
+    if (!stopped() && !resting)
+      resting = nearHistoryLimit(workflowInfo(), running.size, items.weight, progress.startedHere, input.historyEvents, items.gate.events);
     if (!stopped() && !resting) {
       while (running.size < concurrency && progress.buffered > 0) {
         const pending = progress.next();
@@ -193,7 +193,7 @@ export async function forEachItems(input: ForEachInput): Promise<LoopOutcome> {
           pending.index,
           runItem(items, pending).finally(() => running.delete(pending.index)),
         );
-        if (nearHistoryLimit(workflowInfo(), running.size, items.weight, progress.startedHere)) break;
+        if (nearHistoryLimit(workflowInfo(), running.size, items.weight, progress.startedHere, input.historyEvents, items.gate.events)) break;
       }
       if (running.size < concurrency && progress.buffered === 0 && !progress.exhausted && !loading) loading = load().finally(() => (loading = undefined));
     }
