@@ -4,6 +4,7 @@ import {
   itemRunWorkflowId,
   type BegunLoop,
   type ForEachConfig,
+  type GraphEdge,
   type GraphNode,
   type ItemKey,
   type ItemResult,
@@ -12,13 +13,29 @@ import {
   type NodeContext,
   type NodeError,
   type OutputRef,
+  type PureItems,
+  type PureOutcome,
   type RunNodeOutput,
 } from '../workflows/defs.js';
+import { bodySink } from '../workflows/for-each-state.js';
+import { GraphState } from '../workflows/graph.js';
+import { contextFor } from '../workflows/references.js';
 import { CODE } from '../workflows/error-codes.js';
-import { ItemBudgetExceeded, type ItemCounts, type LoadedItem } from '../src/executions/execution-items.store.js';
+import { ItemBudgetExceeded, itemId, type ItemCounts, type LoadedItem } from '../src/executions/execution-items.store.js';
 import type { ExecutionRef } from '../src/executions/execution.mirror.js';
-import { checkChildTarget, claimChildRuns, currentExecution, executionById, payloadKey, runOf, writeNode, type GraphWorker } from './graph.activities.js';
-import { checkOutputSize, errorOf, jsonBytes, toFailure } from './node-outcome.js';
+import {
+  checkChildTarget,
+  claimChildRuns,
+  countAttempt,
+  currentExecution,
+  executeNode,
+  executionById,
+  payloadKey,
+  runOf,
+  writeNode,
+  type GraphWorker,
+} from './graph.activities.js';
+import { boundFailure, checkOutputSize, errorOf, jsonBytes, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
 import { contextValues } from './run-values.js';
 
@@ -56,6 +73,7 @@ export function loopActivities(g: GraphWorker) {
     prepareItemChildRun: (node: GraphNode, context: NodeContext, item: ItemKey, inlineBytes: number) =>
       prepareItemChildRun(g, node, context, item, inlineBytes),
     keepItemOutput: (item: ItemKey, nodeId: string, output: { output: unknown }, outputRef?: OutputRef) => keepItemOutput(g, item, nodeId, output, outputRef),
+    runPureItems: (batch: PureItems) => runPureItems(g, batch),
   };
 }
 
@@ -225,4 +243,89 @@ export async function keepItemOutput(
   const bytes = jsonBytes(value);
   await patiently(() => g.ports.executionItems.keep(item, nodeId, value));
   return { ref: { node: nodeId, bytes, item } };
+}
+
+/**
+ * A batch of items of a body of pure nodes only (transform, condition, switch, fail run as local
+ * activities): each item's body runs here, the items of the batch together, and their results are
+ * recorded at once. One local activity and one batch write for many items instead of a local
+ * activity per node per item: pure nodes need no durable step of their own (they read nothing but
+ * their context and do nothing outside), and a batch that did not finish runs again whole, to the
+ * same results. Their nodes are not retried (a pure node fails the same way each time); on_error
+ * "continue" and "branch" hold as in any body.
+ */
+export async function runPureItems(g: GraphWorker, batch: PureItems): Promise<PureOutcome> {
+  const { loop, node, items, context } = batch;
+  const ref = await executionById(g, loop.execution);
+  const outer = await contextValues(g.ports.executionMirror, ref.id, context, g.ports.executionItems);
+  const byRef = items.filter((i) => !('item' in i)).map((i) => ({ ...loop, index: i.index }));
+  const read = byRef.length ? await patiently(() => g.ports.executionItems.read(byRef, [])) : undefined;
+  const config = node.config as unknown as ForEachConfig;
+  const body = { nodes: config.body!.nodes.map((n) => (n.config ? n : { ...n, config: {} })), edges: config.body!.edges ?? [] };
+  const sink = bodySink({ ...config.body!, edges: body.edges });
+  const results = await Promise.all(
+    items.map((i) => {
+      const value = 'item' in i ? i.item : read?.inputs.get(itemId({ ...loop, index: i.index }));
+      return runPureItem(g, ref, body, sink, outer, i.index, value ?? null);
+    }),
+  );
+  await patiently(() =>
+    g.ports.executionItems.record(
+      loop,
+      results.map((r) => r.result),
+    ),
+  );
+  const failed = results.filter((r) => r.result.status === 'failed');
+  const first = failed[0]?.result;
+  return {
+    failed: failed.length,
+    partial: results.some((r) => r.partial),
+    ...(first ? { failure: { index: first.index, ...first.error! } } : {}),
+  };
+}
+
+/** One item's pure body, its nodes one after the other as they become ready. */
+async function runPureItem(
+  g: GraphWorker,
+  ref: ExecutionRef,
+  body: { nodes: GraphNode[]; edges: GraphEdge[] },
+  sink: string,
+  outer: { trigger: unknown; nodes: Record<string, unknown> },
+  index: number,
+  item: unknown,
+): Promise<{ result: ItemResult; partial: boolean }> {
+  const startedAt = Date.now();
+  const state = new GraphState(body);
+  const nodes = new Map(body.nodes.map((n) => [n.id, n]));
+  const outputs: Record<string, unknown> = { ...outer.nodes };
+  let partial = false;
+  const limit = g.ports.config.SVC_NODE_OUTPUT_LIMIT;
+  for (let ready = state.ready(); ready.length; ready = state.ready()) {
+    for (const id of ready) {
+      const node = nodes.get(id)!;
+      const started = Date.now();
+      try {
+        const result = await executeNode(g, { ref, node, started, attempts: 1 }, { trigger: outer.trigger, nodes: contextFor(node, outputs), item, index });
+        countAttempt(g, node.type, 'success', undefined, Date.now() - started);
+        outputs[id] = result.output ?? null;
+        state.complete(id, result.branch);
+      } catch (err) {
+        const error = errorOf(boundFailure(toFailure(err), limit));
+        countAttempt(g, node.type, 'failed', error.code, Date.now() - started);
+        if (node.on_error !== 'continue' && node.on_error !== 'branch') {
+          return { result: { index, status: 'failed', error: { ...error, node_id: id }, attempts: 1, startedAt, durationMs: Date.now() - startedAt }, partial };
+        }
+        outputs[id] = { error };
+        if (node.on_error === 'continue') {
+          partial = true;
+          state.complete(id);
+        } else state.fail(id);
+      }
+    }
+  }
+  const output = sink in outputs && nodes.has(sink) && state.skippedNodes().indexOf(sink) < 0 ? outputs[sink] : undefined;
+  return {
+    result: { index, status: 'success', ...(output !== undefined ? { output } : {}), attempts: 1, startedAt, durationMs: Date.now() - startedAt },
+    partial,
+  };
 }

@@ -533,7 +533,7 @@ function showRunningLater(g: GraphWorker, attempt: NodeAttempt, isLocal: boolean
 }
 
 /** Evaluates the node's expressions, checks its configuration, and runs its type's implementation. */
-async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNodeInput['context']): Promise<RunNodeOutput> {
+export async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNodeInput['context']): Promise<RunNodeOutput> {
   const { ref, node } = attempt;
   const activity = Context.current();
   const type = nodeTypes.get(node.type);

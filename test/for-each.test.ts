@@ -445,6 +445,8 @@ describe('large values in a loop', () => {
             concurrency: 5,
             body: {
               nodes: [
+                // A call makes the body one that runs node by node (a body of pure nodes only runs in batches).
+                { id: 'ping', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/ping' } },
                 { id: 'grow', type: 'transform', config: { value: { text: '{{ item.text & $substring(nodes.outer.blob, 0, 3) }}' } } },
                 {
                   id: 'measure',
@@ -452,7 +454,10 @@ describe('large values in a loop', () => {
                   config: { value: { len: '{{ $length(nodes.grow.text) }}', head: '{{ $substring(nodes.grow.text, 0, 4) }}', big: '{{ nodes.grow.text }}' } },
                 },
               ],
-              edges: [{ from: 'grow', to: 'measure' }],
+              edges: [
+                { from: 'ping', to: 'grow' },
+                { from: 'grow', to: 'measure' },
+              ],
             },
           },
         },
@@ -667,12 +672,12 @@ describe('a loop longer than one history', () => {
           id: 'many',
           type: 'for_each',
           config: {
-            items: '{{ [0..299] }}',
+            items: '{{ [0..149] }}',
             concurrency: 7,
             body: {
               nodes: [
-                { id: 'a', type: 'transform', config: { value: '{{ item + 1 }}' } },
-                { id: 'b', type: 'transform', config: { value: '{{ nodes.a * 10 }}' } },
+                { id: 'a', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/n/{{ item + 1 }}' } },
+                { id: 'b', type: 'transform', config: { value: '{{ $number($substringAfter(nodes.a.body.path, "/n/")) * 10 }}' } },
               ],
               edges: [{ from: 'a', to: 'b' }],
             },
@@ -682,7 +687,8 @@ describe('a loop longer than one history', () => {
     });
     const view = await run(wf.id);
     expect(view.status, JSON.stringify(view.error)).toBe('success');
-    expect(entry(view, 'many').output.results).toEqual(Array.from({ length: 300 }, (_, i) => (i + 1) * 10));
+    expect(entry(view, 'many').output.results).toEqual(Array.from({ length: 150 }, (_, i) => (i + 1) * 10));
+    for (let i = 1; i <= 150; i++) expect(target.count(`/n/${i}`)).toBe(1);
     const client = app.stack.services.temporal.client;
     const first = (await client.workflow.getHandle(view.temporal.workflow_id, view.temporal.run_id).fetchHistory()).events!.find(
       (e) => e.childWorkflowExecutionStartedEventAttributes,
@@ -697,4 +703,44 @@ describe('a loop longer than one history', () => {
     expect(lengths.length, JSON.stringify(lengths)).toBeGreaterThan(1);
     for (const length of lengths) expect(length).toBeLessThanOrEqual(500);
   }, 180_000);
+});
+
+describe('a body of pure nodes', () => {
+  it('runs in batches with the graph’s rules: branches, a failure taking its error edge, a failure failing its item', async () => {
+    const wf = await create({
+      nodes: [
+        {
+          id: 'each',
+          type: 'for_each',
+          config: {
+            items: '{{ [1..6] }}',
+            concurrency: 4,
+            on_item_error: 'continue',
+            body: {
+              nodes: [
+                { id: 'check', type: 'condition', config: { expression: '{{ item % 3 = 0 }}' } },
+                { id: 'boom', type: 'fail', on_error: 'branch', config: { message: 'divisible', code: 'divisible' } },
+                { id: 'rescue', type: 'transform', config: { value: '{{ "rescued: " & nodes.boom.error.message }}' } },
+                { id: 'plain', type: 'transform', config: { value: '{{ item = 5 ? $error("five") : item }}' } },
+                { id: 'out', type: 'transform', config: { value: '{{ $exists(nodes.rescue) ? nodes.rescue : nodes.plain }}' } },
+              ],
+              edges: [
+                { from: 'check', to: 'boom', branch: 'true' },
+                { from: 'boom', to: 'rescue', branch: 'error' },
+                { from: 'check', to: 'plain', branch: 'false' },
+                { from: 'rescue', to: 'out' },
+                { from: 'plain', to: 'out' },
+              ],
+            },
+          },
+        },
+      ],
+    });
+    const view = await run(wf.id);
+    expect(view.status, JSON.stringify(view.error)).toBe('partial');
+    expect(entry(view, 'each').output).toEqual({ total: 6, succeeded: 5, failed: 1, results: [1, 2, 'rescued: divisible', 4, null, 'rescued: divisible'] });
+    const failed = (await items(view.id, 'each', '?status=failed')).items;
+    expect(failed).toHaveLength(1);
+    expect(failed[0]).toMatchObject({ index: 4, error: { code: 'expression_error', node_id: 'plain' } });
+  }, 60_000);
 });

@@ -358,6 +358,25 @@ export interface ItemResult {
   durationMs: number;
 }
 
+/** A batch of items of a body of pure nodes only, run in one local activity (see runPureItems). */
+export interface PureItems {
+  loop: LoopKey;
+  /** The for_each node, its body included. */
+  node: GraphNode;
+  items: { index: number; item?: unknown }[];
+  /** What the body sees from outside the loop. */
+  context: NodeContext;
+}
+
+/** How a batch of pure items went; their results are recorded by the activity itself. */
+export interface PureOutcome {
+  /** The first item that failed, in index order. */
+  failure?: ItemFailure;
+  failed: number;
+  /** An item's body went on from a failure it handled (on_error "continue"). */
+  partial: boolean;
+}
+
 /** Arguments of one run of a loop's items workflow (and of each run it continues as). */
 export interface ForEachInput {
   loop: LoopKey;

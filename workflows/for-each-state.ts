@@ -83,6 +83,32 @@ export function bodySink(body: { nodes: Pick<GraphNode, 'id'>[]; edges: Pick<Gra
   return sinks[0]!.id;
 }
 
+/**
+ * Wakes a loop that waits for any of many things to end (items, a page load, a batch record) with
+ * one promise per wait, not a race over all of them: the workflow sandbox traces every promise
+ * made in workflow code, and a race over the items in flight made dozens for each item.
+ */
+export class Wakeup {
+  private wake: (() => void) | undefined;
+  private early = false;
+
+  /** Resolves at the next notify(), or at once when one came since the last wait. */
+  wait(): Promise<void> {
+    if (this.early) {
+      this.early = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => (this.wake = resolve));
+  }
+
+  notify(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    if (wake) wake();
+    else this.early = true;
+  }
+}
+
 /** An item the items workflow holds: loaded, not started yet. */
 export interface PendingItem {
   index: number;

@@ -19,9 +19,9 @@ import {
   type RunGraphInput,
   type RunGraphResult,
 } from './defs.js';
-import { CountingGate, bodySink, bodyWeight, itemBoundsOf, LoopProgress, nearHistoryLimit, type PendingItem } from './for-each-state.js';
+import { CountingGate, Wakeup, bodySink, bodyWeight, itemBoundsOf, LoopProgress, nearHistoryLimit, type PendingItem } from './for-each-state.js';
 import { GraphState } from './graph.js';
-import { nodeErrorOf, runAll } from './run-graph.workflow.js';
+import { nodeErrorOf, runAll, runOne } from './run-graph.workflow.js';
 import type { Scope } from './run-scope.js';
 import { RunValues } from './run-values.js';
 import { Slots } from './slots.js';
@@ -29,6 +29,11 @@ import { Slots } from './slots.js';
 const localControl = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '1m',
   retry: { initialInterval: '500ms', maximumAttempts: 20 },
+});
+// A batch of pure items may hold a few dozen items of expressions, each bounded by its own deadline.
+const pureControl = proxyLocalActivities<ControlActivities>({
+  startToCloseTimeout: '10m',
+  retry: { initialInterval: '500ms', maximumAttempts: 5 },
 });
 
 /** One run of a loop's items workflow: its input, what every item shares, and its progress. */
@@ -46,10 +51,21 @@ interface Items {
   gate: CountingGate;
   slots: Slots;
   weight: number;
+  /** Every body node is pure and runs locally: items run in batches of `batch`, one local activity each (runPureItems). */
+  pure: boolean;
+  batch: number;
+  /** Items in flight (in batches when pure). */
+  inFlight: number;
   pageSize: number;
   workflowId: string;
   progress: LoopProgress<ItemResult>;
+  /** The indexes of the items in flight. */
+  running: Set<number>;
+  /** Each item, page and batch that ends wakes the loop (one promise, not a race over every item in flight). */
+  wake: Wakeup;
   cancelled?: unknown;
+  /** An item's run failed in workflow code itself (not the item): the loop fails with it. */
+  crashed?: unknown;
 }
 
 function itemsOf(input: ForEachInput): Items {
@@ -74,11 +90,49 @@ function itemsOf(input: ForEachInput): Items {
     outer,
     gate: new CountingGate(),
     slots: new Slots(places),
-    weight: bodyWeight(config.body),
+    ...pureBatches(config, graph.nodes, input),
+    inFlight: 0,
     pageSize: Math.min(200, Math.max(concurrency, 10)),
     workflowId: workflowInfo().workflowId,
     progress: new LoopProgress<ItemResult>(input.after ?? -1, input.outcome),
+    running: new Set(),
+    wake: new Wakeup(),
   };
+}
+
+/**
+ * A body of pure nodes only runs its items in batches (half the concurrency each, so two batches
+ * keep the expression threads busy, 50 at most): a batch weighs one step in history. Any other
+ * body runs item by item, each node its own step.
+ */
+function pureBatches(config: ForEachConfig, nodes: GraphNode[], input: ForEachInput): { pure: boolean; batch: number; weight: number } {
+  const pure = config.body !== undefined && nodes.every((n) => input.runModes[n.type] === 'local');
+  const concurrency = config.concurrency ?? 10;
+  return pure ? { pure, batch: Math.min(50, Math.max(1, Math.ceil(concurrency / 2))), weight: 1 } : { pure, batch: 1, weight: bodyWeight(config.body) };
+}
+
+/** Runs a batch of pure items in one local activity, which records their results itself. */
+async function runBatch(items: Items, batch: PendingItem[]): Promise<void> {
+  const { input, progress } = items;
+  try {
+    const outcome = await items.gate.local(() =>
+      pureControl.runPureItems({
+        loop: input.loop,
+        node: input.node,
+        items: batch.map((p) => (p.inline ? { index: p.index, item: p.item } : { index: p.index })),
+        context: input.context,
+      }),
+    );
+    if (outcome.failure) progress.failed(outcome.failure, items.keepGoing);
+    if (outcome.partial) progress.outcome.partial = true;
+  } catch (err) {
+    if (isCancellation(err)) items.cancelled ??= err;
+    else items.crashed ??= err;
+  } finally {
+    items.running.delete(batch[0]!.index);
+    items.inFlight -= batch.length;
+    items.wake.notify();
+  }
 }
 
 /** The scope one item's body runs in: the body's graph, the outer values, the item. */
@@ -103,10 +157,19 @@ function itemScope(items: Items, pending: PendingItem): Scope {
   };
 }
 
-/** Runs one item's inline body; its result is the output of the body's output node (null when that node was skipped). */
-async function runBody(items: Items, pending: PendingItem, startedAt: number): Promise<ItemResult> {
+/**
+ * Starts one item's inline body (its result, once it ran: bodyResult). A body of one node runs it
+ * without the scheduler around it: the workflow sandbox traces every promise workflow code makes
+ * (a stack trace each), and a loop of calls makes many.
+ */
+function runBody(items: Items, pending: PendingItem): { ran: Promise<void>; scope: Scope } {
   const scope = itemScope(items, pending);
-  await runAll(scope);
+  const only = items.began.graph.nodes.length === 1 ? items.began.graph.nodes[0]! : undefined;
+  return { ran: only ? runOne(scope, only.id) : runAll(scope), scope };
+}
+
+/** An item's result once its body ran. */
+function bodyResult(items: Items, scope: Scope, pending: PendingItem, startedAt: number): ItemResult {
   if (scope.cancelled) throw scope.cancelled;
   const base = { index: pending.index, attempts: scope.item!.attempts, startedAt, durationMs: Date.now() - startedAt };
   if (scope.failure) return { ...base, status: 'failed', error: scope.failure };
@@ -144,19 +207,37 @@ async function runChildItem(items: Items, pending: PendingItem, startedAt: numbe
   }
 }
 
-/** Runs one item and keeps its result to record; a cancel of the run stops it. */
-async function runItem(items: Items, pending: PendingItem): Promise<void> {
+/**
+ * Runs one item and keeps its result to record; a cancel of the run stops it. Continuations rather
+ * than an async function: one promise less for each item (see runBody).
+ */
+function runItem(items: Items, pending: PendingItem): void {
   const startedAt = Date.now();
-  let result: ItemResult;
-  try {
-    result = items.input.workflowId !== undefined ? await runChildItem(items, pending, startedAt) : await runBody(items, pending, startedAt);
-  } catch (err) {
-    if (!isCancellation(err)) throw err;
-    items.cancelled ??= err;
+  const ended = (result: ItemResult | undefined, err?: unknown) => {
+    if (result) {
+      if (result.status === 'failed') items.progress.failed({ index: pending.index, ...result.error! }, items.keepGoing);
+      items.progress.results.push(result);
+    } else if (isCancellation(err)) items.cancelled ??= err;
+    else items.crashed ??= err;
+    items.running.delete(pending.index);
+    items.inFlight--;
+    items.wake.notify();
+  };
+  const fail = (err: unknown) => ended(undefined, err);
+  if (items.input.workflowId !== undefined) {
+    void runChildItem(items, pending, startedAt).then(ended, fail);
     return;
   }
-  if (result.status === 'failed') items.progress.failed({ index: pending.index, ...result.error! }, items.keepGoing);
-  items.progress.results.push(result);
+  const { ran, scope } = runBody(items, pending);
+  void ran.then(() => {
+    let result: ItemResult;
+    try {
+      result = bodyResult(items, scope, pending, startedAt);
+    } catch (err) {
+      return fail(err);
+    }
+    ended(result);
+  }, fail);
 }
 
 /**
@@ -166,41 +247,59 @@ async function runItem(items: Items, pending: PendingItem): Promise<void> {
  */
 export async function forEachItems(input: ForEachInput): Promise<LoopOutcome> {
   const items = itemsOf(input);
-  const { progress, gate, concurrency } = items;
-  const running = new Map<number, Promise<void>>();
-  let loading: Promise<void> | undefined;
-  let recording: Promise<void> | undefined;
+  const { progress, gate, concurrency, running, wake } = items;
+  let loading = false;
+  let recording = false;
   let resting = false;
   const stopped = () => items.cancelled !== undefined || (!items.keepGoing && progress.outcome.failure !== undefined);
+  const near = () => nearHistoryLimit(workflowInfo(), running.size, items.weight, progress.startedHere, input.historyEvents, gate.events);
   const load = async () => {
     try {
       const page = await gate.local(() => localControl.loadItems(input.loop, progress.after, items.pageSize, items.began.bounds!.inlineBytes));
       progress.loaded(page.items, items.pageSize);
     } catch (err) {
-      if (!isCancellation(err)) throw err;
-      items.cancelled ??= err;
+      if (isCancellation(err)) items.cancelled ??= err;
+      else items.crashed ??= err;
+    } finally {
+      loading = false;
+      wake.notify();
     }
   };
   // A batch is recorded even while the run is being cancelled: those items did end.
-  const record = (batch: ItemResult[]) => CancellationScope.nonCancellable(() => gate.local(() => localControl.recordItems(input.loop, batch)));
-  for (;;) {
-    if (!stopped() && !resting)
-      resting = nearHistoryLimit(workflowInfo(), running.size, items.weight, progress.startedHere, input.historyEvents, items.gate.events);
-    if (!stopped() && !resting) {
-      while (running.size < concurrency && progress.buffered > 0) {
-        const pending = progress.next();
-        running.set(
-          pending.index,
-          runItem(items, pending).finally(() => running.delete(pending.index)),
-        );
-        if (nearHistoryLimit(workflowInfo(), running.size, items.weight, progress.startedHere, input.historyEvents, items.gate.events)) break;
-      }
-      if (running.size < concurrency && progress.buffered === 0 && !progress.exhausted && !loading) loading = load().finally(() => (loading = undefined));
+  const record = async (batch: ItemResult[]) => {
+    try {
+      await CancellationScope.nonCancellable(() => gate.local(() => localControl.recordItems(input.loop, batch)));
+    } catch (err) {
+      items.crashed ??= err;
+    } finally {
+      recording = false;
+      wake.notify();
     }
-    if (!recording && progress.results.length) recording = record(progress.take()).finally(() => (recording = undefined));
-    const waits = [...running.values(), ...(loading ? [loading] : []), ...(recording ? [recording] : [])];
-    if (!waits.length) break;
-    await Promise.race(waits);
+  };
+  for (;;) {
+    if (items.crashed !== undefined) throw items.crashed;
+    if (!stopped() && !resting) resting = near();
+    if (!stopped() && !resting) {
+      while (items.inFlight < concurrency && progress.buffered > 0) {
+        const batch = [progress.next()];
+        while (batch.length < items.batch && items.inFlight + batch.length < concurrency && progress.buffered > 0) batch.push(progress.next());
+        running.add(batch[0]!.index);
+        items.inFlight += batch.length;
+        if (items.pure) void runBatch(items, batch);
+        else runItem(items, batch[0]!);
+        if (near()) break;
+      }
+      if (items.inFlight < concurrency && progress.buffered === 0 && !progress.exhausted && !loading) {
+        loading = true;
+        void load();
+      }
+    }
+    if (!recording && progress.results.length) {
+      recording = true;
+      void record(progress.take());
+    }
+    if (!running.size && !loading && !recording) break;
+    await wake.wait();
   }
   if (items.cancelled !== undefined) {
     await CancellationScope.nonCancellable(() => gate.local(() => localControl.closeItems(input.loop, 'cancelled')));

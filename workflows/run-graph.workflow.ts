@@ -222,13 +222,9 @@ function runActivity(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
 function runItemActivity(run: Scope, item: ItemScope, node: GraphNode, localOptions: ActivityOptions): Promise<RunNodeOutput> {
   const input = { node, context: contextOf(run, node), ...boundsOf(run), item: item.key };
   const { activityId: _id, ...options } = activityOptions(node);
-  const started = runsLocally(run, node)
+  return runsLocally(run, node)
     ? local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input))
     : other(run, () => proxyActivities<NodeActivities>(options).runNode(input));
-  return started.then((result) => {
-    item.attempts = Math.max(item.attempts, result.attempts ?? 1);
-    return result;
-  });
 }
 
 /** How a node module of its own (a wait, an approval) awaits: through the run's gate, with its bounds. */
@@ -290,13 +286,14 @@ function handle(run: Scope, id: string, error: NodeError, err: unknown): void {
 }
 
 /** Runs one node and records what it answered, how it failed, or that a cancel interrupted it. */
-async function runOne(run: Scope, id: string): Promise<void> {
+export async function runOne(run: Scope, id: string): Promise<void> {
   const node = run.nodes.get(id)!;
   markStarted(run, node);
   run.startedAt.set(id, Date.now());
   try {
     const result = await runNode(run, node);
     if (result.partial) run.partial = true;
+    if (run.item && result.attempts !== undefined) run.item.attempts = Math.max(run.item.attempts, result.attempts);
     run.values.set(id, result);
     run.state.complete(id, result.branch);
     markFinished(run, node);
@@ -349,7 +346,9 @@ export async function runAll(run: Scope): Promise<void> {
     }
     const blocked = slots !== undefined && waiting.length > 0 && !run.failure && !run.cancelled;
     if (running.size === 0 && !blocked) break;
-    await Promise.race(blocked ? [...running.values(), slots.freed()] : running.values());
+    // An item's body mostly runs one node at a time: awaited alone, without a race's promises.
+    if (run.item && running.size === 1 && !blocked) await running.values().next().value;
+    else await Promise.race(blocked ? [...running.values(), slots.freed()] : running.values());
   }
 }
 

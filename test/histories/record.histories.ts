@@ -681,12 +681,12 @@ it('records loops: a body of every kind of step with a nested loop, a workflow a
         id: 'many',
         type: 'for_each',
         config: {
-          items: '{{ [0..199] }}',
+          items: '{{ [0..119] }}',
           concurrency: 5,
           body: {
             nodes: [
-              { id: 'a', type: 'transform', config: { value: '{{ item + 1 }}' } },
-              { id: 'b', type: 'transform', config: { value: '{{ nodes.a * 2 }}' } },
+              { id: 'a', type: 'http_request', connection_id: http, config: { method: 'GET', path: '/lead?n={{ item }}' } },
+              { id: 'b', type: 'transform', config: { value: '{{ nodes.a.body.lead.score + index }}' } },
             ],
             edges: [{ from: 'a', to: 'b' }],
           },
