@@ -59,8 +59,12 @@ interface Items {
   pageSize: number;
   workflowId: string;
   progress: LoopProgress<ItemResult>;
-  /** The indexes of the items in flight. */
+  /** The indexes of the items (or the first items of the batches) in flight. */
   running: Set<number>;
+  /** A page load, a batch record in flight; no item starts any more (the history is near its budget). */
+  loading: boolean;
+  recording: boolean;
+  resting: boolean;
   /** Each item, page and batch that ends wakes the loop (one promise, not a race over every item in flight). */
   wake: Wakeup;
   cancelled?: unknown;
@@ -96,6 +100,9 @@ function itemsOf(input: ForEachInput): Items {
     workflowId: workflowInfo().workflowId,
     progress: new LoopProgress<ItemResult>(input.after ?? -1, input.outcome),
     running: new Set(),
+    loading: false,
+    recording: false,
+    resting: false,
     wake: new Wakeup(),
   };
 }
@@ -247,66 +254,72 @@ function runItem(items: Items, pending: PendingItem): void {
  */
 export async function forEachItems(input: ForEachInput): Promise<LoopOutcome> {
   const items = itemsOf(input);
-  const { progress, gate, concurrency, running, wake } = items;
-  let loading = false;
-  let recording = false;
-  let resting = false;
-  const stopped = () => items.cancelled !== undefined || (!items.keepGoing && progress.outcome.failure !== undefined);
-  const near = () => nearHistoryLimit(workflowInfo(), running.size, items.weight, progress.startedHere, input.historyEvents, gate.events);
-  const load = async () => {
-    try {
-      const page = await gate.local(() => localControl.loadItems(input.loop, progress.after, items.pageSize, items.began.bounds!.inlineBytes));
-      progress.loaded(page.items, items.pageSize);
-    } catch (err) {
-      if (isCancellation(err)) items.cancelled ??= err;
-      else items.crashed ??= err;
-    } finally {
-      loading = false;
-      wake.notify();
-    }
-  };
-  // A batch is recorded even while the run is being cancelled: those items did end.
-  const record = async (batch: ItemResult[]) => {
-    try {
-      await CancellationScope.nonCancellable(() => gate.local(() => localControl.recordItems(input.loop, batch)));
-    } catch (err) {
-      items.crashed ??= err;
-    } finally {
-      recording = false;
-      wake.notify();
-    }
-  };
+  const { progress, gate } = items;
   for (;;) {
     if (items.crashed !== undefined) throw items.crashed;
-    if (!stopped() && !resting) resting = near();
-    if (!stopped() && !resting) {
-      while (items.inFlight < concurrency && progress.buffered > 0) {
-        const batch = [progress.next()];
-        while (batch.length < items.batch && items.inFlight + batch.length < concurrency && progress.buffered > 0) batch.push(progress.next());
-        running.add(batch[0]!.index);
-        items.inFlight += batch.length;
-        if (items.pure) void runBatch(items, batch);
-        else runItem(items, batch[0]!);
-        if (near()) break;
-      }
-      if (items.inFlight < concurrency && progress.buffered === 0 && !progress.exhausted && !loading) {
-        loading = true;
-        void load();
-      }
-    }
-    if (!recording && progress.results.length) {
-      recording = true;
-      void record(progress.take());
-    }
-    if (!running.size && !loading && !recording) break;
-    await wake.wait();
+    if (!stopped(items) && !items.resting) items.resting = nearLimit(items);
+    if (!stopped(items) && !items.resting) startItems(items);
+    if (!items.recording && progress.results.length) void recordBatch(items, progress.take());
+    if (!items.running.size && !items.loading && !items.recording) break;
+    await items.wake.wait();
   }
   if (items.cancelled !== undefined) {
     await CancellationScope.nonCancellable(() => gate.local(() => localControl.closeItems(input.loop, 'cancelled')));
     throw items.cancelled;
   }
-  if (!stopped() && !progress.done) {
+  if (!stopped(items) && !progress.done) {
     return continueAsNew<typeof forEachItems>({ ...input, after: progress.startedUpTo, outcome: progress.outcome });
   }
   return progress.outcome;
+}
+
+/** No item starts any more: the run was cancelled, or an item failed and the loop stops at failures. */
+const stopped = (items: Items) => items.cancelled !== undefined || (!items.keepGoing && items.progress.outcome.failure !== undefined);
+
+/** The run's history is near its budget: it starts nothing more and continues as new once the items in flight end. */
+const nearLimit = (items: Items) =>
+  nearHistoryLimit(workflowInfo(), items.running.size, items.weight, items.progress.startedHere, items.input.historyEvents, items.gate.events);
+
+/** Starts items (or batches of pure items) while the concurrency allows and items are loaded; loads the next page when none are. */
+function startItems(items: Items): void {
+  const { progress, concurrency } = items;
+  while (items.inFlight < concurrency && progress.buffered > 0) {
+    const batch = [progress.next()];
+    while (batch.length < items.batch && items.inFlight + batch.length < concurrency && progress.buffered > 0) batch.push(progress.next());
+    items.running.add(batch[0]!.index);
+    items.inFlight += batch.length;
+    if (items.pure) void runBatch(items, batch);
+    else runItem(items, batch[0]!);
+    if (nearLimit(items)) break;
+  }
+  if (items.inFlight < concurrency && progress.buffered === 0 && !progress.exhausted && !items.loading) void loadPage(items);
+}
+
+/** Loads the next page of pending items. */
+async function loadPage(items: Items): Promise<void> {
+  const { input, progress } = items;
+  items.loading = true;
+  try {
+    const page = await items.gate.local(() => localControl.loadItems(input.loop, progress.after, items.pageSize, items.began.bounds!.inlineBytes));
+    progress.loaded(page.items, items.pageSize);
+  } catch (err) {
+    if (isCancellation(err)) items.cancelled ??= err;
+    else items.crashed ??= err;
+  } finally {
+    items.loading = false;
+    items.wake.notify();
+  }
+}
+
+/** Records a batch of results; even while the run is being cancelled: those items did end. */
+async function recordBatch(items: Items, batch: ItemResult[]): Promise<void> {
+  items.recording = true;
+  try {
+    await CancellationScope.nonCancellable(() => items.gate.local(() => localControl.recordItems(items.input.loop, batch)));
+  } catch (err) {
+    items.crashed ??= err;
+  } finally {
+    items.recording = false;
+    items.wake.notify();
+  }
 }
