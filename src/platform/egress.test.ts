@@ -30,6 +30,25 @@ describe('reserved addresses', () => {
     }
   });
 
+  it('refuses IPv4-compatible (::a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d) and local-use NAT64 forms of reserved addresses', () => {
+    for (const address of [
+      '::127.0.0.1',
+      '::7f00:1',
+      '::10.0.0.1',
+      '::169.254.169.254',
+      '::ffff:0:127.0.0.1',
+      '::ffff:0:7f00:1',
+      '::ffff:0:192.168.1.1',
+      '0:0:0:0:0:ffff:0:a00:1',
+      '64:ff9b:1::7f00:1',
+      '64:ff9b:1::808:808',
+    ]) {
+      expect(isReservedAddress(address), address).toBe(true);
+    }
+    // Their public forms are judged by the IPv4 address they carry, as the mapped form is.
+    for (const address of ['::8.8.8.8', '::ffff:0:8.8.8.8']) expect(isReservedAddress(address), address).toBe(false);
+  });
+
   it('lets public addresses through', () => {
     for (const address of ['8.8.8.8', '1.1.1.1', '172.32.0.1', '2606:4700:4700::1111', '64:ff9b::808:808', '2002:808:808::']) {
       expect(isReservedAddress(address), address).toBe(false);
@@ -81,6 +100,9 @@ describe('EgressPolicy address checks (before and when connecting)', () => {
       'http://0.0.0.0/',
       'https://169.254.169.254/latest/meta-data/',
       'http://[fd00::1]/',
+      'http://[::127.0.0.1]:8233/',
+      'http://[::ffff:0:127.0.0.1]:8233/',
+      'http://[::ffff:0:7f00:1]/',
     ]) {
       refused(p, url);
     }

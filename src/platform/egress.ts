@@ -36,8 +36,8 @@ export class TooManyRedirectsError extends Error {
   }
 }
 
-// Ranges no user's call may reach unless an operator names them. IPv4-mapped IPv6 addresses
-// (::ffff:a.b.c.d) are checked against the IPv4 ranges by BlockList itself.
+// Ranges no user's call may reach unless an operator names them. An IPv6 address that carries an
+// IPv4 address (mapped, compatible, translated, NAT64, 6to4) is also checked as that IPv4 address.
 const IPV4_RESERVED: [string, number][] = [
   ['0.0.0.0', 8], // "this network", the unspecified address
   ['10.0.0.0', 8], // private
@@ -58,6 +58,7 @@ const IPV4_RESERVED: [string, number][] = [
 const IPV6_RESERVED: [string, number][] = [
   ['::', 128], // unspecified
   ['::1', 128], // loopback
+  ['64:ff9b:1::', 48], // NAT64 for local use (RFC 8215): translates into private networks
   ['100::', 64], // discard
   ['2001::', 32], // Teredo (tunnels to any IPv4 address)
   ['2001:db8::', 32], // documentation
@@ -86,11 +87,18 @@ function ipv6Groups(address: string): number[] {
   return tail === undefined ? left : [...left, ...Array(8 - left.length - right.length).fill(0), ...right];
 }
 
-/** The IPv4 address an IPv6 address carries for NAT64 (64:ff9b::/96) or 6to4 (2002::/16), if any. */
+/**
+ * The IPv4 address an IPv6 address carries, if any: IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible
+ * (::a.b.c.d, deprecated but still routed to the IPv4 address by some stacks), IPv4-translated
+ * (::ffff:0:a.b.c.d), NAT64 (64:ff9b::/96) or 6to4 (2002::/16).
+ */
 function embeddedIpv4(address: string): string | undefined {
   const g = ipv6Groups(address);
   const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-  if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return v4(g[6]!, g[7]!);
+  const zero = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zero(0, 5) && (g[5] === 0 || g[5] === 0xffff)) return v4(g[6]!, g[7]!);
+  if (zero(0, 4) && g[4] === 0xffff && g[5] === 0) return v4(g[6]!, g[7]!);
+  if (g[0] === 0x64 && g[1] === 0xff9b && zero(2, 6)) return v4(g[6]!, g[7]!);
   if (g[0] === 0x2002) return v4(g[1]!, g[2]!);
   return undefined;
 }
@@ -243,7 +251,10 @@ export class EgressPolicy {
   /**
    * The address to connect to for `host`: the host itself when it is an allowed address, none
    * (let the system resolve) for a name the allow list names, else the first resolved address the
-   * policy allows. Throws EgressDeniedError when there is none.
+   * policy allows: a public one, or one an address rule names. An address rule opens its address
+   * to any name that resolves to it: the address connected to is what is checked, so a name adds
+   * no reach, and internal services reached over https need their names for TLS to verify.
+   * Throws EgressDeniedError when there is none.
    */
   private async addressesFor(host: string, port: number): Promise<string | undefined> {
     if (isIP(host)) {
@@ -258,10 +269,9 @@ export class EgressPolicy {
       throw Object.assign(new Error(`Host ${host} could not be resolved`), { code: (err as { code?: string }).code ?? 'ENOTFOUND' });
     }
     const allowed = resolved.find((r) => this.addressAllowed(r.address, port));
-    if (!allowed) {
-      const addresses = [...new Set(resolved.map((r) => r.address))].join(', ');
-      throw new EgressDeniedError(`${host} resolves to ${addresses}: private or reserved, and SVC_EGRESS_ALLOW does not name it`);
-    }
+    // The refusal does not say what the name resolved to: whoever reads it (a workflow's editor)
+    // would learn the addresses of the service's private neighbours.
+    if (!allowed) throw new EgressDeniedError(`${host}:${port} resolves only to private or reserved addresses, and SVC_EGRESS_ALLOW names none of them`);
     return allowed.address;
   }
 
