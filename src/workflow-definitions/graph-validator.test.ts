@@ -123,6 +123,18 @@ describe('validateGraph, one rule at a time', () => {
     expect(check({ nodes: [t('a'), t('b'), t('c')], edges: [...ring, { from: 'a', to: 'ghost' }] }).map((p) => p.field)).toEqual(['edges.3.to']);
   });
 
+  it("checks a record_query's eql against its params when the eql holds no expression", () => {
+    const query = (config: Record<string, unknown>) =>
+      validateGraph({ nodes: [{ id: 'q', type: 'record_query', config: { entity: 'lead', ...config } }], edges: [] }, manual, nodeTypes);
+    expect(query({ eql: 'a = :x and b in (:ys)', params: { x: '{{ trigger.x }}', ys: [1, 2] } })).toEqual([]);
+    expect(query({ eql: "a = '{{ trigger.x }}'" })).toEqual([]);
+    expect(query({ eql: '{{ trigger.filter }}', params: { anything: 1 } })).toEqual([]);
+    expect(query({ eql: 'a = :x' })).toEqual([{ field: 'nodes.0.config.params', message: 'has no value for the parameter :x the eql uses' }]);
+    expect(query({ eql: 'a = :x', params: { x: 1, y: 2 } }).map((p) => p.field)).toEqual(['nodes.0.config.params.y']);
+    expect(query({ params: { x: 1 } }).map((p) => p.field)).toEqual(['nodes.0.config.params.x']);
+    expect(query({ eql: 'a = ', params: {} })).toEqual([{ field: 'nodes.0.config.eql', message: expect.stringMatching(/expected a value .* at position 4/) }]);
+  });
+
   it('accepts cron lines of 5 or 6 fields and @-shorthands, and nothing else', () => {
     const schedule = (cron: string) => check({ nodes: [t('a')], edges: [] }, { type: 'schedule', config: { cron, overlap: 'skip' } });
     for (const cron of ['*/5 * * * *', '0 30 9 * * 1-5', '@daily', '@every 90s', ' @hourly ']) expect(schedule(cron), cron).toEqual([]);
