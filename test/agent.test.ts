@@ -55,6 +55,17 @@ describe('sessions', () => {
     }
   });
 
+  it('answers a connection not shared with the caller exactly as one that does not exist', async () => {
+    const unshared = await connection('openai', openai.url);
+    const answer = async (id: number) => {
+      const res = await editor.client.post(`${A}/sessions`, { provider_id: id, model_id: 'gpt-test' });
+      return { status: res.status, body: JSON.parse(res.text.replaceAll(String(id), '<id>')) };
+    };
+    const [notShared, missing] = await Promise.all([answer(unshared), answer(unshared + 100_000)]);
+    expect(notShared).toEqual(missing);
+    expect(notShared).toMatchObject({ status: 400, body: { error: 'invalid_request', data: { field: 'provider_id' } } });
+  });
+
   it('is visible to its owner and administrators only; subscribers may not use the agent', async () => {
     const id = await session(openaiId);
     const other = await app.createUser('editor');
@@ -102,7 +113,10 @@ describe('turns', () => {
   it('runs a read tool at once, then answers (Anthropic)', async () => {
     await app.admin.post(`${M}/records/note`, { title: 'first' });
     const id = await session(anthropicId, editor.client, 'claude-test');
-    anthropic.script({ toolCalls: [{ name: 'records_search', args: { entity: 'note', eql: "title = 'first'" } }] }, { text: 'There is one note: first.' });
+    anthropic.script(
+      { toolCalls: [{ name: 'records_search', args: { entity: 'note', eql: 'title = :title', params: { title: 'first' } } }] },
+      { text: 'There is one note: first.' },
+    );
     const res = await say(id, 'Which notes are there?');
     expect(res.status, res.text).toBe(200);
     expect(res.body.data).toMatchObject({
@@ -111,7 +125,11 @@ describe('turns', () => {
       telemetry: { tokens_in: 26, tokens_out: 10, cost_usd: 0 },
     });
     expect(res.body.data.tools_called).toHaveLength(1);
-    expect(res.body.data.tools_called[0]).toMatchObject({ name: 'records_search', args: { entity: 'note', eql: "title = 'first'" } });
+    expect(res.body.data.tools_called[0]).toMatchObject({
+      name: 'records_search',
+      args: { entity: 'note', eql: 'title = :title', params: { title: 'first' } },
+    });
+    expect(res.body.data.tools_called[0].result_summary).toContain('"total":1');
     expect(res.body.data.tools_called[0].result_summary).toContain('first');
     const second = anthropic.requests.at(-1)!;
     expect(second.headers['x-api-key']).toBe('sk-test-cred-1234');
