@@ -232,6 +232,20 @@ const schema = z.object({
     }),
   /** Redirects an outbound call made for a user follows before it fails (each hop is checked again). */
   SVC_EGRESS_MAX_REDIRECTS: z.coerce.number().int().min(0).max(20).default(5),
+  /**
+   * The most bytes of an answer's body an outbound call made for a user reads (an `http_request`
+   * node's target, a model's answer, streamed or not, a probe): reading stops there and the call
+   * fails with `response_too_large`, so a huge or endless answer costs at most this much memory.
+   */
+  SVC_EGRESS_RESPONSE_LIMIT: byteSize
+    .pipe(
+      z
+        .number()
+        .int()
+        .min(1024, 'must be at least 1kb')
+        .max(1024 * 1024 * 1024, 'must be at most 1024mb'),
+    )
+    .default(10 * 1024 * 1024),
   /** How long a connection test waits for the target. */
   SVC_PROBE_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   /**

@@ -114,6 +114,12 @@ export const ERROR_CODES = {
       'An `http_request` node got a non-2xx answer or could not reach its target (`details.status` or `details.reason`); 429, 5xx and network failures are retried.',
     retried: 'per_failure',
   },
+  response_too_large: {
+    status: 502,
+    meaning:
+      'An answer from outside (an `http_request` node’s target, a model provider) was larger than `SVC_EGRESS_RESPONSE_LIMIT`; reading stopped at the limit. Never retried: ask for less.',
+    retried: false,
+  },
   timeout: { status: null, meaning: 'The node ran longer than its `timeout_ms`; it is retried under its `retry` policy.', retried: true },
   node_failed: {
     status: null,

@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { BlockList, isIP, isIPv4 } from 'node:net';
-import { Agent, buildConnector, fetch as undiciFetch, type Response } from 'undici';
+import { Agent, Response, buildConnector, fetch as undiciFetch } from 'undici';
 import { SpanKind, inSpan } from './tracing.js';
 
 /**
@@ -25,6 +25,61 @@ export class EgressDeniedError extends Error {
     super(message);
     this.name = 'EgressDeniedError';
   }
+}
+
+/**
+ * An answer whose body is larger than the policy lets a caller read (SVC_EGRESS_RESPONSE_LIMIT):
+ * raised by the body's reader at the limit, after which nothing more is read and the connection
+ * is dropped.
+ */
+export class ResponseTooLargeError extends Error {
+  readonly code = 'response_too_large';
+  constructor(
+    readonly limit: number,
+    readonly host: string,
+  ) {
+    super(`The answer from ${host} is larger than ${limit} bytes (SVC_EGRESS_RESPONSE_LIMIT); it was not read past that`);
+    this.name = 'ResponseTooLargeError';
+  }
+}
+
+/** Default of SVC_EGRESS_RESPONSE_LIMIT. */
+export const DEFAULT_RESPONSE_LIMIT = 10 * 1024 * 1024;
+
+/** Statuses whose answer has no body (a Response cannot be made with one). */
+const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+
+/**
+ * The response with a body that can be read only up to `limit` bytes, whoever reads it and how
+ * (`arrayBuffer()`, `json()`, `text()`, iterating an event stream): past the limit the reader fails
+ * with ResponseTooLargeError and the source is cancelled, so an endless or huge answer costs at
+ * most `limit` bytes of memory. A Content-Length over the limit fails the first read.
+ */
+export function limitBody(response: Response, limit: number, host: string): Response {
+  if (!response.body || NULL_BODY.has(response.status) || response.status < 200 || response.status > 599) return response;
+  const source = response.body.getReader();
+  const declared = Number(response.headers.get('content-length') ?? NaN);
+  let total = 0;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (declared > limit) {
+        await source.cancel().catch(() => undefined);
+        controller.error(new ResponseTooLargeError(limit, host));
+        return;
+      }
+      const { done, value } = await source.read();
+      if (done) return controller.close();
+      total += value.byteLength;
+      if (total > limit) {
+        await source.cancel().catch(() => undefined);
+        controller.error(new ResponseTooLargeError(limit, host));
+        return;
+      }
+      controller.enqueue(value);
+    },
+    cancel: (reason) => source.cancel(reason),
+  });
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
 }
 
 /** A chain of redirects longer than the policy allows. */
@@ -212,6 +267,8 @@ export class EgressPolicy {
     readonly maxRedirects = 5,
     /** How names are resolved (replaced in tests to stand for a name server that changes its answer). */
     private readonly resolve: (name: string) => Promise<{ address: string; family: number }[]> = (name) => dnsLookup(name, { all: true }),
+    /** The most bytes of an answer's body a caller may read (SVC_EGRESS_RESPONSE_LIMIT). */
+    readonly responseLimit = DEFAULT_RESPONSE_LIMIT,
   ) {
     const connect = buildConnector({});
     this.dispatcher = new Agent({
@@ -229,8 +286,8 @@ export class EgressPolicy {
   }
 
   /** The rules, from SVC_EGRESS_ALLOW (see parseEgressAllow) and SVC_EGRESS_MAX_REDIRECTS. */
-  static fromConfig(config: { SVC_EGRESS_ALLOW?: string | undefined; SVC_EGRESS_MAX_REDIRECTS: number }): EgressPolicy {
-    return new EgressPolicy(parseEgressAllow(config.SVC_EGRESS_ALLOW), config.SVC_EGRESS_MAX_REDIRECTS);
+  static fromConfig(config: { SVC_EGRESS_ALLOW?: string | undefined; SVC_EGRESS_MAX_REDIRECTS: number; SVC_EGRESS_RESPONSE_LIMIT: number }): EgressPolicy {
+    return new EgressPolicy(parseEgressAllow(config.SVC_EGRESS_ALLOW), config.SVC_EGRESS_MAX_REDIRECTS, undefined, config.SVC_EGRESS_RESPONSE_LIMIT);
   }
 
   private nameAllowed(host: string, port: number): boolean {
@@ -289,7 +346,8 @@ export class EgressPolicy {
    * fetch() within the policy: each hop is checked before and when it connects, redirects are
    * followed by hand (at most `maxRedirects`, with fetch's method rules), and a credential goes to
    * its own origin only. Refusals throw EgressDeniedError (also when wrapped by fetch's "fetch
-   * failed"), too long a chain TooManyRedirectsError.
+   * failed"), too long a chain TooManyRedirectsError. The answer's body reads at most
+   * `responseLimit` bytes (ResponseTooLargeError past it).
    */
   fetch(input: URL, init: EgressRequest, options: EgressFetchOptions = {}): Promise<Response> {
     const method = (init.method ?? 'GET').toUpperCase();
@@ -300,7 +358,9 @@ export class EgressPolicy {
       async (span) => {
         const response = await this.send(input, init, options);
         span.setAttribute('http.response.status_code', response.status);
-        return response;
+        // The answer comes from the last hop (a redirect may lead to another host).
+        const host = URL.canParse(response.url) ? new URL(response.url).host : input.host;
+        return limitBody(response, this.responseLimit, host);
       },
       SpanKind.CLIENT,
     );

@@ -6,6 +6,7 @@ import {
   parseArgs,
   parseEventJson,
   postJson,
+  readJsonBody,
   readSse,
   type ChatMessage,
   type ModelProvider,
@@ -54,16 +55,11 @@ export class AnthropicProvider implements ModelProvider {
     };
     const response = await postJson(this.connection, '/v1/messages', body, request, VENDOR);
     if (!response.ok) throw await errorForStatus(response, VENDOR);
-    return stream ? this.readStream(response, request) : this.readJson(response);
+    return stream ? this.readStream(response, request) : this.readJson(response, request);
   }
 
-  private async readJson(response: Response): Promise<ModelReply> {
-    let json: any;
-    try {
-      json = await response.json();
-    } catch {
-      throw new ProviderError(CODE.provider_error, `${VENDOR} sent a body that is not JSON`);
-    }
+  private async readJson(response: Response, request: ModelRequest): Promise<ModelReply> {
+    const json = await readJsonBody(response, VENDOR, request.timeoutMs);
     if (!Array.isArray(json?.content)) throw new ProviderError(CODE.provider_error, `${VENDOR} sent no content`);
     let text = '';
     const toolCalls: ToolCall[] = [];

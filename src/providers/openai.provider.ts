@@ -6,6 +6,7 @@ import {
   parseArgs,
   parseEventJson,
   postJson,
+  readJsonBody,
   readSse,
   type ChatMessage,
   type ModelProvider,
@@ -53,16 +54,11 @@ export class OpenAiProvider implements ModelProvider {
     };
     const response = await postJson(this.connection, '/chat/completions', body, request, VENDOR);
     if (!response.ok) throw await errorForStatus(response, VENDOR);
-    return stream ? this.readStream(response, request) : this.readJson(response);
+    return stream ? this.readStream(response, request) : this.readJson(response, request);
   }
 
-  private async readJson(response: Response): Promise<ModelReply> {
-    let json: any;
-    try {
-      json = await response.json();
-    } catch {
-      throw new ProviderError(CODE.provider_error, `${VENDOR} sent a body that is not JSON`);
-    }
+  private async readJson(response: Response, request: ModelRequest): Promise<ModelReply> {
+    const json = await readJsonBody(response, VENDOR, request.timeoutMs);
     const message = json?.choices?.[0]?.message;
     if (!message) throw new ProviderError(CODE.provider_error, `${VENDOR} sent no choices`);
     const toolCalls: ToolCall[] = (message.tool_calls ?? []).map((c: any) => ({
