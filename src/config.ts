@@ -108,6 +108,11 @@ const schema = z.object({
   /** Model calls allowed in one agent turn; the turn then ends with a message saying so. */
   SVC_AGENT_MAX_MODEL_CALLS: z.coerce.number().int().min(1).max(100).default(10),
   /**
+   * Tool calls one model answer may carry: an answer with more ends its turn with 502
+   * `tool_call_limit` before any of them runs (each call costs a worker's time and a history step).
+   */
+  SVC_AGENT_MAX_TOOL_CALLS: z.coerce.number().int().min(1).max(1000).default(20),
+  /**
    * How long a pending action of the agent's gate waits for a decision before it expires (a
    * durable timer in the session workflow); a session may set its own `gate_ttl_s` at creation.
    */

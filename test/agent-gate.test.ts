@@ -298,6 +298,33 @@ describe('a decision that reached the workflow without being stored', () => {
   });
 });
 
+describe('tool calls that share an id', () => {
+  it('runs an approved action although the model gave its call the id of another call of the same answer', async () => {
+    const id = await session();
+    openai.script(
+      {
+        toolCalls: [
+          { id: 'dup', name: 'records_search', args: { entity: 'note' } },
+          { id: 'dup', name: 'records_create', args: { entity: 'note', fields: { title: 'same-id' } } },
+        ],
+      },
+      { text: 'Searched, then created.' },
+    );
+    const res = await say(id, 'search then create');
+    expect(res.body.data.outcome, res.text).toBe('gate_pending');
+    const actionId = res.body.data.pending_action.action_id;
+    const approved = await owner.client.post(`${A}/actions/${actionId}/approve`);
+    expect(approved.body.data, approved.text).toMatchObject({ outcome: 'answered', assistant_message: 'Searched, then created.' });
+    expect(await titles('same-id')).toBe(1);
+    expect((await owner.client.get(`${A}/actions/${actionId}`)).body.data).toMatchObject({ status: 'approved', outcome: { ok: true } });
+    // Each result went back to the model under its own call's id.
+    const sent = openai.requests.at(-1)!.body.messages;
+    const calls = sent.findLast((m: any) => m.role === 'assistant' && m.tool_calls).tool_calls.map((c: any) => c.id);
+    expect(new Set(calls).size).toBe(2);
+    expect(sent.filter((m: any) => m.role === 'tool').map((m: any) => m.tool_call_id)).toEqual(expect.arrayContaining(calls));
+  });
+});
+
 describe('who may decide', () => {
   it('owner (the default): only the owner; an administrator sees it but may not decide, others do not see it', async () => {
     const { actionId } = await gate('owner-policy');

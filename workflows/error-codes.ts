@@ -201,6 +201,11 @@ export const ERROR_CODES = {
       'The model provider failed: unreachable, timed out, kept answering 429 or 5xx, or sent a malformed answer; the session stays usable, so try again.',
     retried: 'per_failure',
   },
+  tool_call_limit: {
+    status: 502,
+    meaning:
+      'The model asked for more tool calls in one answer than `SVC_AGENT_MAX_TOOL_CALLS`; none of them ran and the answer was not kept. The session stays usable.',
+  },
   provider_auth_failed: { status: 502, meaning: 'The model provider refused the connection’s credential; update the connection.', retried: false },
   provider_unavailable: {
     status: null,

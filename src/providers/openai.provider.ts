@@ -7,6 +7,7 @@ import {
   parseEventJson,
   postJson,
   readJsonBody,
+  tokenCount,
   readSse,
   type ChatMessage,
   type ModelProvider,
@@ -69,7 +70,7 @@ export class OpenAiProvider implements ModelProvider {
     return {
       text: typeof message.content === 'string' ? message.content : '',
       toolCalls,
-      usage: { tokensIn: Number(json.usage?.prompt_tokens ?? 0), tokensOut: Number(json.usage?.completion_tokens ?? 0) },
+      usage: { tokensIn: tokenCount(json.usage?.prompt_tokens), tokensOut: tokenCount(json.usage?.completion_tokens) },
     };
   }
 
@@ -86,8 +87,8 @@ export class OpenAiProvider implements ModelProvider {
       }
       const chunk = parseEventJson(event.data, VENDOR);
       if (chunk.usage) {
-        usage.tokensIn = Number(chunk.usage.prompt_tokens ?? 0);
-        usage.tokensOut = Number(chunk.usage.completion_tokens ?? 0);
+        usage.tokensIn = tokenCount(chunk.usage.prompt_tokens);
+        usage.tokensOut = tokenCount(chunk.usage.completion_tokens);
       }
       const choice = chunk.choices?.[0];
       if (!choice) continue;

@@ -41,6 +41,20 @@ export interface ModelReply {
   usage: { tokensIn: number; tokensOut: number };
 }
 
+/** The most tokens one model call is counted with: far beyond any model's context, far below what breaks a sum. */
+export const MAX_TOKENS_PER_CALL = 1_000_000_000;
+
+/**
+ * A token count as a provider reports it, made a sane integer: a number is rounded and kept
+ * within 0 and MAX_TOKENS_PER_CALL (a provider that claims 1e308 tokens is counted at the
+ * cap), anything else (a string, null, NaN) counts 0. Stored counts feed sums and budgets.
+ */
+export function tokenCount(value: unknown): number {
+  const n = typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : NaN;
+  if (Number.isNaN(n) || n <= 0) return 0;
+  return Math.min(Math.round(n), MAX_TOKENS_PER_CALL);
+}
+
 /**
  * `provider_unavailable` (429, 5xx) is worth retrying with backoff; the other two are not:
  * a wrong key stays wrong, and an unreachable host or a malformed answer is reported at once.
