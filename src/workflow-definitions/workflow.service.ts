@@ -51,6 +51,15 @@ export function workflowVisibility(principal: Principal, alias = 'w'): [string, 
   return [`(${alias}.owner_id = ? or ? = any(${alias}.shared_with))`, [principal.id, principal.id]];
 }
 
+/**
+ * Whether a workflow exists at all is its owner's choice, as whom it is shared with is: someone it
+ * is shared with may edit and run it, not archive, restore or purge it (administrators may).
+ */
+function assertOwnerOrAdministrator(principal: Principal, row: Pick<WorkflowRow, 'owner_id'>, what: string): void {
+  if (principal.id !== row.owner_id && principal.role !== 'administrator')
+    throw new AppError('forbidden', `Only the workflow's owner (or an administrator) ${what} it`);
+}
+
 /** Workflow definitions: validation, versions, visibility and the status lifecycle. */
 export class WorkflowService {
   constructor(
@@ -334,6 +343,7 @@ export class WorkflowService {
   /** Archived back to inactive; a workflow that is not archived is left as it is. */
   async restore(principal: Principal, id: number): Promise<WorkflowRow> {
     const row = await this.get(principal, id);
+    assertOwnerOrAdministrator(principal, row, 'restores');
     if (row.status === 'archived') await this.setStatus(id, 'inactive');
     return this.get(principal, id);
   }
@@ -341,6 +351,7 @@ export class WorkflowService {
   /** DELETE: archives (soft delete); with force on an archived workflow, purges it for good. */
   async remove(principal: Principal, id: number, force: boolean): Promise<{ id: number; status: 'archived' | 'purged' }> {
     const row = await this.get(principal, id);
+    assertOwnerOrAdministrator(principal, row, force ? 'purges' : 'archives');
     if (!force) {
       await this.schedules.pause(row);
       await this.setStatus(id, 'archived');
