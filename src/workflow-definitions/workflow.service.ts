@@ -250,8 +250,19 @@ export class WorkflowService {
         }
       }
     }
-    if (body.status === 'active') return this.activate(principal, id);
+    if (body.status === 'active') return this.activateCreated(principal, id);
     return this.get(principal, id);
+  }
+
+  /** A workflow created active: saved with its schedule (or trigger) or not at all. */
+  private async activateCreated(principal: Principal, id: number): Promise<WorkflowRow> {
+    try {
+      return await this.activate(principal, id);
+    } catch (err) {
+      // Nothing else knows the workflow yet: the request that failed leaves nothing behind.
+      if (err instanceof AppError && err.status < 500) await this.sql.query('delete from workflows where id = ?', [id]);
+      throw err;
+    }
   }
 
   private async freeSlug(base: string): Promise<string> {
@@ -280,7 +291,8 @@ export class WorkflowService {
       throw conflict('conflict', `A workflow with slug ${body.slug} exists`, { field: 'slug' });
     }
     const secret = trigger.type === 'webhook' ? (current.webhook_secret ?? randomToken(24)) : null;
-    await this.sql.transaction(async (tx) => {
+    let scheduled = false;
+    const saved = this.sql.transaction(async (tx) => {
       const [row] = await tx.query<{ version: number }>(
         `update workflows set slug = ?, title = ?, description = ?, tags = ?, trigger_type = ?, trigger = ?, nodes = ?, edges = ?,
            node_count = ?, connection_ids = ?, webhook_secret = ?, shared_with = ?, version = version + 1, updated_by = ?, updated_at = now()
@@ -308,10 +320,16 @@ export class WorkflowService {
         JSON.stringify({ trigger, ...graph }),
         principal.id,
       ]);
+      // An active workflow's new version is saved with its schedule or not at all: a schedule
+      // Temporal refuses rolls the version back, and the old schedule runs on as it was.
+      if (current.status === 'active') scheduled = await this.schedules.sync({ id, trigger }).then(() => true);
     });
-    const updated = await this.get(principal, id);
-    if (updated.status === 'active') await this.schedules.sync(updated);
-    return updated;
+    await saved.catch(async (err: unknown) => {
+      // The commit failed after Temporal took the new schedule: the old one is put back.
+      if (scheduled) await this.schedules.sync(current).catch(() => undefined);
+      throw err;
+    });
+    return this.get(principal, id);
   }
 
   private async setStatus(id: number, status: WorkflowStatus) {
@@ -327,7 +345,7 @@ export class WorkflowService {
       await this.assertRecordTrigger(row.trigger.config.entity, this.authorsOf(row), problems);
       if (problems.length) throw validationFailed(problems);
     }
-    await this.schedules.sync({ ...row, status: 'active' });
+    await this.schedules.sync(row);
     if (row.status !== 'active') await this.setStatus(id, 'active');
     return this.get(principal, id);
   }
