@@ -29,6 +29,7 @@ import { ForgetfulMap, OldestFirstMap } from './caches.js';
 import { withHeartbeat } from './heartbeat.js';
 import { checkOutputSize, errorOf, invalidConfig, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
+import { admitScheduledRun, keepScheduledRefusal } from './scheduled-runs.js';
 import { CODE } from '../workflows/error-codes.js';
 
 export { toFailure } from './node-outcome.js';
@@ -44,7 +45,12 @@ const RUNNING_AFTER_MS = 50;
 export interface GraphActivityPorts {
   config: Pick<
     Config,
-    'SVC_NODE_OUTPUT_LIMIT' | 'SVC_LOCAL_PURE_NODES' | 'SVC_AGENT_PRICES' | 'SVC_RUN_WORKFLOW_MAX_DEPTH' | 'SVC_RUN_WORKFLOW_MAX_CHILD_RUNS'
+    | 'SVC_NODE_OUTPUT_LIMIT'
+    | 'SVC_LOCAL_PURE_NODES'
+    | 'SVC_AGENT_PRICES'
+    | 'SVC_RUN_WORKFLOW_MAX_DEPTH'
+    | 'SVC_RUN_WORKFLOW_MAX_CHILD_RUNS'
+    | 'SVC_SCHEDULE_MAX_RUNNING_PER_USER'
   >;
   executionMirror: ExecutionMirror;
   workflows: Pick<WorkflowService, 'loadVersion' | 'visibleToAll'>;
@@ -181,19 +187,21 @@ export async function beginExecution(
   // long database outage) is one the mirror can close, knowing its run id.
   let ref = await executionOf(g, temporalWorkflowId, runId);
   const definition = await definitionOf(g, input.workflowId, input.version);
+  if (ref && input.trigger === 'schedule') await keepScheduledRefusal(g.ports, runId);
   if (!ref) {
     // Started by a schedule, a record event or a parent run: nobody prepared a record.
-    await patiently(() =>
-      g.ports.executionMirror.insertStarted({
-        workflowId: input.workflowId,
-        version: definition.version,
-        trigger: input.trigger,
-        payload: input.payload,
-        temporalWorkflowId,
-        runId,
-        ...(input.parentExecutionId !== undefined ? { parentExecutionId: input.parentExecutionId } : {}),
-      }),
-    );
+    const record = {
+      workflowId: input.workflowId,
+      version: definition.version,
+      trigger: input.trigger,
+      payload: input.payload,
+      temporalWorkflowId,
+      runId,
+      ...(input.parentExecutionId !== undefined ? { parentExecutionId: input.parentExecutionId } : {}),
+    };
+    // A schedule's run counts against its owner's limit of such runs in progress (scheduled-runs.ts).
+    if (input.trigger === 'schedule') await admitScheduledRun(g.ports, record);
+    else await patiently(() => g.ports.executionMirror.insertStarted(record));
     ref = await findExecution(g, temporalWorkflowId, runId);
     if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', CODE.execution_not_ready);
   }

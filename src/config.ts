@@ -215,6 +215,12 @@ const schema = z.object({
   SVC_RUN_WORKFLOW_MAX_DEPTH: z.coerce.number().int().min(1).max(12).default(10),
   /** Child runs one run may start in all, its children's children included; more fail with `child_run_limit`. */
   SVC_RUN_WORKFLOW_MAX_CHILD_RUNS: z.coerce.number().int().min(1).max(100_000).default(100),
+  /**
+   * Runs started by schedules that may be in progress at once for one user (the owner of their
+   * workflows, all schedules together): a run a schedule starts beyond it ends at once as
+   * `failed` with `schedule_run_limit`, whatever the schedule's overlap policy.
+   */
+  SVC_SCHEDULE_MAX_RUNNING_PER_USER: z.coerce.number().int().min(1).max(100_000).default(10),
   /** Run pure nodes (transform, condition, switch, fail) as Temporal local activities. */
   SVC_LOCAL_PURE_NODES: bool.default(true),
   /**

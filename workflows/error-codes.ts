@@ -120,6 +120,11 @@ export const ERROR_CODES = {
       'An answer from outside (an `http_request` node’s target, a model provider) was larger than `SVC_EGRESS_RESPONSE_LIMIT`; reading stopped at the limit. Never retried: ask for less.',
     retried: false,
   },
+  schedule_run_limit: {
+    status: null,
+    meaning:
+      'A run a schedule started was not run: the workflow’s owner already had `SVC_SCHEDULE_MAX_RUNNING_PER_USER` runs started by schedules in progress.',
+  },
   timeout: { status: null, meaning: 'The node ran longer than its `timeout_ms`; it is retried under its `retry` policy.', retried: true },
   node_failed: {
     status: null,
