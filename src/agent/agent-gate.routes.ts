@@ -3,7 +3,7 @@ import { defineRoute, type AnyRoute, type RouteErrors } from '../http/route.js';
 import { pageOf, pagination } from '../http/pagination.js';
 import { AGENT_ACTION_STATUSES } from '../../workflows/defs.js';
 import { agentAccess as access, agentRoot as root, turnErrors } from './agent.routes.js';
-import { actionView, turnEvents, turnResponse } from './agent.schemas.js';
+import { actionView, decisionEvents, decisionResponse } from './agent.schemas.js';
 import { streamTurn, type TurnStreamPorts } from './agent.sse.js';
 import type { AgentGateService } from './agent.gate.js';
 import { outcomeData } from './agent.turns.js';
@@ -34,7 +34,7 @@ export function agentGateRoutes(services: { agentGate: AgentGateService } & Turn
         (verb === 'approve'
           ? "`args` replaces the model's arguments; it is validated against the tool's schema and as the tool would check it, with the approver's rights (400 `validation_failed` naming each field, 403 `forbidden` naming a missing capability; the action stays pending), both versions are kept, and the model is told the arguments were edited. "
           : '') +
-        "Same response shape as a message (an event stream with `stream: true`). An action is decided once (409 `action_already_decided` after) and not after it expired (409 `action_expired`). Who may decide follows the session's approval policy.",
+        "To the session's owner, the same response as a message (an event stream with `stream: true`). To anyone else `outcome: decided`: the action as decided, with the tool's outcome, and where the turn went (`turn`, and the next `pending_action` when it waits at another gate), not the rest of the turn, which runs with the owner's rights (its later tool calls and the model's answer are in the owner's session). An action is decided once (409 `action_already_decided` after) and not after it expired (409 `action_expired`). Who may decide follows the session's approval policy.",
       tag: 'agent',
       access,
       params: actionParams,
@@ -44,7 +44,13 @@ export function agentGateRoutes(services: { agentGate: AgentGateService } & Turn
           : z.strictObject({ note, stream: z.boolean().optional() }),
       bodyOptional: true,
       errors: decisionErrors,
-      responses: { 200: { description: 'The turn outcome, or with `stream: true` the turn as an event stream', data: turnResponse, eventStream: turnEvents } },
+      responses: {
+        200: {
+          description: "The turn outcome (for a decider who is not the session's owner, the decision), or with `stream: true` an event stream",
+          data: decisionResponse,
+          eventStream: decisionEvents,
+        },
+      },
       handler: async ({ params, body, principal, ctx }) => {
         const decision = {
           approved: verb === 'approve',
@@ -56,7 +62,8 @@ export function agentGateRoutes(services: { agentGate: AgentGateService } & Turn
           return { handled: true };
         }
         const turn = await agentGate.decide(principal, params.action_id, decision);
-        return { data: outcomeData(await turn.outcome) };
+        const outcome = await turn.outcome;
+        return { data: turn.decided ? await turn.decided(outcome) : outcomeData(outcome) };
       },
     });
   return [

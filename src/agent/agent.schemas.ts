@@ -31,6 +31,33 @@ named(pendingAction, 'AgentPendingAction', {
 const toolCalled = named(z.object({ name: z.string(), args, result_summary: z.string() }), 'AgentToolCalled', {
   description: 'A tool the model called in the turn',
 });
+const user = z.object({ id: z.number().int(), login: z.string() });
+
+/** One gated action: the inbox item, the audit entry and the action itself. Never rewritten once decided. */
+export const actionView = z.object({
+  action_id: z.string(),
+  session_id: z.string(),
+  turn_id: z.string(),
+  tool: z.string(),
+  args: args.describe('The arguments the model proposed'),
+  edited_args: args.nullable().describe('The arguments the approver replaced them with (the tool ran with these); null when not edited'),
+  summary: z.string(),
+  status: z.enum(AGENT_ACTION_STATUSES),
+  approval: z.enum(AGENT_APPROVAL_POLICIES).describe("The session's approval policy"),
+  requested_by: user.describe('The session owner, on whose behalf the model asked'),
+  created_at: z.string(),
+  age_seconds: z.number().int(),
+  expires_at: z.string().nullable(),
+  decided_by: user.nullable().describe('null while pending and for an expiry'),
+  decided_at: z.string().nullable().describe('When it was approved, rejected or expired'),
+  note: z.string().nullable(),
+  outcome: z
+    .object({ ok: z.boolean(), result_summary: z.string(), finished_at: z.string().nullable() })
+    .nullable()
+    .describe("The tool's outcome (for a rejection or an expiry: what the model was told); null until then"),
+});
+named(actionView, 'AgentAction', { description: 'A gated action: the inbox item, the audit entry and the action itself' });
+
 export const turnResponse = z.discriminatedUnion('outcome', [
   named(z.object({ outcome: z.literal('answered'), assistant_message: z.string(), tools_called: z.array(toolCalled), telemetry }), 'AgentTurnAnswered', {
     description: 'The model answered',
@@ -40,6 +67,26 @@ export const turnResponse = z.discriminatedUnion('outcome', [
   }),
 ]);
 named(turnResponse, 'AgentTurnOutcome', { description: 'How a turn ended, answered as JSON (a failed turn is an error answer)' });
+
+/**
+ * What a decider who is not the session's owner is answered: the decision and the decided tool's
+ * outcome, not what the turn went on to do with the owner's rights (its later tool calls and the
+ * model's text, which can carry what those calls read); the owner sees all of it in the session.
+ */
+const decidedFields = {
+  action: actionView.describe('The action as decided, with the tool’s outcome (as GET /actions/{action_id} shows it)'),
+  turn: z
+    .enum(['answered', 'gate_pending', 'failed'])
+    .describe("Where the owner's turn went after the decision; what it did is the owner's to see (GET /sessions/{id})"),
+  pending_action: pendingAction.optional().describe('With `turn: gate_pending`: the next action waiting for a decision, which the caller may decide too'),
+};
+const decided = named(z.object({ outcome: z.literal('decided'), ...decidedFields }), 'AgentTurnDecided', {
+  description: "Answered to a decider who is not the session's owner: the decision and the decided tool's outcome, not the rest of the owner's turn",
+});
+export const decisionResponse = z.discriminatedUnion('outcome', [...turnResponse.options, decided]);
+named(decisionResponse, 'AgentDecisionOutcome', {
+  description: "How a turn went on after a decision: as for a message to the session's owner; `decided` to anyone else",
+});
 
 const truncated = named(
   z.object({ truncated: z.literal(true), preview: z.string().describe('The start of the JSON text of the data') }),
@@ -67,6 +114,15 @@ const done = z.discriminatedUnion('outcome', [
   }),
 ]);
 named(done, 'AgentDoneData', { description: 'How the turn ended, with its telemetry; always the last event' });
+const decisionDone = z.discriminatedUnion('outcome', [
+  ...done.options,
+  named(z.object({ outcome: z.literal('decided'), ...decidedFields }), 'AgentDoneDecided', {
+    description: "To a decider who is not the session's owner: the decision and the decided tool's outcome",
+  }),
+]);
+named(decisionDone, 'AgentDecisionDoneData', {
+  description: "How the turn ended: as for a message to the session's owner (with its telemetry); `decided` to anyone else",
+});
 
 /**
  * The events of a streamed turn (`stream: true`), in the order they can come: `token`, `tool_call`
@@ -89,32 +145,18 @@ export const turnEvents: EventStreamSpec = {
   },
 };
 
-const user = z.object({ id: z.number().int(), login: z.string() });
-
-/** One gated action: the inbox item, the audit entry and the action itself. Never rewritten once decided. */
-export const actionView = z.object({
-  action_id: z.string(),
-  session_id: z.string(),
-  turn_id: z.string(),
-  tool: z.string(),
-  args: args.describe('The arguments the model proposed'),
-  edited_args: args.nullable().describe('The arguments the approver replaced them with (the tool ran with these); null when not edited'),
-  summary: z.string(),
-  status: z.enum(AGENT_ACTION_STATUSES),
-  approval: z.enum(AGENT_APPROVAL_POLICIES).describe("The session's approval policy"),
-  requested_by: user.describe('The session owner, on whose behalf the model asked'),
-  created_at: z.string(),
-  age_seconds: z.number().int(),
-  expires_at: z.string().nullable(),
-  decided_by: user.nullable().describe('null while pending and for an expiry'),
-  decided_at: z.string().nullable().describe('When it was approved, rejected or expired'),
-  note: z.string().nullable(),
-  outcome: z
-    .object({ ok: z.boolean(), result_summary: z.string(), finished_at: z.string().nullable() })
-    .nullable()
-    .describe("The tool's outcome (for a rejection or an expiry: what the model was told); null until then"),
-});
-named(actionView, 'AgentAction', { description: 'A gated action: the inbox item, the audit entry and the action itself' });
+/**
+ * The events of a streamed decision: those of a message turn to the session's owner. Anyone
+ * else gets no `token`, `tool_call` or `tool_result` (the turn's later steps run with the
+ * owner's rights), only `gate_pending` when the turn waits at another gate and `done` with
+ * the decision.
+ */
+export const decisionEvents: EventStreamSpec = {
+  name: 'AgentDecisionStreamEvent',
+  description:
+    "One event of a streamed decision (`stream: true`): to the session's owner the turn's events as for a message; to anyone else only `gate_pending` (when the turn waits at another gate) and `done` with `outcome: decided`.",
+  events: { ...turnEvents.events, done: decisionDone },
+};
 
 export const decisionRecord = z.object({
   action_id: z.string(),
