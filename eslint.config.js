@@ -64,4 +64,12 @@ export default tseslint.config(
   },
   { files: ['src/**/*.routes.ts', '**/*.test.ts', 'src/migrations/**'], rules: { 'max-lines-per-function': 'off' } },
   { files: ['**/*.mjs', 'bin/**/*.js', 'eslint.config.js'], languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } } },
+  // The data converter the Temporal SDK loads by path with require(): CommonJS, requiring the SDK only.
+  {
+    files: ['workflows/**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', exports: 'writable' } },
+    rules: {
+      '@typescript-eslint/no-require-imports': ['error', { allow: ['^@temporalio/common$'] }],
+    },
+  },
 );

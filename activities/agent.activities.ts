@@ -12,6 +12,7 @@ import type { AuthService } from '../src/auth/auth.service.js';
 import type { UsersService } from '../src/auth/users.service.js';
 import type { Config } from '../src/config.js';
 import type { ConnectionService } from '../src/connections/connection.service.js';
+import { redactError, type Redact } from '../src/connections/redact.js';
 import type { Sql } from '../src/db/sql.js';
 import type { AgentToolPorts } from '../src/agent/agent.tools.js';
 import {
@@ -116,14 +117,17 @@ export async function agentCallModel(ports: ModelCallPorts, input: AgentModelCal
 /** Calls the session's provider, heartbeating; its errors become the activity's failures. */
 async function completeTurn(ports: ModelCallPorts, session: SessionRow, messages: ChatMessage[], channel: string | undefined): Promise<ModelReply> {
   const context = Context.current();
+  // A model that repeats its key (in its answer, a tool call or an error) does not get it stored.
+  let redact: Redact | undefined;
   try {
     return await withHeartbeat(context, async () => {
       // The credential is decrypted here and nowhere else: never an activity argument or result.
       const connection = await ports.connections.resolve(session.provider_id, [session.owner_id]).catch((err: unknown) => {
         throw connectionError(err, session.provider_id);
       });
+      redact = connection.redact;
       const attributes = { 'svc.provider': connection.type, 'svc.model': session.model, 'svc.streamed': Boolean(channel) };
-      return inSpan('model call', attributes, () =>
+      const reply = await inSpan('model call', attributes, () =>
         providerFor(connection).complete({
           model: session.model,
           system: session.system_prompt ?? DEFAULT_SYSTEM_PROMPT,
@@ -134,9 +138,10 @@ async function completeTurn(ports: ModelCallPorts, session: SessionRow, messages
           ...(channel ? { onDelta: (delta: string) => publish(ports.sql, channel, { event: 'token', data: { delta } }) } : {}),
         }),
       );
+      return connection.redact(reply);
     });
   } catch (err) {
-    throw modelCallFailure(err);
+    throw modelCallFailure(redact ? redactError(err, redact) : err);
   }
 }
 

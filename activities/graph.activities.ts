@@ -1,11 +1,13 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import {
   LEAN_HISTORY,
+  REFS_HISTORY,
   childWorkflowId,
   type BeganExecution,
   type Graph,
   type GraphNode,
   type NodeError,
+  type OutputRef,
   type RunGraphInput,
   type RunNodeInput,
   type RunNodeOutput,
@@ -21,14 +23,17 @@ import type { Principal } from '../src/auth/auth.service.js';
 import { countModelUse, type Metrics } from '../src/platform/metrics.js';
 import type { Config } from '../src/config.js';
 import type { ConnectionService } from '../src/connections/connection.service.js';
+import { redactError, type Redact } from '../src/connections/redact.js';
 import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
 import type { NodeRunContext } from '../src/nodes/node-type.js';
 import type { TemporalHandle } from '../src/temporal/connection.js';
 import type { WorkflowService } from '../src/workflow-definitions/workflow.service.js';
+import type { ErrorWorkflows } from '../src/executions/error-workflow.js';
 import { ForgetfulMap, OldestFirstMap } from './caches.js';
 import { withHeartbeat } from './heartbeat.js';
-import { checkOutputSize, errorOf, invalidConfig, modelUsageOf, toFailure } from './node-outcome.js';
+import { boundFailure, checkOutputSize, errorOf, forHistory, invalidConfig, jsonBytes, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
+import { contextValues } from './run-values.js';
 import { admitScheduledRun, keepScheduledRefusal } from './scheduled-runs.js';
 import { CODE } from '../workflows/error-codes.js';
 
@@ -50,6 +55,9 @@ export interface GraphActivityPorts {
     | 'SVC_AGENT_PRICES'
     | 'SVC_RUN_WORKFLOW_MAX_DEPTH'
     | 'SVC_RUN_WORKFLOW_MAX_CHILD_RUNS'
+    | 'SVC_HISTORY_INLINE_BYTES'
+    | 'SVC_NODE_CONTEXT_INLINE_BYTES'
+    | 'SVC_RUN_MAX_PARALLEL_NODES'
     | 'SVC_SCHEDULE_MAX_RUNNING_PER_USER'
   >;
   executionMirror: ExecutionMirror;
@@ -58,11 +66,15 @@ export interface GraphActivityPorts {
   /** The rights of the people a run acts for. */
   acting: Pick<ActingUsers, 'principal'>;
   records: NodeRunContext<unknown>['records'];
+  /** Events an emit_event node sends. */
+  events: NodeRunContext<unknown>['events'];
   /** For a run an operator reset: its history says where it came from. */
   temporal: TemporalHandle;
   /** Where `{{ }}` expressions are evaluated, bounded in time and memory, off the event loop. */
   expressions: Pick<ExpressionSandbox, 'resolve'>;
   metrics: Pick<Metrics, 'runsStarted' | 'runsFinished' | 'runDuration' | 'nodeDuration' | 'nodeAttempts' | 'modelTokens' | 'modelCost'>;
+  /** Starts the error workflow's run a failed run queued. */
+  errorWorkflows: Pick<ErrorWorkflows, 'launch'>;
 }
 
 /** The ports and a worker's caches: what every graph activity is a function over. */
@@ -80,7 +92,11 @@ export interface RunResult {
   skipped: { id: string; type: string }[];
   error?: NodeError & { node_id?: string };
   lastOutput?: unknown;
+  /** The last output is in the timeline (too large for history). */
+  lastOutputRef?: OutputRef;
   cancelled?: { id: string; type: string; startedAt: number }[];
+  /** Failures the run handled (on_error continue or branch), with the output `{error}` each became. */
+  handled?: { id: string; type: string; output: unknown }[];
 }
 
 /** How a node ran in the workflow (a local or pure node), as reported to recordNodeEnd. */
@@ -89,17 +105,23 @@ export interface NodeEnd {
   output?: unknown;
   error?: NodeError;
   startedAt: number;
+  /** A child run's output kept out of history: it goes in `output.output`, read from the child's timeline. */
+  outputRef?: OutputRef;
+  /** Answer the output by reference when larger than this (workflow code that reads references). */
+  inlineBytes?: number;
 }
 
 /** Every graph activity, by the name Temporal schedules it under: the run's control steps and its nodes. */
 export function graphActivities(services: GraphActivityPorts) {
   const g: GraphWorker = { ports: services, runs: new ForgetfulMap(1_000), versions: new OldestFirstMap(500) };
   const control = {
-    beginExecution: (input: RunGraphInput, runId: string, understands: { history?: number } = {}) => beginExecution(g, input, runId, understands),
+    beginExecution: (input: RunGraphInput, runId: string, understands: { history?: number; refs?: number } = {}) =>
+      beginExecution(g, input, runId, understands),
     finishExecution: (runId: string, result: RunResult) => finishExecution(g, runId, result),
     recordNodeStart: (node: GraphNode, runId: string) => recordNodeStart(g, node, runId),
     recordNodeEnd: (node: GraphNode, runId: string, end: NodeEnd) => recordNodeEnd(g, node, runId, end),
-    prepareChildRun: (node: GraphNode, context: RunNodeInput['context'], runId: string) => prepareChildRun(g, node, context, runId),
+    prepareChildRun: (node: GraphNode, context: RunNodeInput['context'], runId: string, bounds: { inlineBytes?: number } = {}) =>
+      prepareChildRun(g, node, context, runId, bounds),
   };
   const nodes = { runNode: (input: RunNodeInput) => runNode(g, input) };
   return { control, nodes };
@@ -179,8 +201,8 @@ export async function beginExecution(
   g: GraphWorker,
   input: RunGraphInput,
   runId: string,
-  /** What the calling workflow code can read; earlier code asks for nothing (see LEAN_HISTORY). */
-  understands: { history?: number },
+  /** What the calling workflow code can read; earlier code asks for nothing (see LEAN_HISTORY, REFS_HISTORY). */
+  understands: { history?: number; refs?: number },
 ): Promise<BeganExecution> {
   const { workflowId: temporalWorkflowId } = runOf();
   // The record is claimed first: a run that then fails (its definition unreadable through a
@@ -189,12 +211,15 @@ export async function beginExecution(
   const definition = await definitionOf(g, input.workflowId, input.version);
   if (ref && input.trigger === 'schedule') await keepScheduledRefusal(g.ports, runId);
   if (!ref) {
-    // Started by a schedule, a record event or a parent run: nobody prepared a record.
+    // Started by a schedule, a record event or a parent run: nobody prepared a record. A child
+    // whose payload was too large for history takes it from its parent's timeline.
+    const { payloadRef } = input;
+    const payload = payloadRef ? await patiently(() => g.ports.executionMirror.nodeInputPayload(payloadRef.execution, payloadRef.node)) : input.payload;
     const record = {
       workflowId: input.workflowId,
       version: definition.version,
       trigger: input.trigger,
-      payload: input.payload,
+      payload,
       temporalWorkflowId,
       runId,
       ...(input.parentExecutionId !== undefined ? { parentExecutionId: input.parentExecutionId } : {}),
@@ -205,7 +230,7 @@ export async function beginExecution(
     ref = await findExecution(g, temporalWorkflowId, runId);
     if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', CODE.execution_not_ready);
   }
-  const { SVC_LOCAL_PURE_NODES } = g.ports.config;
+  const { SVC_LOCAL_PURE_NODES, SVC_HISTORY_INLINE_BYTES, SVC_NODE_CONTEXT_INLINE_BYTES, SVC_RUN_MAX_PARALLEL_NODES } = g.ports.config;
   return {
     executionId: ref.id,
     version: definition.version,
@@ -216,10 +241,17 @@ export async function beginExecution(
     localPureNodes: SVC_LOCAL_PURE_NODES,
     pureTypes: [...nodeTypes.values()].filter((n) => n.pure).map((n) => n.type),
     ...(understands.history === LEAN_HISTORY ? { history: LEAN_HISTORY } : {}),
+    // Granted only to workflow code that asked: earlier code would take a reference for a value.
+    ...(understands.refs === REFS_HISTORY
+      ? { bounds: { inlineBytes: SVC_HISTORY_INLINE_BYTES, contextBytes: SVC_NODE_CONTEXT_INLINE_BYTES, maxRunning: SVC_RUN_MAX_PARALLEL_NODES } }
+      : {}),
   };
 }
 
-/** Last step of every run: the outcome, the skipped nodes and the ones a cancel interrupted, written at once. */
+/**
+ * Last step of every run: the outcome, the skipped nodes, the ones a cancel interrupted and the
+ * failures it handled, written at once; a failed run's error workflow is queued with it and started.
+ */
 export async function finishExecution(g: GraphWorker, runId: string, result: RunResult): Promise<{ executionId: number }> {
   const mirror = g.ports.executionMirror;
   const ref = await currentExecution(g, runId);
@@ -228,6 +260,8 @@ export async function finishExecution(g: GraphWorker, runId: string, result: Run
     g.ports.metrics.runsFinished.inc({ status: result.status });
     g.ports.metrics.runDuration.observe({ status: result.status }, ended.seconds);
   }
+  // Its record is written with the failure; a start that fails here is sent again by the sweep.
+  if (ended?.errorRun) await g.ports.errorWorkflows.launch(ended.errorRun);
   return { executionId: ref.id };
 }
 
@@ -237,21 +271,35 @@ export async function recordNodeStart(g: GraphWorker, node: GraphNode, runId: st
   await writeNode(g, ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
 }
 
-/** A node the workflow runs itself (local or pure) ended: its timeline entry and its metrics. */
-export async function recordNodeEnd(g: GraphWorker, node: GraphNode, runId: string, end: NodeEnd): Promise<void> {
+/**
+ * A node the workflow runs itself (a timer, a child run) ended: its timeline entry and its
+ * metrics. Answers, to workflow code that asked with `inlineBytes`, the output's size, or a
+ * reference to the entry when the output is too large to go back through history.
+ */
+export async function recordNodeEnd(g: GraphWorker, node: GraphNode, runId: string, end: NodeEnd): Promise<{ ref?: OutputRef; bytes?: number } | void> {
   const ref = await currentExecution(g, runId);
   const finished = new Date();
   countAttempt(g, node.type, end.status, end.error?.code, finished.getTime() - end.startedAt);
+  let output = end.output;
+  if (end.outputRef) {
+    const child = end.outputRef;
+    const read = await patiently(() => g.ports.executionMirror.readValues(ref.id, [{ execution: child.execution ?? ref.id, node: child.node }], false));
+    output = { ...(output as Record<string, unknown>), output: read.outputs.get(`${child.execution ?? ref.id}:${child.node}`) ?? null };
+  }
   await writeNode(g, ref.id, node, {
     status: end.status,
     started_at: new Date(end.startedAt),
     finished_at: finished,
     duration_ms: finished.getTime() - end.startedAt,
     attempts: 1,
-    input: node.config,
-    output: end.output,
+    // A child node's entry keeps the evaluated input prepareChildRun wrote (its payload may be read by reference).
+    input: node.type === 'run_workflow' && end.inlineBytes !== undefined ? undefined : node.config,
+    output,
     error: end.error,
   });
+  if (end.inlineBytes === undefined || end.status !== 'success') return;
+  const bytes = jsonBytes(output);
+  return bytes > end.inlineBytes ? { ref: { node: node.id, bytes } } : { bytes };
 }
 
 /**
@@ -265,17 +313,27 @@ export async function prepareChildRun(
   node: GraphNode,
   context: RunNodeInput['context'],
   runId: string,
-): Promise<{ workflowId: number; payload: unknown; parentExecutionId: number }> {
+  bounds: { inlineBytes?: number },
+): Promise<{ workflowId: number; payload?: unknown; parentExecutionId: number; payloadRef?: { execution: number; node: string } }> {
   const ref = await currentExecution(g, runId);
   await writeNode(g, ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
   try {
-    const config = (await g.ports.expressions.resolve(node.config, { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
+    const values = await contextValues(g.ports.executionMirror, ref.id, context);
+    const config = (await g.ports.expressions.resolve(node.config, { ...values, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
       workflow_id: number;
       payload?: unknown;
     };
     const targetId = Number(config.workflow_id);
     await checkChildRun(g, ref, node, config.workflow_id, targetId);
-    return { workflowId: targetId, payload: config.payload ?? null, parentExecutionId: ref.id };
+    const payload = config.payload ?? null;
+    if (bounds.inlineBytes === undefined) return { workflowId: targetId, payload, parentExecutionId: ref.id };
+    // The evaluated input is the node's entry from here on; a payload too large for history is
+    // read from it by the child's first step.
+    checkOutputSize(payload, g.ports.config.SVC_NODE_OUTPUT_LIMIT);
+    await writeNode(g, ref.id, node, { status: 'running', attempts: 1, input: { ...config, payload } });
+    return jsonBytes(payload) > bounds.inlineBytes
+      ? { workflowId: targetId, parentExecutionId: ref.id, payloadRef: { execution: ref.id, node: node.id } }
+      : { workflowId: targetId, payload, parentExecutionId: ref.id };
   } catch (err) {
     const failure = toFailure(err);
     await writeNode(g, ref.id, node, { status: 'failed', finished_at: new Date(), error: errorOf(failure) });
@@ -321,10 +379,12 @@ interface NodeAttempt {
   input?: unknown;
   /** The type of the node's connection, once resolved (the provider of an llm_prompt's usage). */
   connectionType?: string;
+  /** Redacts the credential of the node's connection, once resolved (see withoutCredential). */
+  redact?: Redact;
 }
 
 /** Runs one node: evaluates its expressions, runs the type's implementation, records the result. */
-export async function runNode(g: GraphWorker, { node, context }: RunNodeInput): Promise<RunNodeOutput> {
+export async function runNode(g: GraphWorker, { node, context, inlineBytes }: RunNodeInput): Promise<RunNodeOutput> {
   const activity = Context.current();
   const run = async () => {
     const started = Date.now();
@@ -332,16 +392,34 @@ export async function runNode(g: GraphWorker, { node, context }: RunNodeInput): 
     const attempt: NodeAttempt = { ref, node, started, attempts: activity.info.attempt };
     const shown = showRunningLater(g, attempt, activity.info.isLocal);
     try {
-      const result = await executeNode(g, attempt, context);
+      const result = withoutCredential(attempt, await executeNode(g, attempt, context));
       await recordNodeSuccess(g, attempt, result, shown.settle);
-      return result;
+      if (inlineBytes === undefined) return { output: result.output, ...(result.branch !== undefined ? { branch: result.branch } : {}) };
+      // Written to the timeline above: a large output goes back to the workflow as a reference to it.
+      const branch = result.branch !== undefined ? { branch: result.branch } : {};
+      return result.bytes! > inlineBytes
+        ? { ref: { node: node.id, bytes: result.bytes! }, ...branch }
+        : { output: result.output, bytes: result.bytes!, ...branch };
     } catch (err) {
-      throw await recordNodeFailure(g, attempt, err, shown.settle);
+      throw await recordNodeFailure(g, attempt, failureWithoutCredential(attempt, err), shown.settle, inlineBytes);
     } finally {
       shown.stop();
     }
   };
   return activity.info.isLocal ? run() : withHeartbeat(activity, run);
+}
+
+/**
+ * A node's output without its connection's credential, in any form it was sent: a target that
+ * echoes its request, or a model that repeats its key, would otherwise put it in the timeline, the
+ * run's output and Temporal's history. `failureWithoutCredential` does the same for what it threw.
+ */
+function withoutCredential(attempt: NodeAttempt, result: RunNodeOutput): RunNodeOutput {
+  return attempt.redact ? { ...result, output: attempt.redact(result.output) } : result;
+}
+
+function failureWithoutCredential(attempt: NodeAttempt, err: unknown): unknown {
+  return attempt.redact ? redactError(err, attempt.redact) : err;
 }
 
 /**
@@ -374,7 +452,10 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
   const activity = Context.current();
   const type = nodeTypes.get(node.type);
   if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, CODE.validation_failed);
-  const expressionContext: ExpressionContext = { ...context, execution: { id: ref.id, workflow_id: ref.workflowId } };
+  const expressionContext: ExpressionContext = {
+    ...(await contextValues(g.ports.executionMirror, ref.id, context)),
+    execution: { id: ref.id, workflow_id: ref.workflowId },
+  };
   attempt.input = await g.ports.expressions.resolve(node.config, expressionContext);
   const parsed = (type.resolvedSchema ?? type.configSchema).safeParse(attempt.input);
   if (!parsed.success) throw invalidConfig(parsed.error.issues);
@@ -382,6 +463,7 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
     node,
     config: parsed.data,
     records: g.ports.records,
+    events: g.ports.events,
     prices: g.ports.config.SVC_AGENT_PRICES,
     execution: ref,
     signal: activity.cancellationSignal,
@@ -390,14 +472,14 @@ async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNod
       const id = node.connection_id;
       return patiently(() => g.ports.connections.resolve(id, ref.actingUserIds)).then((resolved) => {
         attempt.connectionType = resolved.type;
+        attempt.redact = resolved.redact;
         return resolved;
       });
     },
     heartbeat: (details) => activity.heartbeat(details),
     actor: () => actorOf(g, ref),
   });
-  checkOutputSize(result.output, g.ports.config.SVC_NODE_OUTPUT_LIMIT);
-  return result;
+  return { ...result, bytes: checkOutputSize(result.output, g.ports.config.SVC_NODE_OUTPUT_LIMIT) };
 }
 
 /** The node succeeded: its metrics and its timeline entry. */
@@ -420,21 +502,42 @@ async function recordNodeSuccess(g: GraphWorker, attempt: NodeAttempt, result: R
 }
 
 /** The node failed or was cancelled: its metrics and its timeline entry. Answers the failure to throw. */
-async function recordNodeFailure(g: GraphWorker, attempt: NodeAttempt, err: unknown, settle: () => Promise<void>): Promise<Error> {
+async function recordNodeFailure(
+  g: GraphWorker,
+  attempt: NodeAttempt,
+  err: unknown,
+  settle: () => Promise<void>,
+  /** Set by workflow code that keeps large values out of history. */
+  inlineBytes: number | undefined,
+): Promise<Error> {
   const { ref, node, started } = attempt;
-  const failure = toFailure(err);
+  const failure = boundFailure(toFailure(err), g.ports.config.SVC_NODE_OUTPUT_LIMIT);
   const finished = Date.now();
   const status = failure instanceof CancelledFailure ? 'cancelled' : 'failed';
-  countAttempt(g, node.type, status, errorOf(failure).code, finished - started);
+  const error = errorOf(failure);
+  countAttempt(g, node.type, status, error.code, finished - started);
   await settle();
-  await writeNode(g, ref.id, node, {
+  // A failure the run will handle becomes the node's output `{error}`: kept whole here, so later
+  // nodes can read it by reference when its data is too large for history.
+  const handled = inlineBytes !== undefined && status === 'failed' && (node.on_error === 'continue' || node.on_error === 'branch');
+  const written = writeNode(g, ref.id, node, {
     status,
     started_at: new Date(started),
     finished_at: new Date(finished),
     duration_ms: finished - started,
     attempts: attempt.attempts,
     input: attempt.input,
-    error: errorOf(failure),
-  }).catch(() => undefined);
-  return failure;
+    error,
+    ...(handled ? { output: { error } } : {}),
+  });
+  if (!handled) {
+    await written.catch(() => undefined);
+    return inlineBytes === undefined ? failure : forHistory(failure, inlineBytes, false);
+  }
+  // Only a failure whose `{error}` the timeline holds may go by reference.
+  const kept = await written.then(
+    () => true,
+    () => false,
+  );
+  return forHistory(failure, inlineBytes, kept);
 }

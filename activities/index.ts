@@ -1,15 +1,26 @@
 import type { Services } from '../src/services.js';
 import { agentActivities } from './agent.activities.js';
+import { approvalActivities } from './approval.activities.js';
 import { graphActivities } from './graph.activities.js';
 import { licenseWebhookActivities } from './license-webhook.activities.js';
+import { waitActivities } from './wait.activities.js';
 
 /** Builds every activity with its dependencies (the activities-dependency-injection pattern). */
 export function createActivities(services: Services) {
   const graph = graphActivities(services);
-  return { ...graph.control, ...graph.nodes, ...agentActivities(services), ...licenseWebhookActivities(services) };
+  return {
+    ...graph.control,
+    ...graph.nodes,
+    ...waitActivities(services),
+    ...approvalActivities(services),
+    ...agentActivities(services),
+    ...licenseWebhookActivities(services),
+  };
 }
 
 export type ControlActivities = ReturnType<typeof graphActivities>['control'];
 export type NodeActivities = ReturnType<typeof graphActivities>['nodes'];
 export type AgentActivities = ReturnType<typeof agentActivities>;
+export type WaitActivities = ReturnType<typeof waitActivities>;
+export type ApprovalActivities = ReturnType<typeof approvalActivities>;
 export type LicenseWebhookActivities = ReturnType<typeof licenseWebhookActivities>;

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ExpressionError } from '../src/nodes/expressions.js';
 import { ExpressionLimitError } from '../src/nodes/expression-sandbox.js';
 import { AppError } from '../src/platform/errors.js';
-import { checkOutputSize, errorOf, invalidConfig, modelUsageOf, toFailure } from './node-outcome.js';
+import { boundFailure, checkOutputSize, errorOf, invalidConfig, modelUsageOf, toFailure } from './node-outcome.js';
 
 describe('what a node threw, as the failure Temporal records', () => {
   it('makes refusals final and retries what is unexpected', () => {
@@ -52,5 +52,25 @@ describe("checks on a node's configuration and output", () => {
     expect(modelUsageOf('llm_prompt', { text: 'x', usage: { tokens_in: 1 } })).toEqual({ tokens_in: 1 });
     expect(modelUsageOf('http_request', { usage: { tokens_in: 1 } })).toBeUndefined();
     expect(modelUsageOf('llm_prompt', null)).toBeUndefined();
+  });
+});
+
+describe('what a failure carries', () => {
+  it('shows an http_error’s status and body of the answer as the error’s data', () => {
+    const failure = ApplicationFailure.nonRetryable('HTTP 402 from POST /pay', 'http_error', { status: 402, body: { error: 'card declined' } });
+    expect(errorOf(failure)).toEqual({ code: 'http_error', message: 'HTTP 402 from POST /pay', data: { status: 402, body: { error: 'card declined' } } });
+  });
+
+  it('keeps data within the output limit: the start of the body, marked truncated', () => {
+    const small = ApplicationFailure.nonRetryable('HTTP 500', 'http_error', { status: 500, body: 'short' });
+    expect(boundFailure(small, 1000)).toBe(small);
+    const big = ApplicationFailure.retryable('HTTP 500', 'http_error', { status: 500, body: { text: 'x'.repeat(5000) } });
+    const bounded = boundFailure(big, 1000) as ApplicationFailure;
+    expect(bounded).toMatchObject({ type: 'http_error', message: 'HTTP 500', nonRetryable: false });
+    const data = bounded.details![0] as { status: number; body: string; truncated: boolean; size: number };
+    expect(data).toMatchObject({ status: 500, truncated: true });
+    expect(data.body.startsWith('{"text":"xxx')).toBe(true);
+    expect(data.size).toBeGreaterThan(5000);
+    expect(Buffer.byteLength(JSON.stringify(data))).toBeLessThanOrEqual(1000);
   });
 });

@@ -27,6 +27,7 @@ import { stopChild, tail, waitFor } from '../src/platform/child-process.js';
 import { KeyRing, generateMasterKey, parseMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
 import { EncryptionCodec } from '../src/temporal/codec.js';
+import { clientDataConverter } from '../src/temporal/data-converter.js';
 import { freePort } from '../test/helpers/ports.js';
 import { apiCaller, basicAuth, load, median, report, round, row, runMain, scratchDir, type BenchRow } from './lib.js';
 
@@ -129,7 +130,7 @@ async function embeddedDefault(): Promise<Topology> {
   const temporalAddress = /Temporal:\s+(\S+)/.exec(banner)![1]!;
   const databaseUrl = /PostgreSQL:\s+(\S+)/.exec(banner)![1]!.replace('***', encodeURIComponent(readFileSync(join(dir, 'pg.password'), 'utf8').trim()));
   const connection = await Connection.connect({ address: temporalAddress });
-  const temporal = new Client({ connection, dataConverter: { payloadCodecs: [new EncryptionCodec(new KeyRing(parseMasterKey(key)))] } });
+  const temporal = new Client({ connection, dataConverter: clientDataConverter(new EncryptionCodec(new KeyRing(parseMasterKey(key)))) });
   const childrenOf = (pid: number) =>
     readdirSync('/proc')
       .filter((e) => /^\d+$/.test(e))
@@ -199,7 +200,7 @@ async function cluster(name: string, deployDir?: string): Promise<Topology> {
     ...(deployDir ? { deployDir } : {}),
   });
   const connection = await Connection.connect({ address: handle.temporalAddress });
-  const temporal = new Client({ connection, dataConverter: { payloadCodecs: [new EncryptionCodec(new KeyRing(parseMasterKey(handle.encryptionKey)))] } });
+  const temporal = new Client({ connection, dataConverter: clientDataConverter(new EncryptionCodec(new KeyRing(parseMasterKey(handle.encryptionKey)))) });
   return {
     name,
     apis: handle.urls.apis.map((u) => u.replace('localhost', '127.0.0.1')),

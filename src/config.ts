@@ -146,6 +146,14 @@ const schema = z.object({
     })
     .pipe(priceTableSchema)
     .default({}),
+  /**
+   * The address people reach the API at, for the links the service hands out (a webhook's `url`,
+   * the links an approval hands its approvers on the page, in `approve_url` and in notifications),
+   * e.g. `https://automations.example.com`. Unset: the address of the request (in API answers) or
+   * the one the API of this process listens on (in notifications; a worker on its own then uses
+   * `http://localhost:<PORT>`).
+   */
+  SVC_PUBLIC_URL: z.url({ protocol: /^https?$/, error: 'an http(s) URL' }).optional(),
   /** Largest accepted request body. */
   SVC_BODY_LIMIT: byteSize.default(1024 * 1024),
   /** Lifetime of a browser session cookie, in hours. */
@@ -190,6 +198,31 @@ const schema = z.object({
   /** Largest output a workflow node may produce; a larger one fails the node with `output_too_large`. */
   SVC_NODE_OUTPUT_LIMIT: byteSize.default(512 * 1024),
   /**
+   * A node output or trigger payload larger than this stays out of Temporal's history: it is kept
+   * in the execution's timeline and passed by reference. With the two below it bounds what one
+   * workflow task carries (at most 32 x (32 KiB + 32 KiB) = 2 MiB, under gRPC's 4 MiB), whatever
+   * the payload and the outputs.
+   */
+  SVC_HISTORY_INLINE_BYTES: byteSize
+    .pipe(
+      z
+        .number()
+        .min(1024)
+        .max(32 * 1024),
+    )
+    .default(16 * 1024),
+  /** Inline context one node is given at most (the outputs it reads and the payload); the rest by reference. */
+  SVC_NODE_CONTEXT_INLINE_BYTES: byteSize
+    .pipe(
+      z
+        .number()
+        .min(1024)
+        .max(32 * 1024),
+    )
+    .default(32 * 1024),
+  /** Nodes of one run in flight at once; more ready nodes wait their turn (a loop over items has its own concurrency). */
+  SVC_RUN_MAX_PARALLEL_NODES: z.coerce.number().int().min(1).max(32).default(32),
+  /**
    * How long an Idempotency-Key of run, replay or webhook is remembered, in hours (at least 24):
    * a retried call with the same key within it returns the first call's execution.
    */
@@ -203,6 +236,11 @@ const schema = z.object({
    * the thread is terminated and the node fails with `expression_limit`.
    */
   SVC_EXPRESSION_TIMEOUT_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+  /**
+   * Expressions one user may try per minute with POST /expressions/evaluate: each holds a thread
+   * of the sandbox runs use for up to SVC_EXPRESSION_TIMEOUT_MS.
+   */
+  SVC_EXPRESSION_EVALUATIONS_PER_MINUTE: z.coerce.number().int().min(1).max(100_000).default(120),
   /** Heap of one expression thread, in MiB; an expression that needs more fails with `expression_limit`. */
   SVC_EXPRESSION_MEMORY_MB: z.coerce.number().int().min(16).max(4096).default(128),
   /** Worker threads evaluating expressions at once (per worker process). */

@@ -3,6 +3,8 @@ import { Client } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { NativeConnection } from '@temporalio/worker';
 import { AgentActionStore } from './agent/agent-action.store.js';
+import { ApprovalPages } from './approvals/approval-pages.js';
+import { ApprovalService } from './approvals/approval.service.js';
 import { AgentGateService } from './agent/agent.gate.js';
 import { AgentService } from './agent/agent.service.js';
 import { TurnStreamHub } from './agent/agent.stream.js';
@@ -16,6 +18,9 @@ import { openOrm } from './db/orm.js';
 import { Sql } from './db/sql.js';
 import { ExecutionMirror } from './executions/execution.mirror.js';
 import { ExecutionService } from './executions/execution.service.js';
+import { ErrorWorkflows } from './executions/error-workflow.js';
+import { EventService } from './events/event.service.js';
+import { EventStore } from './events/event.store.js';
 import { LicenseKeyService } from './licenses/license.keys.js';
 import { LicenseWebhookStore } from './licenses/license-webhook.store.js';
 import { LicenseWebhookService } from './licenses/license-webhooks.service.js';
@@ -25,6 +30,7 @@ import type { KeyRing } from './platform/crypto.js';
 import type { Logger } from './platform/logger.js';
 import { EgressPolicy } from './platform/egress.js';
 import { Metrics, type PoolProbe } from './platform/metrics.js';
+import { PublicUrl } from './platform/public-url.js';
 import { installTracing, type Tracing } from './platform/tracing.js';
 import { ExpressionSandbox } from './nodes/expression-sandbox.js';
 import { RateLimiter } from './platform/rate-limit.js';
@@ -35,6 +41,7 @@ import { RecordEventBus } from './records/record-events.js';
 import { RecordValidator } from './records/record-validation.js';
 import { RecordService } from './records/record.service.js';
 import { connectTemporal, type TemporalHandle } from './temporal/connection.js';
+import { clientDataConverter } from './temporal/data-converter.js';
 import { WorkflowSchedules } from './workflow-definitions/workflow.schedules.js';
 import { WorkflowService } from './workflow-definitions/workflow.service.js';
 
@@ -70,6 +77,8 @@ export interface Services {
   /** The executions and execution_nodes tables, for the API and the worker alike. */
   executionMirror: ExecutionMirror;
   executions: ExecutionService;
+  /** Starts the runs of error workflows that failed runs queued. */
+  errorWorkflows: ErrorWorkflows;
   entities: EntityService;
   records: RecordService;
   /** Record created/updated/deleted notifications, published after commit (the workflow `record` trigger). */
@@ -77,6 +86,14 @@ export interface Services {
   agent: AgentService;
   /** The agent's side-effect gate: decisions, the inbox, the audit trail. */
   agentGate: AgentGateService;
+  /** Events that resume runs waiting for them (POST /events, emit_event). */
+  events: EventService;
+  /** Workflow approvals on the gate: their views, decisions and approvers' links. */
+  approvals: ApprovalService;
+  /** The approver's page (GET shows, POST decides). */
+  approvalPages: ApprovalPages;
+  /** Where people reach the API (the links handed to approvers). */
+  publicUrl: PublicUrl;
   /** The one writer of each table (docs/data-access.md). */
   stores: Stores;
   /** LISTEN side of agent turn streams (one dedicated PostgreSQL connection, opened on first use). */
@@ -99,8 +116,10 @@ export interface ServiceOptions {
  */
 export interface Stores {
   users: UserStore;
-  /** The gate's actions and their state machine. */
+  /** The gate's actions (the agent's and the workflows' approvals) and their state machine. */
   agentActions: AgentActionStore;
+  /** Events and the waits of runs for them. */
+  events: EventStore;
   licenseWebhooks: LicenseWebhookStore;
   licenses: LicenseStore;
 }
@@ -109,6 +128,7 @@ export function createStores(orm: MikroORM, sql: Sql): Stores {
   return {
     users: new UserStore(orm.em, sql),
     agentActions: new AgentActionStore(sql),
+    events: new EventStore(sql),
     licenseWebhooks: new LicenseWebhookStore(sql),
     licenses: new LicenseStore(orm.em, sql),
   };
@@ -144,7 +164,9 @@ async function createPlatform(config: Config, logger: Logger, keys: KeyRing, end
   const stores = createStores(orm, sql);
   const metrics = new Metrics({
     pool: () => (orm.em.getKnex().client as { pool?: PoolProbe }).pool,
-    pendingActions: () => stores.agentActions.countPending(),
+    pendingActions: () => stores.agentActions.countPending('agent'),
+    waitingRuns: () => stores.events.countWaiting(),
+    pendingApprovals: () => stores.agentActions.countPending('workflow'),
   });
   const tracing = installTracing({ endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: config.OTEL_SERVICE_NAME, role: config.SVC_ROLE });
   const expressions = new ExpressionSandbox({
@@ -189,8 +211,20 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
   const connections = new ConnectionService(sql, keys, egress);
   const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror, { connections, entities, acting });
-  const executions = new ExecutionService(sql, executionMirror, temporal, workflows, config.SVC_IDEMPOTENCY_TTL_HOURS, metrics);
+  const errorWorkflows = new ErrorWorkflows(temporal, logger);
+  const executions = new ExecutionService(
+    sql,
+    executionMirror,
+    temporal,
+    workflows,
+    config.SVC_IDEMPOTENCY_TTL_HOURS,
+    metrics,
+    errorWorkflows,
+    config.SVC_HISTORY_INLINE_BYTES,
+  );
   const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
+  const publicUrl = new PublicUrl(config.SVC_PUBLIC_URL, config.PORT);
+  const approvals = new ApprovalService(sql, agentActions, temporal, keys, acting, auth, publicUrl, metrics);
   return {
     ...platform,
     auth,
@@ -200,6 +234,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     workflows,
     executionMirror,
     executions,
+    errorWorkflows,
     licenses: new LicenseService(stores.licenses, licenseWebhooks),
     licenseKeys: new LicenseKeyService(sql, keys, signatureTtl(config)),
     licenseWebhooks,
@@ -207,7 +242,11 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     records,
     recordEvents,
     agent: new AgentService(sql, agentActions, connections, temporal, config, limiter, metrics),
-    agentGate: new AgentGateService(sql, agentActions, temporal, { records, entities, workflows, executions }, metrics),
+    agentGate: new AgentGateService(sql, agentActions, temporal, { records, entities, workflows, executions }, metrics, approvals),
+    events: new EventService(stores.events, temporal, metrics),
+    approvals,
+    approvalPages: new ApprovalPages(approvals, agentActions, keys, options.clock),
+    publicUrl,
     agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER),
   };
 }
@@ -220,7 +259,7 @@ export function useEagerClient(services: Services, connection: NativeConnection)
   services.temporal.eagerClient = new Client({
     connection,
     namespace: services.config.TEMPORAL_NAMESPACE,
-    dataConverter: { payloadCodecs: [services.temporal.codec] },
+    dataConverter: clientDataConverter(services.temporal.codec),
     ...(services.temporal.traced ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
   });
   return () => void (services.temporal.eagerClient = undefined);

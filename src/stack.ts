@@ -9,7 +9,8 @@ import { waitOutDatabase } from './db/availability.js';
 import { migrate } from './db/orm.js';
 import { buildApp } from './http/app.js';
 import { KeyRing, generateMasterKey, parseMasterKey } from './platform/crypto.js';
-import { EmbeddedPostgres } from './platform/embedded-postgres.js';
+import { EmbeddedPostgres, ensureRunAsUser } from './platform/embedded-postgres.js';
+import { makeDataDirPrivate } from './platform/data-dir.js';
 import { mask, type Logger } from './platform/logger.js';
 import { TemporalDevServer, provisionTemporalCli } from './platform/temporal-server.js';
 import { closeServices, createServices, useEagerClient, type Services } from './services.js';
@@ -183,6 +184,10 @@ async function startWorkerRole(
     services.executions.sweep(10_000).catch((err) => logger.warn({ err }, 'execution sweep failed'));
     // Licence webhook deliveries written where nothing started them (the CLI, an outage).
     services.licenseWebhooks.sweep().catch((err) => logger.warn({ err }, 'licence webhook sweep failed'));
+    // Events are kept for the longest lookback a wait may have, no longer; waits and approvals
+    // of runs that ended without them (terminated in the Web UI) are closed.
+    services.events.sweep().catch((err) => logger.warn({ err }, 'event sweep failed'));
+    services.approvals.sweep().catch((err) => logger.warn({ err }, 'approval sweep failed'));
   }, 15_000);
   sweeper.unref();
   cleanups.push(async () => clearInterval(sweeper));
@@ -214,7 +219,9 @@ async function startApiRole(services: Services, cleanups: Cleanups): Promise<{ s
         setTimeout(() => server.closeAllConnections(), 5000).unref();
       }),
   );
-  return { server, apiUrl: `http://${config.HOST === '0.0.0.0' ? 'localhost' : config.HOST}:${port}` };
+  const apiUrl = `http://${config.HOST === '0.0.0.0' ? 'localhost' : config.HOST}:${port}`;
+  services.publicUrl.listeningAt(apiUrl);
+  return { server, apiUrl };
 }
 
 /** How long a starting process waits for PostgreSQL to accept its start-up statements. */
@@ -228,6 +235,11 @@ export async function startStack(config: Config, logger: Logger, options: StackO
   const cleanups = new Cleanups(logger);
   const childPids: number[] = [];
   try {
+    // What the embedded default keeps in SVC_DATA_DIR (the key, PostgreSQL, Temporal's database) is for this account only.
+    if (!config.DATABASE_URL || (options.embedded && !config.TEMPORAL_ADDRESS)) {
+      const postgres = !config.DATABASE_URL ? await ensureRunAsUser() : undefined;
+      await makeDataDirPrivate(config.SVC_DATA_DIR, logger, postgres?.gid);
+    }
     const keys = await loadKeyRing(config, !config.DATABASE_URL);
     const databaseUrl = await startDatabase(config, logger, options, cleanups, childPids);
     const temporal = await startTemporal(config, logger, keys, options, cleanups, childPids);

@@ -87,8 +87,10 @@ describe('runs', () => {
     });
     const execution = await runAndWait(id);
     expect(execution.status).toBe('success');
-    expect(execution.output).toEqual({ l: 'left', r: 'right', auth: 'Bearer tok-secret-1234' });
-    // The credential is applied on the wire but never shown in the node's recorded input.
+    // The credential is applied on the wire; echoed back, it is redacted from the node's output.
+    expect(target.requests.find((r) => r.url === '/echo')?.headers.authorization).toBe('Bearer tok-secret-1234');
+    expect(execution.output).toEqual({ l: 'left', r: 'right', auth: 'Bearer [redacted]' });
+    // Nor is it shown in the node's recorded input.
     expect(JSON.stringify(nodeOf(execution, 'left').input)).not.toContain('tok-secret');
   });
 
@@ -311,6 +313,7 @@ describe('replay', () => {
 
     const replay = await app.admin.post(`${E}/${original.id}/replay`, { from_node_id: 'two' });
     expect(replay.status, replay.text).toBe(202);
+    expect(replay.body.data.mode).toBe('reset');
     const newId = replay.body.data.execution_id;
     expect(newId).not.toBe(original.id);
     const done = await eventually(async () => {
@@ -386,7 +389,7 @@ describe('listing executions', () => {
 });
 
 describe('replay when Temporal no longer has the run', () => {
-  it('a reset replay of a run whose history is gone is 409 node_not_run pointing at with_payload, never a 500', async () => {
+  it('a replay from a node of a run whose history is gone is a new run reusing the recorded outputs, never a 500', async () => {
     const id = await create({
       nodes: [
         { id: 'a', type: 'transform', config: { value: 1 } },
@@ -398,9 +401,14 @@ describe('replay when Temporal no longer has the run', () => {
     // As if the namespace's retention had removed the run's history.
     await app.sql('update executions set temporal_run_id = gen_random_uuid() where id = $1', [executionId]);
     const res = await app.admin.post(`${E}/${executionId}/replay`, { from_node_id: 'b' });
-    expect(res.status, res.text).toBe(409);
-    expect(res.body).toMatchObject({ error: 'node_not_run' });
-    expect(res.body.message).toContain('with_payload');
+    expect(res.status, res.text).toBe(202);
+    expect(res.body.data.mode).toBe('rerun');
+    const done = await eventually(async () => {
+      const v = await view(res.body.data.execution_id);
+      return v.status !== 'running' ? v : undefined;
+    });
+    expect(done).toMatchObject({ status: 'success', output: 2 });
+    expect(nodeOf(done, 'a')).toMatchObject({ reused: true });
     const fresh = await app.admin.post(`${E}/${executionId}/replay`, { with_payload: { again: true } });
     expect(fresh.status, fresh.text).toBe(202);
   });

@@ -303,9 +303,11 @@ describe('records no run will ever claim are closed, never left running', () => 
   });
 
   it('a reset sent again with its Idempotency-Key waits its turn like any reset: 409 while another replay of the run runs', async () => {
+    // `a` is a timer: it has fired (a server event) before the task that starts `wait`, so a
+    // reset to `wait` keeps exactly `a`, and the replay from `wait` is a reset.
     const wf = await create({
       nodes: [
-        { id: 'a', type: 'transform', config: { value: 1 } },
+        { id: 'a', type: 'delay', config: { duration_ms: 1 } },
         { id: 'wait', type: 'delay', config: { duration_ms: 4000 } },
       ],
       edges: [{ from: 'a', to: 'wait' }],
@@ -315,6 +317,7 @@ describe('records no run will ever claim are closed, never left running', () => 
     // The first reset replay with key K: its record and key are written, Temporal refused the reset.
     const first = await app.admin.request('POST', `${E}/${original}/replay`, { body: { from_node_id: 'wait' }, headers: { 'Idempotency-Key': 'reset-k' } });
     expect(first.status, first.text).toBe(202);
+    expect(first.body.data.mode).toBe('reset');
     await finished(first.body.data.execution_id);
     await app.sql(`update executions set status = 'failed', temporal_run_id = null, error = '{"code":"reset_failed","message":"refused"}' where id = $1`, [
       first.body.data.execution_id,

@@ -276,9 +276,11 @@ describe('reset from the Temporal CLI', () => {
 
 describe('replays through the API', () => {
   it('a second reset replay while the first runs is refused with 409 replay_in_progress naming it; the first is not cut off', async () => {
+    // `a` is a timer that fired before the task that starts `pause`: a reset to `pause` keeps
+    // exactly `a`, so the replay from `pause` is a reset.
     const id = await create({
       nodes: [
-        { id: 'a', type: 'transform', config: { value: 1 } },
+        { id: 'a', type: 'delay', config: { duration_ms: 1 } },
         { id: 'pause', type: 'delay', config: { duration_ms: 2_000 } },
         { id: 'b', type: 'transform', config: { value: 2 } },
       ],
@@ -375,7 +377,7 @@ describe('replays through the API', () => {
     expect(target.count('/hang')).toBe(calls);
   });
 
-  it('a delay still waiting when the replayed node started is not counted as done', async () => {
+  it('a delay still waiting when the replayed node started: a reset would wait it again, so the replay is a new run reusing it', async () => {
     const id = await create({
       nodes: [
         { id: 'start', type: 'transform', config: { value: 0 } },
@@ -392,12 +394,13 @@ describe('replays through the API', () => {
     const run = await start(id);
     await settled(run.executionId);
     const replay = await app.admin.post(`${E}/${run.executionId}/replay`, { from_node_id: 'target' });
+    // The timer was pending at the point `target` started: a reset there would run it again.
+    expect(replay.body.data.mode).toBe('rerun');
     const done = await settled(replay.body.data.execution_id);
     expect(done.status).toBe('success');
     expect(nodeOf(done, 'start')).toMatchObject({ reused: true });
     expect(nodeOf(done, 'fastlane')).toMatchObject({ reused: true });
-    // The timer was pending at the reset point: the replay run finished it itself.
-    expect(nodeOf(done, 'slowlane')).toMatchObject({ status: 'success', reused: false });
+    expect(nodeOf(done, 'slowlane')).toMatchObject({ status: 'success', reused: true });
     expect(nodeOf(done, 'target')).toMatchObject({ reused: false });
   });
 

@@ -69,7 +69,10 @@ describe('a schedule Temporal would refuse', () => {
     // refuses: the version written in the transaction is rolled back all the same.
     const latecomer = await app.admin.patch(`${W}/${id}`, { trigger: { type: 'schedule', config: { cron: '0 9 * * *', timezone: 'US/EASTERN' } } });
     expect(latecomer.status, latecomer.text).toBe(400);
-    expect(latecomer.body.data.errors[0]).toMatchObject({ field: 'trigger.config.timezone', message: expect.stringMatching(/^Temporal refuses this schedule: unknown time zone/) });
+    expect(latecomer.body.data.errors[0]).toMatchObject({
+      field: 'trigger.config.timezone',
+      message: expect.stringMatching(/^Temporal refuses this schedule: unknown time zone/),
+    });
     const after = (await app.admin.get(`${W}/${id}`)).body.data;
     expect(after).toMatchObject({ version, status: 'active', trigger: { config: { cron: '0 * * * *' } } });
     expect((await app.sql('select count(*)::int as n from workflow_versions where workflow_id = $1', [id]))[0]!.n).toBe(1);

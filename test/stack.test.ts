@@ -1,5 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -50,8 +50,28 @@ async function stopService(child: ChildProcess, signal: NodeJS.Signals) {
   return exited;
 }
 
+/**
+ * `.data/` is for the service's eyes only: no other account may list or read it, and nothing in it
+ * (the Temporal database, the key) is readable by group or others. As root, PostgreSQL runs as the
+ * `postgres` user, whose group may only pass through the directory to its own cluster.
+ */
+function expectPrivate(dataDir: string) {
+  const dir = statSync(dataDir);
+  if (process.getuid?.() === 0) {
+    expect(dir.mode & 0o777, 'data dir mode').toBe(0o710);
+    expect(dir.gid, 'data dir group').toBe(Number(execFileSync('id', ['-g', 'postgres']).toString().trim()));
+  } else {
+    expect(dir.mode & 0o777, 'data dir mode').toBe(0o700);
+  }
+  for (const name of readdirSync(dataDir)) {
+    const entry = statSync(join(dataDir, name));
+    if (entry.isFile()) expect(entry.mode & 0o077, `${name} mode ${(entry.mode & 0o777).toString(8)}`).toBe(0);
+  }
+  for (const name of ['temporal.db', 'encryption.key']) expect(existsSync(join(dataDir, name)), name).toBe(true);
+}
+
 describe('npm start (the whole embedded stack)', () => {
-  it('starts PostgreSQL, Temporal, the worker and the API, stops all of it on a signal, and reuses the data', async () => {
+  it('starts PostgreSQL, Temporal, the worker and the API, stops all of it on a signal, and reuses the data, which it keeps private', async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'svc-stack-'));
     await chmod(dataDir, 0o755);
     const env = {
@@ -93,6 +113,11 @@ describe('npm start (the whole embedded stack)', () => {
     expect(existsSync(join(env.SVC_DATA_DIR, 'pg', 'PG_VERSION'))).toBe(true);
     expect(existsSync(join(env.SVC_DATA_DIR, 'temporal.db'))).toBe(true);
     expect(existsSync(join(env.SVC_DATA_DIR, 'encryption.key'))).toBe(true);
+    expectPrivate(env.SVC_DATA_DIR);
+
+    // A data directory left open (by an earlier version, or by hand) is closed again at start.
+    await chmod(env.SVC_DATA_DIR, 0o755);
+    await chmod(join(env.SVC_DATA_DIR, 'temporal.db'), 0o644);
 
     // Second start: same data, no new admin, the old application password still works.
     const second = await startService({ ...env, SVC_ADMIN_PASSWORD: '' });
@@ -101,5 +126,6 @@ describe('npm start (the whole embedded stack)', () => {
     const secondChildren = descendants(second.child.pid!);
     expect(await stopService(second.child, 'SIGINT')).toBe(0);
     for (const pid of secondChildren) expect(isAlive(pid), `child ${pid} still running`).toBe(false);
+    expectPrivate(env.SVC_DATA_DIR);
   }, 300_000);
 });

@@ -11,6 +11,7 @@ import { createLogger } from '../src/platform/logger.js';
 import { provisionTemporalCli } from '../src/platform/temporal-server.js';
 import { ADMIN_APP_PASSWORD, ADMIN_PASSWORD, startTestApp, type TestApp } from './helpers/app.js';
 import { launchChromium } from './helpers/browser.js';
+import { startHttpTarget } from './helpers/http-target.js';
 import { freePort } from './helpers/ports.js';
 
 // The embedded default as `npm start` runs it (its own Temporal dev server with the Web UI and
@@ -116,6 +117,41 @@ describe('Temporal Web UI in the embedded default', () => {
     const workflowPage = uiUrl.replace(/\/[^/]+\/history$/, '');
     expect(workflowPage).toMatch(/\/workflows\/[^/]+$/);
     expect(await openRun(page, workflowPage)).toContain(result);
+  });
+
+  it("shows a failed activity's message decoded, though Temporal stores it encrypted", async () => {
+    const card = `4000${Math.floor(Math.random() * 1e12)}`;
+    const target = await startHttpTarget(() => ({ status: 400, body: { declined: true } }));
+    try {
+      const conn = await app.admin.post('/api/workflow/v1/connections', {
+        type: 'http_bearer',
+        label: 'cards',
+        cred: 'tok-cards',
+        extra: { base_url: target.url },
+      });
+      const workflow = await app.admin.post('/api/workflow/v1/workflows', {
+        title: 'Charges a card',
+        trigger: { type: 'manual' },
+        nodes: [{ id: 'charge', type: 'http_request', connection_id: conn.body.data.id, config: { method: 'GET', path: '/cards/{{ trigger.card }}' } }],
+        edges: [],
+      });
+      const run = await app.admin.post(`/api/workflow/v1/workflows/${workflow.body.data.id}/run?wait=true&timeout_ms=90000`, { payload: { card } });
+      expect(run.body.data.status, run.text).toBe('failed');
+      const execution = (await app.admin.get(`/api/workflow/v1/executions/${run.body.data.execution_id}`)).body.data;
+      const { client, namespace } = app.stack.services.temporal;
+      const history = await client.workflowService.getWorkflowExecutionHistory({ namespace, execution: { workflowId: execution.temporal.workflow_id } });
+      expect(JSON.stringify(history)).not.toContain(card);
+      const { page } = await newPage();
+      await page.goto(execution.temporal.ui_url);
+      await expect.poll(() => pageText(page), { timeout: 60_000 }).toMatch(/ActivityTaskFailed|Activity Task Failed/i);
+      await page
+        .getByText(/ActivityTaskFailed|Activity Task Failed/i)
+        .first()
+        .click();
+      await expect.poll(() => pageText(page), { timeout: 60_000 }).toContain(`HTTP 400 from GET /cards/${card}`);
+    } finally {
+      await target.close();
+    }
   });
 
   it('shows ciphertext and the codec error when the codec cannot be reached', async () => {

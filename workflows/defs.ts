@@ -7,6 +7,12 @@ import type { ErrorCode } from './error-codes.js';
 
 export const RUN_GRAPH_WORKFLOW = 'runGraph';
 
+/**
+ * The encoding the worker's codec gives a payload the service did not produce (not its
+ * ciphertext), its bytes dropped; the workflows refuse what carries it (workflows/trust.ts).
+ */
+export const UNTRUSTED_ENCODING = 'binary/untrusted';
+
 export interface NodeRetry {
   max_attempts?: number;
   initial_interval_ms?: number;
@@ -22,8 +28,16 @@ export interface GraphNode {
   config: Record<string, unknown>;
   retry?: NodeRetry;
   timeout_ms?: number;
-  on_error?: 'fail' | 'continue';
+  /**
+   * After its retries are spent, a failure stops the run (`fail`), becomes the node's output
+   * `{error}` and the run goes on, ending partial (`continue`), or becomes its output `{error}` and
+   * takes only its edges with branch `error` (`branch`).
+   */
+  on_error?: 'fail' | 'continue' | 'branch';
 }
+
+/** The branch of the edges a node with on_error "branch" hands its failure to. */
+export const ERROR_BRANCH = 'error';
 
 export interface GraphEdge {
   from: string;
@@ -43,9 +57,27 @@ export interface RunGraphInput {
   /** Definition version to run; the current one when absent (schedule and record triggers). */
   version?: number;
   payload: unknown;
-  trigger: 'manual' | 'webhook' | 'schedule' | 'record' | 'replay' | 'child';
-  /** Replay with from_node_id and a payload: outputs of upstream nodes reused, not re-run. */
+  /** `error`: the run handles the failure of a run of a workflow that names this one as its error workflow. */
+  trigger: 'manual' | 'webhook' | 'schedule' | 'record' | 'replay' | 'child' | 'error';
+  /**
+   * A run_workflow child whose payload is too large for history: the payload is the `payload` of
+   * the calling node's evaluated input in the parent's timeline (`payload` is then null).
+   */
+  payloadRef?: { execution: number; node: string };
+  /** The payload was too large for history: it is the trigger payload of the run's prepared record (`payload` is then null). */
+  payloadInRecord?: true;
+  /** Replay from a node: the outputs of the nodes it reuses (they do not run again). */
   seed?: Record<string, unknown>;
+  /**
+   * Reused outputs too large to travel in the run's input: each is read from the new execution's
+   * own timeline (the replay copies the entries there), and counts as finished on `branch`.
+   */
+  seedRefs?: Record<string, { branch?: string }>;
+  /**
+   * Seeded nodes whose reused outcome is a failure their node handed to its "error" edges
+   * (on_error "branch"): they count as failed into those edges, not as finished.
+   */
+  seedErrors?: string[];
   startAt?: string;
   /** Execution being replayed, for the replay_of link. */
   replayOf?: number;
@@ -59,9 +91,11 @@ export const childWorkflowId = (parentWorkflowId: string, nodeId: string) => `${
 /**
  * How the interpreter runs a node of a type, as the node registry says: an activity, a local
  * activity (pure and fast: no dispatch through the server), a durable timer (config
- * `duration_ms`), or a child run of another stored workflow.
+ * `duration_ms`), a child run of another stored workflow, a wait for an event (a signal raced
+ * against a timer, `wait`) or an approval on the gate (a decision raced against its deadline,
+ * `approval`).
  */
-export type NodeRunMode = 'activity' | 'local' | 'timer' | 'child';
+export type NodeRunMode = 'activity' | 'local' | 'timer' | 'child' | 'wait' | 'approval';
 
 export interface BeganExecution {
   executionId: number;
@@ -78,6 +112,50 @@ export interface BeganExecution {
    * every node's start and finish, behind the `node-finished-memo` patch.
    */
   history?: typeof LEAN_HISTORY;
+  /**
+   * The bounds that keep every workflow task of the run under Temporal's limits (REFS_HISTORY).
+   * Absent in answers to workflow code that did not ask for them: those runs pass every value
+   * inline and start every ready node at once, as they always did.
+   */
+  bounds?: RunBounds;
+}
+
+/**
+ * How a run keeps each workflow task under Temporal's limits (4 MiB a message) whatever its
+ * payload and node outputs: a value larger than `inlineBytes` never travels in history (the
+ * activity that made it keeps it in the execution's timeline and answers a reference); a node's
+ * inline context is at most `contextBytes` (the rest goes by reference); at most `maxRunning` of
+ * the run's nodes are in flight at once. What one task carries is then bounded by
+ * maxRunning x (contextBytes + inlineBytes) plus the node definitions, whatever the run does.
+ */
+export interface RunBounds {
+  inlineBytes: number;
+  contextBytes: number;
+  maxRunning: number;
+}
+
+/**
+ * The second detail of a node failure whose data was too large for history: the activity kept the
+ * whole `{error}` as the node's output in the timeline, and the first detail is a cut copy.
+ */
+export interface FailureKept {
+  kept_in_timeline: true;
+}
+
+/** What workflow code asks of beginExecution: it reads bounds and passes large values by reference. */
+export const REFS_HISTORY = 1;
+
+/**
+ * A node output kept out of Temporal's history: the timeline entry of `node` in `execution` (the
+ * current run's own execution when absent) holds the value. Only activities create references,
+ * and they travel beside values, never inside them, so no value a user's expression builds can
+ * pose as one.
+ */
+export interface OutputRef {
+  node: string;
+  execution?: number;
+  /** JSON size of the value referred to. */
+  bytes: number;
 }
 
 /**
@@ -105,6 +183,8 @@ export type ExecutionStatus = 'running' | 'success' | 'failed' | 'partial' | 'ca
 export interface NodeError {
   code: string;
   message: string;
+  /** What the failure carries besides its message: an http_error's `{status, body}` of the answer. */
+  data?: unknown;
 }
 
 export interface RunGraphResult {
@@ -112,19 +192,39 @@ export interface RunGraphResult {
   status: Exclude<ExecutionStatus, 'running'>;
   /** Output of the node that finished last (webhook `respond: "last_node"`). */
   lastOutput?: unknown;
+  /** Instead of lastOutput when that output is too large for history: read it from the execution record. */
+  lastOutputRef?: OutputRef;
   error?: NodeError & { node_id?: string };
 }
 
 export interface RunNodeInput {
   node: GraphNode;
   /** Expression context: trigger payload and outputs of the nodes that ran before. */
-  context: { trigger: unknown; nodes: Record<string, unknown> };
+  context: NodeContext;
+  /** Answer an output larger than this many bytes of JSON by reference (workflow code that reads references sets it). */
+  inlineBytes?: number;
+}
+
+/**
+ * What a node's expressions see, as the workflow passes it: values inline, and under `refs` the
+ * ones kept out of history (the trigger payload of this run's execution, outputs by reference),
+ * which the activity reads from PostgreSQL before it evaluates anything.
+ */
+export interface NodeContext {
+  trigger: unknown;
+  nodes: Record<string, unknown>;
+  refs?: { trigger?: true; nodes?: Record<string, OutputRef> };
 }
 
 export interface RunNodeOutput {
-  output: unknown;
+  /** Absent when `ref` is set. */
+  output?: unknown;
   /** For branching nodes: the branch taken. */
   branch?: string;
+  /** The output is in the timeline, too large for history (only when the input asked with inlineBytes). */
+  ref?: OutputRef;
+  /** JSON size of the output, when the activity measured it. */
+  bytes?: number;
 }
 
 /**
@@ -148,6 +248,12 @@ export interface NodeFinishedMemo {
 
 /** patched() id of the finished-memo; runs started before it carry none. */
 export const NODE_FINISHED_MEMO_PATCH = 'node-finished-memo';
+
+/**
+ * patched() id: a failure of a node with on_error "branch" takes its "error" edges (and a replay
+ * seeds such a failure so), instead of failing the run. Only runs of graphs that use it reach it.
+ */
+export const ERROR_BRANCH_PATCH = 'error-branch';
 
 /** Activity ids of node activities; replay-from-node finds a node's events by this id. */
 export const nodeActivityId = (nodeId: string) => `node:${nodeId}`;
@@ -189,8 +295,8 @@ export const AGENT_LEAN_TURN_PATCH = 'agent-lean-turn';
 export const AGENT_APPROVAL_POLICIES = ['owner', 'others', 'any'] as const;
 export type AgentApprovalPolicy = (typeof AGENT_APPROVAL_POLICIES)[number];
 
-/** States of a gated action; only `pending` ever changes, once. */
-export const AGENT_ACTION_STATUSES = ['pending', 'approved', 'rejected', 'expired'] as const;
+/** States of a gated action (an agent's, or a workflow's approval); only `pending` ever changes, once. `cancelled`: the run that asked was cancelled. */
+export const AGENT_ACTION_STATUSES = ['pending', 'approved', 'rejected', 'expired', 'cancelled'] as const;
 export type AgentActionStatus = (typeof AGENT_ACTION_STATUSES)[number];
 
 export interface AgentSessionInput {
@@ -354,3 +460,80 @@ export interface LicenseWebhookResult {
 
 /** Non-retryable failure types of the send activity: retrying cannot help. */
 export const LICENSE_WEBHOOK_FINAL_ERRORS = ['not_found', 'webhook_inactive'] as const satisfies readonly ErrorCode[];
+
+// ---- Waiting inside a run: events and approvals -------------------------------------------------
+
+/** An event as a `wait_for_event` node received it: its output is `{event: ReceivedEvent}`. */
+export interface ReceivedEvent {
+  name: string;
+  key: string;
+  data: unknown;
+  /** When it was sent (before the wait began, for an event taken from the lookback window). */
+  sent_at: string;
+  /** When the wait took it. */
+  received_at: string;
+}
+
+/** A wait's first step: the wait is registered, or it took an event sent within its lookback window. */
+export interface RegisteredWait {
+  waitId: string;
+  timeoutMs: number;
+  event?: ReceivedEvent;
+}
+
+/** How a wait ended, as the workflow saw it; the step that records it answers the node's outcome. */
+export interface WaitEnd {
+  node: GraphNode;
+  runId: string;
+  waitId: string;
+  /** Delivered by a signal; absent when the timer fired first. */
+  event?: ReceivedEvent;
+  startedAt: number;
+  /** Answer the output by reference when larger (workflow code that keeps large values out of history). */
+  inlineBytes?: number;
+}
+
+/** An approval node's pending action, as its first step opened it. */
+export interface OpenedApproval {
+  actionId: string;
+  /** Milliseconds until the action expires. */
+  ttlMs: number;
+  /** Where the node posts the approvers' links when the action opens, reminds and escalates (the path evaluated). */
+  notify?: { connectionId: number; path: string };
+  remindEveryMs?: number;
+  /** Reminders sent at most (they stop after that; the action still waits for its deadline). */
+  maxReminders: number;
+  escalateAfterMs?: number;
+  /** The approvers an escalation adds (logins resolved when the action opened). */
+  escalateTo?: { userIds: number[]; capabilities: string[] };
+}
+
+/** Why approvers are notified: the action opened, a reminder, or an escalation (only the approvers it added). */
+export type ApprovalNotice = 'requested' | 'reminder' | 'escalated';
+
+/** One approver's decision, as an approval node's output lists it. */
+export interface ApproverDecision {
+  login: string;
+  decision: 'approved' | 'rejected';
+  note: string | null;
+  at: string;
+}
+
+/** An approval node's output; `branch` (the same as `decision`) lets a seeded replay take its edge. */
+export interface ApprovalOutcome {
+  decision: 'approved' | 'rejected' | 'expired';
+  fields: Record<string, unknown>;
+  decided_by: ApproverDecision[];
+  branch: 'approved' | 'rejected' | 'expired';
+}
+
+/** Wake-up of a wait: the event endpoint (or an emit_event node) delivered an event to it. */
+export interface EventDelivery {
+  waitId: string;
+  event: ReceivedEvent;
+}
+
+/** Wake-up of an approval: its action reached a final decision (the stored action says which). */
+export interface ApprovalDecided {
+  actionId: string;
+}

@@ -40,6 +40,7 @@ export const ERROR_CODES = {
   },
   validation_failed: {
     status: 400,
+    otherStatuses: { 422: "the approver's page: the submitted form is shown again with each problem named (nothing was decided)" },
     meaning:
       'A field, parameter or header has a wrong value or type, or is unknown; `data.errors` names each one. In a run: a node configuration that is invalid once its expressions are evaluated.',
     retried: false,
@@ -93,12 +94,26 @@ export const ERROR_CODES = {
   execution_running: { status: 409, meaning: 'The execution is still running (or Temporal has not closed its run yet); wait for it or cancel it first.' },
   node_not_run: {
     status: 409,
-    meaning: 'The node never ran in that execution, or Temporal no longer holds its history; replay it with `with_payload` instead.',
+    meaning: 'The node did not run in that execution (it was skipped or never reached); replay from a node that ran, or the whole run.',
+  },
+  run_failed: {
+    status: 422,
+    meaning:
+      'The run a webhook with `respond: "last_node"` started failed or was cancelled; `message` is the run’s error message, `data` the execution id, status and error.',
   },
   replay_in_progress: { status: 409, meaning: 'A reset replay of this execution is still running (`data.execution_id`); wait for it or cancel it first.' },
-  expression_error: { status: null, meaning: 'A `{{ }}` expression of the node failed to parse or evaluate; fix the expression.', retried: false },
+  execution_finished: {
+    status: 409,
+    meaning: 'The execution already ended otherwise than cancelled (`data.status`); only a running execution can be cancelled.',
+  },
+  expression_error: {
+    status: 422,
+    meaning:
+      'A `{{ }}` expression failed to parse or evaluate (a node’s, or one sent to `POST /expressions/evaluate`, where `data.position` says where); fix the expression.',
+    retried: false,
+  },
   expression_limit: {
-    status: null,
+    status: 422,
     meaning: 'A `{{ }}` expression ran past its time or memory limit (`SVC_EXPRESSION_TIMEOUT_MS`, `SVC_EXPRESSION_MEMORY_MB`); make it cheaper.',
     retried: false,
   },
@@ -141,6 +156,11 @@ export const ERROR_CODES = {
   reset_failed: {
     status: null,
     meaning: 'A reset replay was never confirmed by Temporal; send the replay again with its `Idempotency-Key`.',
+  },
+  untrusted_input: {
+    status: null,
+    meaning:
+      'A run was sent input the service did not produce (not encrypted with its key: started, updated or answered with the Temporal CLI or UI); the run failed at once or the update was refused. Use the API.',
   },
   execution_not_ready: {
     status: null,
@@ -190,8 +210,13 @@ export const ERROR_CODES = {
   action_expired: {
     status: 409,
     meaning: 'The action expired before it was decided and was not carried out (also the result the model reads for it).',
+    otherStatuses: { 410: "the approver's page: the link expired with its action" },
   },
-  action_already_decided: { status: 409, meaning: 'The action was already approved, rejected or closed (`data.status`).' },
+  action_already_decided: { status: 409, meaning: 'The action was already approved, rejected, cancelled or closed (`data.status`).' },
+  approver_already_decided: {
+    status: 409,
+    meaning: 'You already decided this approval; it waits for the other approvers it needs (a decision is taken once per person).',
+  },
   action_not_approved: {
     status: 409,
     meaning: 'A gated tool call found no matching approved action (the decision was not stored as sent); send the session a new message.',

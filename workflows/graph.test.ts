@@ -8,6 +8,62 @@ const graph = (nodes: string[], edges: [string, string, string?][]): Graph => ({
   edges: edges.map(([from, to, branch]) => ({ from, to, ...(branch ? { branch } : {}) })),
 });
 
+describe('GraphState with error edges', () => {
+  // pay -(error)-> notify; pay -> ship -> done; notify -> done
+  const withErrors = (): Graph => {
+    const g = graph(
+      ['pay', 'ship', 'notify', 'done'],
+      [
+        ['pay', 'ship'],
+        ['pay', 'notify', 'error'],
+        ['ship', 'done'],
+        ['notify', 'done'],
+      ],
+    );
+    g.nodes[0]!.on_error = 'branch';
+    return g;
+  };
+
+  it('a failure takes the error edges and no other', () => {
+    const state = new GraphState(withErrors());
+    expect(state.ready()).toEqual(['pay']);
+    state.fail('pay');
+    expect(state.ready()).toEqual(['notify']);
+    expect(state.skippedNodes()).toEqual(['ship']);
+    state.complete('notify');
+    expect(state.ready()).toEqual(['done']);
+  });
+
+  it('a success never takes the error edges', () => {
+    const state = new GraphState(withErrors());
+    state.ready();
+    state.complete('pay');
+    expect(state.ready()).toEqual(['ship']);
+    expect(state.skippedNodes()).toEqual(['notify']);
+  });
+
+  it('a success whose output names the branch "error" still does not take the error edges', () => {
+    const state = new GraphState(withErrors());
+    state.ready();
+    state.complete('pay', 'error');
+    expect(state.ready()).toEqual(['ship']);
+  });
+
+  it('without on_error "branch", an "error" edge is a case like any other', () => {
+    const state = new GraphState(graph(['sw', 'e'], [['sw', 'e', 'error']]));
+    state.ready();
+    state.complete('sw', 'error');
+    expect(state.ready()).toEqual(['e']);
+  });
+
+  it('a reused failure is seeded into its error edges', () => {
+    const state = new GraphState(withErrors());
+    state.seedFailure('pay');
+    expect(state.ready()).toEqual(['notify']);
+    expect(state.skippedNodes()).toEqual(['ship']);
+  });
+});
+
 describe('GraphState', () => {
   it('starts roots together, then nodes whose inputs are all decided', () => {
     const state = new GraphState(
@@ -114,6 +170,10 @@ describe('graph helpers', () => {
   it('reads the node outputs an expression names', () => {
     expect(referencedNodes({ a: '{{ nodes.fetch.body.count > nodes.`other-node`.n }}', b: 'plain nodes text' })).toEqual(['fetch', 'other-node']);
     expect(referencedNodes({ a: '{{ $keys(nodes) }}' })).toBeUndefined();
+    // Only `nodes` at the start of a path (or after the root $$) is the run's nodes.
+    expect(referencedNodes({ a: '{{ trigger.nodes.x & $nodes.y & "nodes.z" & $$.nodes.w & $x and nodes.v }}' })).toEqual(['w', 'v']);
+    // A `}}` inside a JSONata object does not end the expression.
+    expect(referencedNodes({ a: '{{ {"k": {"n": nodes.deep.n}} }}' })).toEqual(['deep']);
     const node = { id: 'x', type: 'transform', config: { value: '{{ nodes.a }}' } };
     expect(contextFor(node, { a: 1, b: 2 })).toEqual({ a: 1 });
   });

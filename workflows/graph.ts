@@ -1,22 +1,26 @@
-import type { Graph, GraphEdge } from './defs.js';
+import { ERROR_BRANCH, type Graph, type GraphEdge } from './defs.js';
 
 /**
  * Pure scheduling state of one run: which nodes may start, which are skipped. A node runs once
  * every incoming edge is decided and at least one is live; it is skipped when all are dead.
  * An edge is live when its source finished (or failed with on_error "continue") and the edge's
- * branch, if any, is the branch the source took.
+ * branch, if any, is the branch the source took. A source with on_error "branch" that failed
+ * takes its "error" edges only; one that did not fail never takes them.
  */
 export class GraphState {
   private readonly incoming = new Map<string, GraphEdge[]>();
   private readonly outgoing = new Map<string, GraphEdge[]>();
-  /** Per node: done (with its branch) or skipped. */
-  private readonly finished = new Map<string, { skipped: boolean; branch?: string }>();
+  /** Per node: done (with its branch, or failed into its error edges) or skipped. */
+  private readonly finished = new Map<string, { skipped: boolean; branch?: string; failed?: boolean }>();
   private readonly started = new Set<string>();
+  /** Nodes whose failure takes their "error" edges (on_error "branch"). */
+  private readonly errorRouted = new Set<string>();
 
   constructor(private readonly graph: Graph) {
     for (const node of graph.nodes) {
       this.incoming.set(node.id, []);
       this.outgoing.set(node.id, []);
+      if (node.on_error === 'branch') this.errorRouted.add(node.id);
     }
     for (const edge of graph.edges) {
       this.incoming.get(edge.to)?.push(edge);
@@ -28,6 +32,10 @@ export class GraphState {
     const source = this.finished.get(edge.from);
     if (!source) return 'pending';
     if (source.skipped) return 'dead';
+    // Without on_error "branch" on the source, an "error" edge is a switch case like any other.
+    const errorEdge = edge.branch === ERROR_BRANCH && this.errorRouted.has(edge.from);
+    if (source.failed) return errorEdge ? 'live' : 'dead';
+    if (errorEdge) return 'dead';
     if (edge.branch !== undefined && edge.branch !== source.branch) return 'dead';
     return 'live';
   }
@@ -58,10 +66,21 @@ export class GraphState {
     this.finished.set(nodeId, { skipped: false, ...(branch !== undefined ? { branch } : {}) });
   }
 
+  /** The node failed and its failure goes on along its "error" edges (on_error "branch"), and only there. */
+  fail(nodeId: string): void {
+    this.finished.set(nodeId, { skipped: false, failed: true });
+  }
+
   /** Marks a node done without running it (a reused output when replaying from a node). */
   seed(nodeId: string, branch?: string): void {
     this.started.add(nodeId);
     this.complete(nodeId, branch);
+  }
+
+  /** Marks a node failed into its error edges without running it (a reused failure when replaying). */
+  seedFailure(nodeId: string): void {
+    this.started.add(nodeId);
+    this.fail(nodeId);
   }
 
   skippedNodes(): string[] {
@@ -76,15 +95,27 @@ export class GraphState {
 
 /** Every node from which `target` can be reached, not including `target`. */
 export function ancestors(graph: Graph, target: string): Set<string> {
-  const parents = new Map<string, string[]>();
-  for (const e of graph.edges) parents.set(e.to, [...(parents.get(e.to) ?? []), e.from]);
+  return reachable(graph, target, 'up');
+}
+
+/** Every node reachable from `source` along edges (whatever their branch), not including `source`. */
+export function descendants(graph: Graph, source: string): Set<string> {
+  return reachable(graph, source, 'down');
+}
+
+function reachable(graph: Graph, start: string, direction: 'up' | 'down'): Set<string> {
+  const next = new Map<string, string[]>();
+  for (const e of graph.edges) {
+    const [from, to] = direction === 'up' ? [e.to, e.from] : [e.from, e.to];
+    next.set(from, [...(next.get(from) ?? []), to]);
+  }
   const seen = new Set<string>();
-  const stack = [...(parents.get(target) ?? [])];
+  const stack = [...(next.get(start) ?? [])];
   while (stack.length) {
     const id = stack.pop()!;
     if (seen.has(id)) continue;
     seen.add(id);
-    stack.push(...(parents.get(id) ?? []));
+    stack.push(...(next.get(id) ?? []));
   }
   return seen;
 }

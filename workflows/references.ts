@@ -1,6 +1,40 @@
 import type { GraphNode } from './defs.js';
+import { maskLiterals, templateParts } from './template-scan.mjs';
 
-const TEMPLATE = /\{\{([\s\S]+?)\}\}/g;
+/** `nodes` at the start of a path (or after `$$.`, the root): not a field of something else, not `$nodes`. */
+const ROOT_NODES = /(?<![\w$`]|\.\s*)nodes\b|\$\$\s*\.\s*nodes\b/g;
+
+/** Node ids one expression refers to as `nodes.<id>` (or nodes.`<id>`); undefined when it reaches `nodes` otherwise. */
+export function expressionReferences(expression: string): string[] | undefined {
+  const code = maskLiterals(expression);
+  const ids = new Set<string>();
+  for (const m of code.matchAll(ROOT_NODES)) {
+    const rest = code.slice(m.index! + m[0].length);
+    const step = /^\s*\.\s*([A-Za-z_][\w]*)/.exec(rest) ?? /^\s*\.\s*`([^`]+)`/.exec(rest);
+    if (!step) return undefined;
+    ids.add(step[1]!);
+  }
+  return [...ids];
+}
+
+/**
+ * Per string of a configuration that holds expressions: its path (`prefix.a.0`) and the node ids
+ * its expressions name (undefined when one reaches `nodes` in a way that cannot be read statically).
+ */
+export function fieldReferences(config: unknown, prefix = 'config'): { field: string; ids: string[] | undefined }[] {
+  const out: { field: string; ids: string[] | undefined }[] = [];
+  const visit = (v: unknown, field: string) => {
+    if (typeof v === 'string') {
+      const parts = templateParts(v);
+      if (!parts.length) return;
+      const found = parts.map((p) => expressionReferences(p.source));
+      out.push({ field, ids: found.some((ids) => ids === undefined) ? undefined : [...new Set(found.flatMap((ids) => ids!))] });
+    } else if (Array.isArray(v)) v.forEach((item, i) => visit(item, `${field}.${i}`));
+    else if (v && typeof v === 'object') for (const [k, item] of Object.entries(v)) visit(item, `${field}.${k}`);
+  };
+  visit(config, prefix);
+  return out;
+}
 
 /**
  * Node ids the expressions of a configuration refer to as `nodes.<id>` (or nodes.`<id>`);
@@ -8,20 +42,9 @@ const TEMPLATE = /\{\{([\s\S]+?)\}\}/g;
  */
 export function referencedNodes(config: unknown): string[] | undefined {
   const ids = new Set<string>();
-  const expressions: string[] = [];
-  const collect = (v: unknown) => {
-    if (typeof v === 'string') for (const m of v.matchAll(TEMPLATE)) expressions.push(m[1]!);
-    else if (Array.isArray(v)) v.forEach(collect);
-    else if (v && typeof v === 'object') Object.values(v).forEach(collect);
-  };
-  collect(config);
-  for (const expression of expressions) {
-    for (const m of expression.matchAll(/\bnodes\b/g)) {
-      const rest = expression.slice(m.index! + 5);
-      const step = /^\s*\.\s*([A-Za-z_][\w]*)/.exec(rest) ?? /^\s*\.\s*`([^`]+)`/.exec(rest);
-      if (!step) return undefined;
-      ids.add(step[1]!);
-    }
+  for (const field of fieldReferences(config)) {
+    if (!field.ids) return undefined;
+    field.ids.forEach((id) => ids.add(id));
   }
   return [...ids];
 }

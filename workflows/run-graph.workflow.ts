@@ -15,7 +15,9 @@ import {
 } from '@temporalio/workflow';
 import type { ControlActivities, NodeActivities } from '../activities/index.js';
 import {
+  ERROR_BRANCH_PATCH,
   LEAN_HISTORY,
+  REFS_HISTORY,
   NODE_FINISHED_MEMO,
   NODE_FINISHED_MEMO_PATCH,
   NODE_HISTORY_MEMO,
@@ -26,6 +28,7 @@ import {
   nodeActivityId,
   runModeOf,
   type BeganExecution,
+  type FailureKept,
   type NodeFinishedMemo,
   type GraphNode,
   type NodeError,
@@ -34,9 +37,12 @@ import {
   type RunNodeOutput,
 } from './defs.js';
 import { GraphState } from './graph.js';
-import { contextFor } from './references.js';
+import { LocalGate, type NodeAwaits } from './local-gate.js';
+import { RunValues } from './run-values.js';
 import { CODE } from './error-codes.js';
-import { notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
+import { handledFailures, notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
+import { runApproval } from './approval.js';
+import { runWaitForEvent } from './wait-for-event.js';
 
 const control = proxyActivities<ControlActivities>({
   startToCloseTimeout: '30s',
@@ -68,9 +74,20 @@ function activityOptions(node: GraphNode): ActivityOptions {
 function nodeErrorOf(err: unknown): NodeError {
   let cause: unknown = err;
   while (cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) cause = cause.cause ?? cause;
-  if (cause instanceof ApplicationFailure) return { code: cause.type ?? CODE.node_failed, message: cause.message };
+  if (cause instanceof ApplicationFailure) {
+    // What the failure carries (an http_error's status and body of the answer) goes on with it.
+    const data: unknown = cause.details?.[0];
+    return { code: cause.type ?? CODE.node_failed, message: cause.message, ...(data && typeof data === 'object' ? { data } : {}) };
+  }
   if (err instanceof ActivityFailure && err.cause?.name === 'TimeoutFailure') return { code: CODE.timeout, message: err.cause.message };
   return { code: CODE.node_failed, message: err instanceof Error ? err.message : String(err) };
+}
+
+/** The activity kept the failure's whole `{error}` in the timeline (history has its data cut to size). */
+function keptInTimeline(err: unknown): boolean {
+  let cause: unknown = err;
+  while (cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) cause = cause.cause ?? cause;
+  return cause instanceof ApplicationFailure && (cause.details?.[1] as FailureKept | undefined)?.kept_in_timeline === true;
 }
 
 /** One run's state: the graph, what its nodes answered, and how the run ends so far. */
@@ -84,10 +101,17 @@ interface Run {
   lean: boolean;
   nodes: Map<string, GraphNode>;
   state: GraphState;
-  outputs: Record<string, unknown>;
-  lastOutput: unknown;
+  /** The trigger payload and the nodes' outputs, inline or by reference. */
+  values: RunValues;
+  /**
+   * Orders the results of parallel local activities the same way live and on replay. Runs begun
+   * before it (their first step granted no bounds) await each result as they always did.
+   */
+  gate?: LocalGate;
   failure: RunGraphResult['error'];
   partial: boolean;
+  /** Nodes whose failure the run handled (on_error "continue" or "branch"): their output is `{error}`. */
+  handled: string[];
   cancelled: unknown;
   /** Workflow time each node started; the nodes a cancel interrupted. */
   startedAt: Map<string, number>;
@@ -98,7 +122,7 @@ interface Run {
 async function beginRun(input: RunGraphInput): Promise<Run> {
   // Bookkeeping runs as local activities: no task round trip through the server for each.
   // The answer says how this run marks its nodes; it is in the history, so a replay reads it back.
-  const began = await localControl.beginExecution(input, workflowInfo().runId, { history: LEAN_HISTORY });
+  const began = await localControl.beginExecution(input, workflowInfo().runId, { history: LEAN_HISTORY, refs: REFS_HISTORY });
   const { graph } = began;
   const run: Run = {
     input,
@@ -106,51 +130,68 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
     lean: began.history === LEAN_HISTORY,
     nodes: new Map(graph.nodes.map((n) => [n.id, n])),
     state: new GraphState(graph),
-    outputs: {},
-    lastOutput: undefined,
+    values: new RunValues(input.payload, began.bounds, input.payloadRef !== undefined || input.payloadInRecord === true),
+    ...(began.bounds ? { gate: new LocalGate() } : {}),
     failure: undefined,
     partial: false,
+    handled: [],
     cancelled: undefined,
     startedAt: new Map(),
     interrupted: [],
   };
-  seedRun(run.state, run.outputs, input.seed);
+  // A reused failure that took its error edges: only code that knows error edges reads it so.
+  const seedErrors = input.seedErrors?.length && patched(ERROR_BRANCH_PATCH) ? input.seedErrors : [];
+  seedRun(run.state, run.values, input.seed, input.seedRefs, seedErrors);
   return run;
 }
 
 /** A delay node: a durable timer between its recorded start and end. */
 async function runTimer(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   const startedAt = Date.now();
-  await localControl.recordNodeStart(node, workflowInfo().runId);
-  await sleep(Number(node.config.duration_ms));
+  await local(run, () => localControl.recordNodeStart(node, workflowInfo().runId));
+  await other(run, () => sleep(Number(node.config.duration_ms)));
   const output = { waited_ms: Number(node.config.duration_ms) };
-  await localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'success', output, startedAt });
+  await local(run, () => localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'success', output, startedAt }));
   return { output };
 }
 
 /** A sub-workflow node: a child run of the referenced workflow, its outcome recorded as the node's. */
 async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   const startedAt = Date.now();
-  const child = await control.prepareChildRun(node, { trigger: run.input.payload, nodes: contextFor(node, run.outputs) }, workflowInfo().runId);
+  const child = await other(run, () => control.prepareChildRun(node, run.values.contextFor(node), workflowInfo().runId, boundsOf(run)));
   try {
-    const result = await executeChild(RUN_GRAPH_WORKFLOW, {
-      workflowId: childWorkflowId(workflowInfo().workflowId, node.id),
-      // Answers recorded before children knew their parent carry no parentExecutionId.
-      args: [
-        {
-          workflowId: child.workflowId,
-          payload: child.payload,
-          trigger: 'child',
-          ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
-        } satisfies RunGraphInput,
-      ],
-    });
+    const result = await other(run, () =>
+      executeChild(RUN_GRAPH_WORKFLOW, {
+        workflowId: childWorkflowId(workflowInfo().workflowId, node.id),
+        // Answers recorded before children knew their parent carry no parentExecutionId.
+        args: [
+          {
+            workflowId: child.workflowId,
+            payload: child.payload ?? null,
+            trigger: 'child',
+            ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
+            ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
+          } satisfies RunGraphInput,
+        ],
+      }),
+    );
     const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
     if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
-    await localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'success', output, startedAt });
-    return { output };
+    // A child's large output stays out of this run's history too: the activity copies it into
+    // this node's entry and answers a reference.
+    const kept = await local(run, () =>
+      localControl.recordNodeEnd(node, workflowInfo().runId, {
+        status: 'success',
+        output,
+        startedAt,
+        ...(result.lastOutputRef ? { outputRef: { ...result.lastOutputRef, execution: result.lastOutputRef.execution ?? result.executionId } } : {}),
+        ...boundsOf(run),
+      }),
+    );
+    return kept?.ref ? { ref: kept.ref } : { output, ...(kept?.bytes !== undefined ? { bytes: kept.bytes } : {}) };
   } catch (err) {
-    if (!isCancellation(err)) await localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'failed', error: nodeErrorOf(err), startedAt });
+    if (!isCancellation(err))
+      await local(run, () => localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'failed', error: nodeErrorOf(err), startedAt }));
     throw err;
   }
 }
@@ -158,9 +199,25 @@ async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
 /** Any other node: one activity, local for the node types the run was told to run locally. */
 async function runActivity(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   const { activityId: _id, heartbeatTimeout: _hb, ...localOptions } = activityOptions(node);
-  const activities = runsLocally(run, node) ? proxyLocalActivities<NodeActivities>(localOptions) : proxyActivities<NodeActivities>(activityOptions(node));
-  return activities.runNode({ node, context: { trigger: run.input.payload, nodes: contextFor(node, run.outputs) } });
+  const input = { node, context: run.values.contextFor(node), ...boundsOf(run) };
+  if (runsLocally(run, node)) return local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input));
+  return other(run, () => proxyActivities<NodeActivities>(activityOptions(node)).runNode(input));
 }
+
+/** How a node module of its own (a wait, an approval) awaits: through the run's gate, with its bounds. */
+const awaitsOf = (run: Run): NodeAwaits => ({
+  local: (start) => local(run, start),
+  other: (start) => other(run, start),
+  ...boundsOf(run),
+});
+
+/** A local activity of the run, through its gate when it has one (see LocalGate). */
+const local = <T>(run: Run, start: () => Promise<T>): Promise<T> => (run.gate ? run.gate.local(start) : start());
+/** Any other await of a node (an activity, a child, a timer), through the run's gate when it has one. */
+const other = <T>(run: Run, start: () => Promise<T>): Promise<T> => (run.gate ? run.gate.other(start) : start());
+
+/** What a run that keeps large values out of history asks of activities that answer a value. */
+const boundsOf = (run: Run): { inlineBytes?: number } => (run.began.bounds ? { inlineBytes: run.began.bounds.inlineBytes } : {});
 
 /**
  * Runs one node the way its type runs. Not async itself: each way's promise is the one the caller
@@ -171,6 +228,9 @@ function runNode(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   const mode = runModeOf(run.began, node.type);
   if (mode === 'timer') return runTimer(run, node);
   if (mode === 'child') return runChild(run, node);
+  // Waits hold the run in workflow code of their own; they see the same expression context as an activity.
+  if (mode === 'wait') return runWaitForEvent(node, run.values.contextFor(node), workflowInfo().runId, awaitsOf(run));
+  if (mode === 'approval') return runApproval(node, run.values.contextFor(node), workflowInfo().runId, awaitsOf(run));
   return runActivity(run, node);
 }
 
@@ -193,6 +253,17 @@ function markStarted(run: Run, node: GraphNode): void {
   upsertMemo(run.lean ? { [NODE_STARTED_MEMO]: node.id, [NODE_HISTORY_MEMO]: LEAN_HISTORY } : { [NODE_STARTED_MEMO]: node.id });
 }
 
+/**
+ * A failure the run handles (on_error continue or branch) becomes the node's output `{error}`.
+ * When its data was too large for history the activity kept the whole `{error}` as the node's
+ * output in the timeline and history carries a cut copy: later nodes read the whole by reference.
+ */
+function handle(run: Run, id: string, error: NodeError, err: unknown): void {
+  run.handled.push(id);
+  if (run.began.bounds && keptInTimeline(err)) run.values.set(id, { ref: { node: id, bytes: 0 } }, { last: false });
+  else run.values.set(id, { output: { error } }, { last: false, kept: false });
+}
+
 /** Runs one node and records what it answered, how it failed, or that a cancel interrupted it. */
 async function runOne(run: Run, id: string): Promise<void> {
   const node = run.nodes.get(id)!;
@@ -200,8 +271,7 @@ async function runOne(run: Run, id: string): Promise<void> {
   run.startedAt.set(id, Date.now());
   try {
     const result = await runNode(run, node);
-    run.outputs[id] = result.output;
-    run.lastOutput = result.output;
+    run.values.set(id, result);
     run.state.complete(id, result.branch);
     markFinished(run, node);
   } catch (err) {
@@ -214,24 +284,37 @@ async function runOne(run: Run, id: string): Promise<void> {
     const error = nodeErrorOf(err);
     if (node.on_error === 'continue') {
       run.partial = true;
-      run.outputs[id] = { error };
+      handle(run, id, error, err);
       run.state.complete(id);
+    } else if (node.on_error === 'branch' && patched(ERROR_BRANCH_PATCH)) {
+      // The failure goes on along the node's "error" edges only; the run's outcome is theirs.
+      handle(run, id, error, err);
+      run.state.fail(id);
     } else {
       run.failure ??= { ...error, node_id: id };
     }
   }
 }
 
-/** Starts every node as soon as it is ready, until none runs and none is ready (or the run failed or was cancelled). */
+/**
+ * Starts every node as soon as it is ready, until none runs and none is ready (or the run failed
+ * or was cancelled). A run with bounds keeps at most `maxRunning` nodes in flight; the others
+ * wait in the order they became ready.
+ */
 async function runAll(run: Run): Promise<void> {
   const running = new Map<string, Promise<void>>();
+  const waiting: string[] = [];
+  const limit = run.began.bounds?.maxRunning ?? Infinity;
   for (;;) {
     if (!run.failure && !run.cancelled) {
-      for (const id of run.state.ready())
+      waiting.push(...run.state.ready());
+      while (waiting.length && running.size < limit) {
+        const id = waiting.shift()!;
         running.set(
           id,
           runOne(run, id).finally(() => running.delete(id)),
         );
+      }
     }
     if (running.size === 0) break;
     await Promise.race(running.values());
@@ -240,7 +323,8 @@ async function runAll(run: Run): Promise<void> {
 
 /** Writes the run's outcome to its execution record and answers it (a cancelled run ends cancelled). */
 async function finishRun(run: Run): Promise<RunGraphResult> {
-  const { failure, cancelled, lastOutput, interrupted } = run;
+  const { failure, cancelled, interrupted } = run;
+  const { lastOutput, lastOutputRef } = run.values.lastOutput();
   const status = runStatus(run);
   const notRun = notRunNodes(run.state, run.nodes, Boolean(failure || cancelled));
   // The record this run writes to: after a reset (from the API or by an operator in the Temporal
@@ -251,15 +335,19 @@ async function finishRun(run: Run): Promise<RunGraphResult> {
       skipped: notRun,
       ...(failure ? { error: failure } : {}),
       lastOutput,
+      ...(lastOutputRef ? { lastOutputRef } : {}),
       ...(interrupted.length ? { cancelled: interrupted } : {}),
+      ...(run.handled.length ? { handled: handledFailures(run.handled, run.nodes, run.values.inline()) } : {}),
     }),
   );
   if (cancelled) throw cancelled;
+  // Runs recorded before finishExecution answered with the id have only beginExecution's.
+  const executionId = finished?.executionId ?? run.began.executionId;
   return {
-    // Runs recorded before finishExecution answered with the id have only beginExecution's.
-    executionId: finished?.executionId ?? run.began.executionId,
+    executionId,
     status,
     ...(lastOutput !== undefined ? { lastOutput } : {}),
+    ...(lastOutputRef ? { lastOutputRef: { ...lastOutputRef, execution: lastOutputRef.execution ?? executionId } } : {}),
     ...(failure ? { error: failure } : {}),
   };
 }

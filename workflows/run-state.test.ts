@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Graph, GraphNode } from './defs.js';
 import { GraphState } from './graph.js';
-import { notRunNodes, runStatus, seedRun } from './run-state.js';
+import { handledFailures, notRunNodes, runStatus, seedRun } from './run-state.js';
+import { RunValues } from './run-values.js';
 
 // start -> check -(true)-> yes, check -(false)-> no; yes -> end
 const graph: Graph = {
@@ -24,26 +25,26 @@ const nodes = new Map<string, GraphNode>(graph.nodes.map((n) => [n.id, n]));
 describe('seedRun', () => {
   it('counts seeded nodes as finished, on the branch a condition’s result names', () => {
     const state = new GraphState(graph);
-    const outputs: Record<string, unknown> = {};
-    seedRun(state, outputs, { start: { value: 1 }, check: { result: true } });
-    expect(outputs).toEqual({ start: { value: 1 }, check: { result: true } });
+    const values = new RunValues(null, undefined);
+    seedRun(state, values, { start: { value: 1 }, check: { result: true } });
+    expect(values.inline()).toEqual({ start: { value: 1 }, check: { result: true } });
     expect(state.ready()).toEqual(['yes']);
     expect(state.skippedNodes()).toEqual(['no']);
   });
 
   it('prefers an output’s `branch` to its `result`, and takes null outputs as finished without a branch', () => {
     const state = new GraphState(graph);
-    const outputs: Record<string, unknown> = {};
-    seedRun(state, outputs, { start: null, check: { branch: 'false', result: true } });
-    expect(outputs).toEqual({ start: null, check: { branch: 'false', result: true } });
+    const values = new RunValues(null, undefined);
+    seedRun(state, values, { start: null, check: { branch: 'false', result: true } });
+    expect(values.inline()).toEqual({ start: null, check: { branch: 'false', result: true } });
     expect(state.ready()).toEqual(['no']);
   });
 
   it('leaves a run without a seed as it was', () => {
     const state = new GraphState(graph);
-    const outputs: Record<string, unknown> = {};
-    seedRun(state, outputs, undefined);
-    expect(outputs).toEqual({});
+    const values = new RunValues(null, undefined);
+    seedRun(state, values, undefined);
+    expect(values.inline()).toEqual({});
     expect(state.ready()).toEqual(['start']);
   });
 });
@@ -79,6 +80,40 @@ describe('notRunNodes', () => {
       { id: 'no', type: 'transform' },
       { id: 'yes', type: 'http_request' },
       { id: 'end', type: 'delay' },
+    ]);
+  });
+});
+
+describe('seeding a reused failure that took its error edges', () => {
+  it('counts it as failed into those edges, whatever its output says', () => {
+    const g: Graph = {
+      nodes: [
+        { id: 'pay', type: 'http_request', config: {}, on_error: 'branch' },
+        { id: 'ship', type: 'transform', config: {} },
+        { id: 'notify', type: 'transform', config: {} },
+      ],
+      edges: [
+        { from: 'pay', to: 'ship' },
+        { from: 'pay', to: 'notify', branch: 'error' },
+      ],
+    };
+    const state = new GraphState(g);
+    const values = new RunValues(null, undefined);
+    const failure = { error: { code: 'http_error', message: 'HTTP 402', data: { status: 402 } } };
+    seedRun(state, values, { pay: failure }, undefined, ['pay']);
+    expect(values.inline()).toEqual({ pay: failure });
+    expect(state.ready()).toEqual(['notify']);
+    expect(state.skippedNodes()).toEqual(['ship']);
+  });
+
+  it('lists the handled failures with the output each became', () => {
+    const types = new Map<string, GraphNode>([['a', { id: 'a', type: 'fail', config: {} }]]);
+    expect(handledFailures(['a'], types, { a: { error: { code: 'x', message: 'm' } }, b: 1 })).toEqual([
+      { id: 'a', type: 'fail', output: { error: { code: 'x', message: 'm' } } },
+    ]);
+    // One held by reference was stored whole by its activity: finishing the run does not write it again.
+    expect(handledFailures(['a', 'big'], new Map([...types, ['big', { id: 'big', type: 'http_request', config: {} }]]), { a: 1 })).toEqual([
+      { id: 'a', type: 'fail', output: 1 },
     ]);
   });
 });

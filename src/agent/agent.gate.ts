@@ -15,10 +15,12 @@ import {
   type AgentTurnOutcome,
 } from '../../workflows/defs.js';
 import { loadSession } from './agent.store.js';
-import { isRefused, type ActionWithSession, type AgentActionStore } from './agent-action.store.js';
+import { isRefused, type ActionWithSession, type AgentActionStore, type WorkflowActionRow } from './agent-action.store.js';
+import type { ApprovalService, WorkflowActionView } from '../approvals/approval.service.js';
 import { agentTools, type AgentToolPorts } from './agent.tools.js';
 import { acceptedTurn, countOutcome, failure, type AcceptedTurn, type DecidedData } from './agent.turns.js';
 import type { Metrics } from '../platform/metrics.js';
+import { capabilities } from '../auth/capabilities.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -37,6 +39,7 @@ export function gateRights(principal: Principal, session: { owner_id: number; ap
 /** One action as the inbox, the audit and the action endpoint show it. */
 function actionView(row: ActionWithSession) {
   return {
+    source: 'agent' as const,
     action_id: row.action_id,
     session_id: row.session_id,
     turn_id: row.turn_id,
@@ -124,16 +127,21 @@ export class AgentGateService {
     /** What the tools act on: an approver's edit is checked against them before it is stored. */
     private readonly tools: AgentToolPorts,
     private readonly metrics?: Pick<Metrics, 'agentTurns' | 'agentActions' | 'agentDecisionSeconds'>,
+    /** Workflow approvals share the gate's inbox and action endpoint; they are shown by their own service. */
+    private readonly approvals?: Pick<ApprovalService, 'view' | 'views'>,
   ) {}
 
-  /** An action the caller may see (they may decide it, own or administer its session, or decided it); else 404. */
+  /** An agent action the caller may see (they may decide it, own or administer its session, or decided it); else 404. */
   private async visibleAction(principal: Principal, actionId: string): Promise<ActionWithSession> {
     const row = UUID.test(actionId) ? await this.actions.withSession(actionId) : undefined;
-    if (!row || (!gateRights(principal, row).maySee && row.decided_by !== principal.id)) throw notFound('Action');
+    if (!row || row.source !== 'agent' || (!gateRights(principal, row).maySee && row.decided_by !== principal.id)) throw notFound('Action');
     return row;
   }
 
-  async action(principal: Principal, actionId: string): Promise<ActionView> {
+  /** One action of the gate: an agent's, or a workflow approval (`origin`: for its approver's link). */
+  async action(principal: Principal, actionId: string, origin?: string): Promise<ActionView | WorkflowActionView> {
+    const row = UUID.test(actionId) ? await this.actions.withSession(actionId) : undefined;
+    if (row?.source === 'workflow' && this.approvals) return this.approvals.view(principal, row, origin);
     return actionView(await this.visibleAction(principal, actionId));
   }
 
@@ -145,11 +153,24 @@ export class AgentGateService {
     return { items: rows.map(actionView), total, page, per_page: perPage };
   }
 
-  /** The actions the caller may decide or has decided, newest first. */
-  async inbox(principal: Principal, query: { status?: AgentActionStatus | undefined; page: number; per_page: number }) {
+  /** The actions the caller may decide or has decided, newest first: the agent's and the workflows' approvals. */
+  async inbox(
+    principal: Principal,
+    query: { status?: AgentActionStatus | undefined; source?: 'agent' | 'workflow' | undefined; page: number; per_page: number },
+    origin?: string,
+  ) {
     const approver = principal.can('svc_agent_approve');
-    const { rows, total } = await this.actions.inboxPage({ id: principal.id, approver }, query.status, query.page, query.per_page);
-    return { items: rows.map(actionView), total, page: query.page, per_page: query.per_page };
+    const held = capabilities.filter((c) => principal.can(c));
+    const filter = { status: query.status, source: this.approvals ? query.source : 'agent' };
+    const { rows, total } = await this.actions.inboxPage({ id: principal.id, approver, capabilities: held }, filter, query.page, query.per_page);
+    const workflowRows = rows.filter((r): r is WorkflowActionRow => r.source === 'workflow');
+    const shown = new Map(
+      (this.approvals && workflowRows.length ? await this.approvals.views(principal, workflowRows, origin) : []).map((v) => [v.action_id, v]),
+    );
+    const items = rows.flatMap((r): (ActionView | WorkflowActionView)[] =>
+      r.source === 'agent' ? [actionView(r)] : shown.has(r.action_id) ? [shown.get(r.action_id)!] : [],
+    );
+    return { items, total, page: query.page, per_page: query.per_page };
   }
 
   /**
@@ -186,7 +207,7 @@ export class AgentGateService {
       const turn = await this.claimAndSend(action.session_id, actionId, decision, edited, principal, owner ? streamChannel : undefined);
       this.metrics?.agentActions.inc({ status: decision.approved ? 'approved' : 'rejected' });
       this.metrics?.agentDecisionSeconds.observe({ decision: decision.approved ? 'approved' : 'rejected' }, action.age_seconds);
-      if (!owner) turn.decided = async (outcome) => decidedView(await this.action(principal, actionId), outcome);
+      if (!owner) turn.decided = async (outcome) => decidedView(actionView(await this.visibleAction(principal, actionId)), outcome);
       return countOutcome(turn, this.metrics);
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;

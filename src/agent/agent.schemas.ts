@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { named } from '../http/openapi.js';
 import type { EventStreamSpec } from '../http/route.js';
 import { AGENT_ACTION_STATUSES, AGENT_APPROVAL_POLICIES } from '../../workflows/defs.js';
+import { workflowActionView } from '../approvals/approval.schemas.js';
 
 // Response and event schemas of the agent surface, shared by its route modules; they feed the
 // OpenAPI document, and the tests check real answers against it.
@@ -35,6 +36,7 @@ const user = z.object({ id: z.number().int(), login: z.string() });
 
 /** One gated action: the inbox item, the audit entry and the action itself. Never rewritten once decided. */
 export const actionView = z.object({
+  source: z.literal('agent'),
   action_id: z.string(),
   session_id: z.string(),
   turn_id: z.string(),
@@ -157,6 +159,12 @@ export const decisionEvents: EventStreamSpec = {
     "One event of a streamed decision (`stream: true`): to the session's owner the turn's events as for a message; to anyone else only `gate_pending` (when the turn waits at another gate) and `done` with `outcome: decided`.",
   events: { ...turnEvents.events, done: decisionDone },
 };
+
+/** What the gate holds: an agent's gated tool call, or a workflow run's approval (`source`). */
+export const gateAction = z.discriminatedUnion('source', [actionView, workflowActionView]);
+named(gateAction, 'GateAction', {
+  description: 'An action on the gate: an agent’s gated tool call (`source: "agent"`) or a workflow run’s approval (`"workflow"`)',
+});
 
 export const decisionRecord = z.object({
   action_id: z.string(),

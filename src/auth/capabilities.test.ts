@@ -33,7 +33,7 @@ describe('roles and capabilities', () => {
   });
 
   it('keeps the administrator-only capabilities from editors', () => {
-    for (const capability of ['svc_manage_entities', 'svc_manage_connections', 'svc_manage_licenses', 'list_users', 'create_users']) {
+    for (const capability of ['svc_manage_entities', 'svc_manage_connections', 'svc_manage_licenses', 'svc_decode_payloads', 'list_users', 'create_users']) {
       expect(hasCapability('editor', capability, byDefault), capability).toBe(false);
       expect(hasCapability('administrator', capability, byDefault), capability).toBe(true);
     }

@@ -15,6 +15,8 @@ export const capabilities = [
   'svc_manage_workflows',
   'svc_manage_connections',
   'svc_manage_licenses',
+  // Reading any run's Temporal payloads in clear through the codec endpoint (operators).
+  'svc_decode_payloads',
   'list_users',
   'create_users',
 ] as const;

@@ -5,6 +5,7 @@ import { AppError, conflict, notFound, validationFailed } from '../platform/erro
 import type { Response } from 'undici';
 import type { EgressPolicy, EgressRequest } from '../platform/egress.js';
 import type { ConnectionExtra, ConnectionRow, ConnectionType } from './connection.types.js';
+import { credentialForms, redactor, type Redact } from './redact.js';
 
 /** A connection with its credential decrypted in memory; only ever built inside an activity or probe. */
 export interface ResolvedConnection {
@@ -17,6 +18,12 @@ export interface ResolvedConnection {
    * or Cookie headers). There is no other way to the credential.
    */
   fetch(url: URL, init: EgressRequest): Promise<Response>;
+  /**
+   * Replaces the credential, in every form it is sent in, with `[redacted]` in a value (a call's
+   * output or error): a target that echoes its request's headers would otherwise hand it back
+   * into a run's output, the timeline and Temporal's history.
+   */
+  redact: Redact;
 }
 
 export interface ConnectionView {
@@ -221,6 +228,7 @@ export class ConnectionService {
       type,
       baseUrl: row.extra.base_url,
       fetch: (url, init) => egress.fetch(url, init, { credential: { origin, apply: authorize } }),
+      redact: redactor(credentialForms(cred, type)),
     };
   }
 }

@@ -2,6 +2,7 @@ import type { Queryable, Sql } from '../db/sql.js';
 import type { GraphNode, NodeError } from '../../workflows/defs.js';
 import { currentTraceId } from '../platform/tracing.js';
 import { CODE } from '../../workflows/error-codes.js';
+import { errorWorkflowPayload, type ErrorRun } from './error-workflow.js';
 
 /**
  * The execution mirror: the queryable copy of every run's history in PostgreSQL (`executions` and
@@ -34,6 +35,8 @@ export interface ExecutionRow {
   temporal_run_id: string | null;
   /** The OpenTelemetry trace of the run, when tracing is on. */
   trace_id: string | null;
+  /** A run of an error workflow: the failed execution it handles. */
+  triggered_by_execution_id: string | null;
 }
 
 export interface TimelineRow {
@@ -46,8 +49,10 @@ export interface TimelineRow {
   attempts: number;
   input: unknown;
   output: unknown;
-  error: { code: string; message: string } | null;
+  error: { code: string; message: string; data?: unknown } | null;
   reused: boolean;
+  /** How long the last attempt took (`duration_ms` runs from the first attempt's start). */
+  last_attempt_ms: number | null;
 }
 
 /** What the worker needs of a run's record. */
@@ -76,6 +81,9 @@ export interface ExecutionRef {
  */
 const ACTING_USERS = `array(select distinct u from unnest(array[w.owner_id, v.created_by, e.triggered_by] || coalesce(p.acting_user_ids, '{}')) u
    where u is not null order by u)`;
+
+/** A row of the executions list: the record and its workflow's owner (who may see its data). */
+export type ListedExecutionRow = ExecutionRow & { workflow_owner_id: number; acting_user_ids: number[] | null };
 
 /** A page of executions as the list endpoint asks for it. */
 export interface ListExecutions {
@@ -110,12 +118,31 @@ export type NodeEntry = Partial<Record<'status' | 'started_at' | 'finished_at' |
 /** A record a launch could not confirm (its start or reset failed, or its answer was lost). */
 export const UNCONFIRMED_CODES = ['start_failed', 'reset_failed'] as const;
 
-/** A node's timeline entry, inserted or updated (see ExecutionMirror.writeNode). */
-const NODE_COLUMNS = ['node_type', 'status', 'started_at', 'finished_at', 'duration_ms', 'attempts', 'input', 'output', 'error', 'reused'] as const;
+/**
+ * A node's timeline entry, inserted or updated (see ExecutionMirror.writeNode). The entry keeps
+ * the first attempt's start; an ended node's `duration_ms` runs from it to the last attempt's end
+ * (retries and their waits included), and `last_attempt_ms` is the duration the write reports.
+ */
+const NODE_COLUMNS = [
+  'node_type',
+  'status',
+  'started_at',
+  'finished_at',
+  'duration_ms',
+  'attempts',
+  'input',
+  'output',
+  'error',
+  'reused',
+  'last_attempt_ms',
+] as const;
 const WRITE_NODE = `insert into execution_nodes (execution_id, node_id, ${NODE_COLUMNS.join(', ')}) values (?, ?, ${NODE_COLUMNS.map(() => '?').join(', ')})
        on conflict (execution_id, node_id) do update set status = excluded.status,
          started_at = coalesce(execution_nodes.started_at, excluded.started_at), finished_at = excluded.finished_at,
-         duration_ms = excluded.duration_ms, attempts = greatest(execution_nodes.attempts, excluded.attempts),
+         duration_ms = case when excluded.finished_at is null then excluded.duration_ms
+           else greatest(0, round(extract(epoch from excluded.finished_at - coalesce(execution_nodes.started_at, excluded.started_at, excluded.finished_at)) * 1000))::int end,
+         last_attempt_ms = excluded.last_attempt_ms,
+         attempts = greatest(execution_nodes.attempts, excluded.attempts),
          input = coalesce(excluded.input, execution_nodes.input), output = excluded.output, error = excluded.error, reused = false
        -- A node the run's cancel ended stays ended. A node a replay carried over (reused) is only
        -- re-recorded by the replay run's bookkeeping (a delay's end, a child's result): it keeps
@@ -241,7 +268,7 @@ export class ExecutionMirror {
     return this.sql.query<TimelineRow>('select * from execution_nodes where execution_id = ? order by position', [id]);
   }
 
-  async list(filter: ListFilter): Promise<{ rows: ExecutionRow[]; total: number }> {
+  async list(filter: ListFilter): Promise<{ rows: ListedExecutionRow[]; total: number }> {
     const where = [filter.visible[0]];
     const args: unknown[] = [...filter.visible[1]];
     for (const [condition, value] of [
@@ -259,38 +286,131 @@ export class ExecutionMirror {
       `select count(*) as total from executions e join workflows w on w.id = e.workflow_id where ${clause}`,
       args,
     )) as [{ total: string }];
-    const rows = await this.sql.query<ExecutionRow>(
-      `select e.* from executions e join workflows w on w.id = e.workflow_id where ${clause} order by e.started_at desc, e.id desc limit ? offset ?`,
+    const rows = await this.sql.query<ListedExecutionRow>(
+      `select e.*, w.owner_id as workflow_owner_id from executions e join workflows w on w.id = e.workflow_id where ${clause} order by e.started_at desc, e.id desc limit ? offset ?`,
       [...args, filter.per_page, (filter.page - 1) * filter.per_page],
     );
     return { rows, total: Number(total) };
+  }
+
+  /**
+   * The people of a run and of each run it carries data from (see src/executions/run-data-access.ts),
+   * newest first: a replay carries its replayed run's data when it is a reset (its Temporal
+   * workflow id is the replayed run's), reuses recorded outputs, or reuses the payload. Before a
+   * run is claimed its people are those it will act for.
+   */
+  async runPeople(executionId: number): Promise<{ ownerId: number; actingUserIds: number[] }[]> {
+    const rows = await this.sql.query<{ owner_id: number; people: number[] }>(
+      `with recursive chain as (
+         select e.id, e.replay_of, e.trigger_payload, e.temporal_workflow_id, 0 as depth from executions e where e.id = ?
+         union all
+         select r.id, r.replay_of, r.trigger_payload, r.temporal_workflow_id, c.depth + 1
+           from chain c join executions r on r.id = c.replay_of
+          where c.depth < 1000
+            and (c.temporal_workflow_id <> (? || c.id)
+                 or exists (select 1 from execution_nodes n where n.execution_id = c.id and n.reused)
+                 or c.trigger_payload is not distinct from r.trigger_payload))
+       select w.owner_id, coalesce(e.acting_user_ids, ${ACTING_USERS}) as people
+         from chain c join executions e on e.id = c.id join workflows w on w.id = e.workflow_id
+         left join workflow_versions v on v.workflow_id = w.id and v.version = e.workflow_version
+         left join executions p on p.id = e.parent_execution_id
+        order by c.depth`,
+      [executionId, this.workflowIdPrefix],
+    );
+    return rows.map((r) => ({ ownerId: r.owner_id, actingUserIds: r.people ?? [] }));
   }
 
   /** Carries the timeline entries of nodes that will not run again into a replay, marked reused. */
   async copyTimeline(from: number, to: number, nodeIds: string[], q: Queryable = this.sql): Promise<void> {
     if (!nodeIds.length) return;
     await q.query(
-      `insert into execution_nodes (execution_id, node_id, node_type, status, started_at, finished_at, duration_ms, attempts, input, output, error, reused)
-       select ?, node_id, node_type, status, started_at, finished_at, duration_ms, attempts, input, output, error, true
+      `insert into execution_nodes (execution_id, node_id, node_type, status, started_at, finished_at, duration_ms, attempts, input, output, error, reused, last_attempt_ms)
+       select ?, node_id, node_type, status, started_at, finished_at, duration_ms, attempts, input, output, error, true, last_attempt_ms
          from execution_nodes where execution_id = ? and node_id = any(?) order by position
        on conflict do nothing`,
       [to, from, nodeIds],
     );
   }
 
-  /** Closes a record Temporal says has ended (terminated, timed out...): no node stays running. */
-  async closeEnded(id: number, status: ExecutionStatus, closedAt: Date, error: NodeError, q: Queryable = this.sql): Promise<ExecutionRow | undefined> {
-    const [updated] = await q.query<ExecutionRow>(
-      `update executions set status = ?, finished_at = coalesce(finished_at, ?), error = coalesce(error, ?) where id = ? and status = 'running' returning *`,
-      [status, closedAt, json(error), id],
-    );
-    if (updated) {
-      await q.query(
+  /**
+   * Closes a record Temporal says has ended (terminated, timed out...): no node stays running. A
+   * run that ends `failed` so queues its workflow's error workflow in the same transaction
+   * (`errorRun`), unless `queueErrorRun` is false (a run an operator's reset replaced).
+   */
+  async closeEnded(
+    id: number,
+    status: ExecutionStatus,
+    closedAt: Date,
+    error: NodeError,
+    q?: Queryable,
+    queueErrorRun = true,
+  ): Promise<(ExecutionRow & { errorRun?: ErrorRun }) | undefined> {
+    const close = async (tx: Queryable) => {
+      const [updated] = await tx.query<ExecutionRow>(
+        `update executions set status = ?, finished_at = coalesce(finished_at, ?), error = coalesce(error, ?) where id = ? and status = 'running' returning *`,
+        [status, closedAt, json(error), id],
+      );
+      if (!updated) return undefined;
+      await tx.query(
         `update execution_nodes set status = 'failed', finished_at = coalesce(finished_at, now()), error = coalesce(error, ?) where execution_id = ? and status = 'running'`,
         [json(error), id],
       );
-    }
-    return updated;
+      const errorRun = status === 'failed' && queueErrorRun ? await this.queueErrorRun(tx, id) : undefined;
+      return { ...updated, ...(errorRun ? { errorRun } : {}) };
+    };
+    return q ? close(q) : this.sql.transaction(close);
+  }
+
+  /**
+   * Writes the record of the error workflow's run for a failed execution, when its workflow names
+   * one that its owner may still see and that is not archived, and the failed run is not itself
+   * in an error handler's tree (a handler's failure starts nothing: no loops). Answers what to
+   * start, or undefined. At most one per failed execution (a unique index).
+   */
+  private async queueErrorRun(tx: Queryable, failedId: number): Promise<ErrorRun | undefined> {
+    const [failed] = await tx.query<{
+      id: string;
+      workflow_id: number;
+      slug: string;
+      status: string;
+      error: unknown;
+      started_at: Date;
+      finished_at: Date | null;
+      handler_id: number;
+      handler_version: number;
+    }>(
+      `select e.id, e.workflow_id, w.slug, e.status, e.error, e.started_at, e.finished_at, h.id as handler_id, h.version as handler_version
+         from executions e
+         join workflows w on w.id = e.workflow_id
+         join users o on o.id = w.owner_id
+         join workflows h on h.id = w.error_workflow_id and h.status <> 'archived'
+              and (o.role = 'administrator' or h.owner_id = w.owner_id or w.owner_id = any(h.shared_with))
+         left join executions r on r.id = e.root_execution_id
+        where e.id = ? and e.trigger <> 'error' and coalesce(r.trigger, '') <> 'error'`,
+      [failedId],
+    );
+    if (!failed) return undefined;
+    const payload = errorWorkflowPayload(failed);
+    const [row] = await tx.query<{ id: string; temporal_workflow_id: string }>(
+      `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, triggered_by_execution_id, trace_id)
+       select n.id, ?, ?, 'running', 'error', ?, ? || n.id, ?, ? from (select nextval('executions_id_seq') as id) n
+       on conflict do nothing returning id, temporal_workflow_id`,
+      [failed.handler_id, failed.handler_version, json(payload), this.workflowIdPrefix, failedId, currentTraceId() ?? null],
+    );
+    if (!row) return undefined;
+    return {
+      executionId: Number(row.id),
+      temporalWorkflowId: row.temporal_workflow_id,
+      workflowId: failed.handler_id,
+      version: failed.handler_version,
+      payload,
+    };
+  }
+
+  /** The execution of the error workflow a failed execution started, if any. */
+  async errorRunOf(id: number): Promise<number | null> {
+    const [row] = await this.sql.query<{ id: string }>(`select id from executions where triggered_by_execution_id = ? and trigger = 'error'`, [id]);
+    return row ? Number(row.id) : null;
   }
 
   /** Closes a prepared record whose run was never started. */
@@ -464,11 +584,48 @@ export class ExecutionMirror {
       if (!created) return true; // a concurrent activity of the same run adopted it
       await this.copyTimeline(Number(from.id), Number(created.id), base.keptNodes, tx);
       if (from.status === 'running') {
+        // It goes on as the new execution: not a failure for the workflow's error workflow.
         const error = { code: CODE.terminated, message: `The run was reset in Temporal (${reason}); it continues as execution ${created.id}` };
-        await this.closeEnded(Number(from.id), 'failed', new Date(), error, tx);
+        await this.closeEnded(Number(from.id), 'failed', new Date(), error, tx, false);
       }
       return true;
     });
+  }
+
+  /**
+   * Values a run keeps out of Temporal's history, for the activity that needs them: the outputs of
+   * timeline entries (`[execution, node]` pairs) and, when asked, the trigger payload of `executionId`.
+   * An entry that is missing reads as undefined (the caller refuses it).
+   */
+  async readValues(
+    executionId: number,
+    outputs: { execution: number; node: string }[],
+    trigger: boolean,
+  ): Promise<{ outputs: Map<string, unknown>; trigger: unknown }> {
+    const found = new Map<string, unknown>();
+    if (outputs.length) {
+      const rows = await this.sql.query<{ execution_id: string; node_id: string; output: unknown }>(
+        `select n.execution_id, n.node_id, n.output from execution_nodes n
+           join unnest(?::bigint[], ?::varchar[]) as want(execution_id, node_id) using (execution_id, node_id)`,
+        [outputs.map((o) => o.execution), outputs.map((o) => o.node)],
+      );
+      for (const r of rows) found.set(`${r.execution_id}:${r.node_id}`, r.output);
+    }
+    let payload: unknown;
+    if (trigger) {
+      const [row] = await this.sql.query<{ trigger_payload: unknown }>('select trigger_payload from executions where id = ?', [executionId]);
+      payload = row?.trigger_payload;
+    }
+    return { outputs: found, trigger: payload };
+  }
+
+  /** The `payload` of a node's evaluated input (a run_workflow node's payload for its child). */
+  async nodeInputPayload(executionId: number, nodeId: string): Promise<unknown> {
+    const [row] = await this.sql.query<{ payload: unknown }>(`select input->'payload' as payload from execution_nodes where execution_id = ? and node_id = ?`, [
+      executionId,
+      nodeId,
+    ]);
+    return row?.payload;
   }
 
   /** Writes a node's timeline entry (first write inserts, later ones update). */
@@ -483,15 +640,18 @@ export class ExecutionMirror {
       json(entry.output),
       json(entry.error),
       false,
+      entry.duration_ms ?? null,
     ];
     await this.sql.query(WRITE_NODE, [executionId, node.id, ...values]);
   }
 
   /**
    * The run's outcome, with the nodes it never reached (`skipped`: an untaken branch, or the run
-   * stopped early) and the ones a cancel interrupted (`cancelled`), in one transaction: a reader
-   * never sees the run ended without its whole timeline. Answers how long it ran when this call
-   * ended it (a retried call answers nothing).
+   * stopped early), the ones a cancel interrupted (`cancelled`) and the failures it handled
+   * (`handled`, with the output each became), in one transaction: a reader never sees the run
+   * ended without its whole timeline. A `failed` outcome queues the workflow's error workflow in
+   * the same transaction (`errorRun`). Answers how long it ran when this call ended it (a retried
+   * call answers nothing).
    */
   async finish(
     executionId: number,
@@ -499,27 +659,54 @@ export class ExecutionMirror {
       status: string;
       error?: unknown;
       lastOutput?: unknown;
+      /** The last output is the output of this node's entry (too large to pass through history). */
+      lastOutputRef?: { node: string; execution?: number };
       skipped?: { id: string; type: string }[];
       cancelled?: { id: string; type: string; startedAt: number }[];
+      handled?: { id: string; type: string; output: unknown }[];
     },
-  ): Promise<{ seconds: number } | undefined> {
+  ): Promise<{ seconds: number; errorRun?: ErrorRun } | undefined> {
     return this.sql.transaction(async (tx) => {
       await markCancelled(tx, executionId, result.cancelled ?? []);
       await markSkipped(tx, executionId, result.skipped ?? []);
+      await markHandled(tx, executionId, result.handled ?? []);
       const [row] = await tx.query<{ was: string; seconds: number }>(
-        `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?, last_output = ?
+        `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?,
+                last_output = coalesce(?::jsonb, (select output from execution_nodes where execution_id = ? and node_id = ?))
            from (select status as was from executions where id = ? for no key update) before
           where e.id = ? returning before.was, extract(epoch from e.finished_at - e.started_at)::float8 as seconds`,
         [
           result.status,
           result.error ? JSON.stringify(result.error) : null,
           result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput),
+          result.lastOutputRef?.execution ?? executionId,
+          result.lastOutputRef?.node ?? null,
           executionId,
           executionId,
         ],
       );
-      return row && row.was === 'running' ? { seconds: row.seconds } : undefined;
+      if (!row || row.was !== 'running') return undefined;
+      const errorRun = result.status === 'failed' ? await this.queueErrorRun(tx, executionId) : undefined;
+      return { seconds: row.seconds, ...(errorRun ? { errorRun } : {}) };
     });
+  }
+}
+
+/**
+ * Failures the run handled (on_error continue or branch): the entry shows the output `{error}` the
+ * failure became, which a replay reuses. An entry the node's own activity did not end (a time-out
+ * stopped it) is ended here.
+ */
+async function markHandled(tx: Queryable, executionId: number, handled: { id: string; type: string; output: unknown }[]): Promise<void> {
+  for (const { id, type, output } of handled) {
+    const error = (output as { error?: unknown } | null)?.error ?? null;
+    await tx.query(
+      `insert into execution_nodes (execution_id, node_id, node_type, status, finished_at, attempts, output, error) values (?, ?, ?, 'failed', now(), 1, ?, ?)
+       on conflict (execution_id, node_id) do update set status = 'failed', output = excluded.output,
+         error = coalesce(execution_nodes.error, excluded.error), finished_at = coalesce(execution_nodes.finished_at, excluded.finished_at)
+       where execution_nodes.status in ('running', 'failed')`,
+      [executionId, id, type, json(output), json(error)],
+    );
   }
 }
 

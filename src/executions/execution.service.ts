@@ -2,7 +2,6 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@te
 import Long from 'long';
 import { toDate, toIso, type Queryable, type Sql } from '../db/sql.js';
 import { RUN_GRAPH_WORKFLOW, type RunGraphInput, type RunGraphResult } from '../../workflows/defs.js';
-import { ancestors } from '../../workflows/graph.js';
 import type { Principal } from '../auth/auth.service.js';
 import { AppError, conflict, invalidRequest, notFound } from '../platform/errors.js';
 import { temporalFailure, type TemporalHandle } from '../temporal/connection.js';
@@ -10,10 +9,14 @@ import { workflowVisibility, type WorkflowRow, type WorkflowService } from '../w
 import type { Idempotency } from './idempotency.js';
 import { findIdempotencyKey, forgetIdempotencyKey, lockIdempotencyKey, purgeIdempotencyKeys, rememberIdempotencyKey } from './idempotency.store.js';
 import type { Metrics } from '../platform/metrics.js';
-import { findResetPoint } from './reset-point.js';
-import { replayMode, replaySeed, resetPointFailure } from './replay.js';
+import { findResetPoint, type ResetPoint } from './reset-point.js';
+import { resetPointFailure, splitSeed, type ReplayMode } from './replay.js';
+import { planReplay, resetKeepsPlan, type ReplayPlan } from './replay-plan.js';
+import type { ErrorRun, ErrorWorkflows } from './error-workflow.js';
 import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
 import { CODE } from '../../workflows/error-codes.js';
+import type { Graph } from '../../workflows/defs.js';
+import { holdsRunRights, withheldError } from './run-data-access.js';
 
 /** What Temporal is asked to do for a prepared record; kept with an Idempotency-Key to send again. */
 type Launch = { kind: 'start'; input: RunGraphInput } | { kind: 'reset'; runId: string; eventId: number; reason: string };
@@ -23,6 +26,24 @@ export interface Started {
   temporalWorkflowId: string;
   /** The call repeated an Idempotency-Key: this is the first call's execution. */
   replayed: boolean;
+}
+
+/** What a replay request asks for. */
+export interface ReplayRequest {
+  from_node_id?: string | undefined;
+  with_payload?: unknown;
+}
+
+/** How a replay from a node is made: a Temporal reset to the point the node started, or a new run seeded with the plan. */
+type ReplayLaunch = { kind: 'reset'; point: ResetPoint } | { kind: 'rerun' };
+
+/** A replay worked out and not started: the execution, its workflow, the payload, and for a replay from a node its plan and launch. */
+interface PreparedReplay {
+  original: ExecutionRow;
+  workflow: WorkflowRow;
+  graph: Graph;
+  payload: unknown;
+  from?: { plan: ReplayPlan; launch: ReplayLaunch };
 }
 
 const iso = toIso;
@@ -54,6 +75,8 @@ const closedError = (name: string) => ({ code: name.toLowerCase(), message: `The
 
 /** How long a prepared execution record may wait for its Temporal run before it is closed. */
 const UNSTARTED_GRACE_MS = 60_000;
+/** How long an error workflow's prepared run may wait for the start its failed run's worker sends, before the sweep sends it. */
+const ERROR_RUN_GRACE_MS = 10_000;
 
 /**
  * Starting runs and reading the queryable mirror of their history. Each run is one Temporal
@@ -71,6 +94,10 @@ export class ExecutionService {
     /** SVC_IDEMPOTENCY_TTL_HOURS */
     private readonly idempotencyTtlHours = 24,
     private readonly metrics?: Pick<Metrics, 'replays'>,
+    /** Starts the runs of error workflows that failed runs queued. */
+    private readonly errorWorkflows?: Pick<ErrorWorkflows, 'launch'>,
+    /** SVC_HISTORY_INLINE_BYTES: a payload or reused output larger than this goes to the run by reference. */
+    private readonly inlineBytes = 16 * 1024,
   ) {}
 
   private summary(r: ExecutionRow) {
@@ -83,6 +110,7 @@ export class ExecutionService {
       started_at: iso(r.started_at)!,
       finished_at: iso(r.finished_at),
       duration_ms: durationOf(r),
+      error: (r.error as { code: string; message: string } | null) ?? null,
       replay_of: r.replay_of === null ? null : Number(r.replay_of),
       replay_reason: r.replay_reason,
     };
@@ -100,25 +128,30 @@ export class ExecutionService {
     input: Omit<RunGraphInput, 'workflowId' | 'version'> & { version?: number },
     triggeredBy?: number,
     idempotency?: Idempotency,
-    /** Timeline entries of an earlier execution to carry over, written with the record. */
-    reuse?: { from: number; nodeIds: string[] },
+    /** A replay: why, and the timeline entries of the replayed execution to carry over, written with the record. */
+    replay?: { reason: string; reuse?: { from: number; nodeIds: string[] } },
   ): Promise<Started> {
     if (workflow.status === 'archived') throw conflict('workflow_archived', 'The workflow is archived; restore it to run it');
     const version = input.version ?? workflow.version;
-    const runInput = { ...input, workflowId: workflow.id, version } satisfies RunGraphInput;
+    // A payload too large for Temporal's history stays in the record alone; the run reads it from there.
+    const stored = Buffer.byteLength(JSON.stringify(input.payload ?? null)) > this.inlineBytes;
+    const runInput = {
+      ...input,
+      workflowId: workflow.id,
+      version,
+      ...(stored ? { payload: null, payloadInRecord: true as const } : {}),
+    } satisfies RunGraphInput;
+    const reuse = replay?.reuse;
     const prepared = await this.prepare(
       workflow.id,
       idempotency,
       async (tx) => {
-        const replayReason = input.replayOf
-          ? `replay of execution ${input.replayOf}${input.startAt ? ` from node ${input.startAt} with a new payload` : ''}`
-          : undefined;
         const row = await this.mirror.prepareStart(tx, {
           workflowId: workflow.id,
           version,
           trigger: input.trigger,
           payload: input.payload,
-          ...(input.replayOf ? { replayOf: input.replayOf, replayReason: replayReason! } : {}),
+          ...(input.replayOf ? { replayOf: input.replayOf, replayReason: replay?.reason ?? `replay of execution ${input.replayOf}` } : {}),
           ...(triggeredBy !== undefined ? { triggeredBy } : {}),
         });
         if (reuse) await this.mirror.copyTimeline(reuse.from, row.id, reuse.nodeIds, tx);
@@ -163,8 +196,9 @@ export class ExecutionService {
           }
           const code = (found.error as { code?: string } | null)?.code;
           const unconfirmed = found.temporal_run_id === null && found.status === 'failed' && (code === 'start_failed' || code === 'reset_failed');
-          // A reset sent again is a reset like any other: not while another replay of the run runs.
-          if (unconfirmed && found.request.kind === 'reset') await before?.(tx);
+          // A reset sent again is a reset like any other: not while another replay of the run runs
+          // (whatever a replay asked with this key would be made as now: the key answers for its first).
+          if (unconfirmed && found.request.kind === 'reset') await this.refuseConcurrentReset(tx, found.temporal_workflow_id);
           // A start no run has claimed yet may never have reached Temporal: the first call's API
           // process died between writing the record and starting the run (its client retries on
           // another API). The start is sent again; under the same workflow id Temporal keeps it to
@@ -247,7 +281,10 @@ export class ExecutionService {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), timeoutMs)));
     try {
-      return await Promise.race([handle.result() as Promise<RunGraphResult>, timeout]).catch(() => undefined);
+      const result = await Promise.race([handle.result() as Promise<RunGraphResult>, timeout]).catch(() => undefined);
+      // An output too large for Temporal's history is read from the record the run wrote it to.
+      if (result?.lastOutputRef) return { ...result, lastOutput: (await this.mirror.get(result.executionId))?.last_output ?? null };
+      return result;
     } finally {
       clearTimeout(timer);
     }
@@ -264,20 +301,45 @@ export class ExecutionService {
 
   async list(principal: Principal, query: ListExecutions) {
     const { rows, total } = await this.mirror.list({ ...query, visible: workflowVisibility(principal) });
-    return { items: rows.map((r) => this.summary(r)), total, page: query.page, per_page: query.per_page };
+    const items = await Promise.all(
+      rows.map(async (r) => {
+        const summary = this.summary(r);
+        // An error's message and data are the run's data: the rule of the execution view. A run of
+        // its own (not a replay carrying another's data) is told from the row; a replay is asked.
+        const own = holdsRunRights(principal, [{ ownerId: r.workflow_owner_id, actingUserIds: r.acting_user_ids ?? [r.workflow_owner_id] }]);
+        const shown = own && (r.replay_of === null || (await this.mayViewRunData(principal, Number(r.id))));
+        return shown ? summary : { ...summary, error: withheldError(summary.error) };
+      }),
+    );
+    return { items, total, page: query.page, per_page: query.per_page };
+  }
+
+  /**
+   * Whether `viewer` may see the data of an execution (its trigger payload, its nodes' inputs,
+   * outputs and error messages, its output and error message): the rule of
+   * src/executions/run-data-access.ts. Whoever else may see the execution sees its shape only.
+   * Every place that serves a run's data asks this.
+   */
+  async mayViewRunData(viewer: Principal, executionId: number): Promise<boolean> {
+    return viewer.role === 'administrator' || holdsRunRights(viewer, await this.mirror.runPeople(executionId));
   }
 
   async view(principal: Principal, executionId: number) {
     let row = await this.visible(principal, executionId);
     if (row.status === 'running') row = await this.reconcile(row);
-    const timeline = await this.mirror.timeline(executionId);
+    const [timeline, shown] = await Promise.all([this.mirror.timeline(executionId), this.mayViewRunData(principal, executionId)]);
+    const withheld = <T>(value: T) => (shown ? value : null);
+    const nodeError = (error: TimelineRow['error']) => (shown ? error : withheldError(error)) ?? null;
     return {
       llm_usage: llmUsage(timeline),
       ...this.summary(row),
-      trigger_payload: row.trigger_payload,
-      error: row.error ?? null,
-      output: row.last_output ?? null,
+      redacted: !shown,
+      trigger_payload: withheld(row.trigger_payload),
+      error: (shown ? row.error : withheldError(row.error as TimelineRow['error'])) ?? null,
+      output: withheld(row.last_output ?? null),
       trace_id: row.trace_id ?? null,
+      error_workflow_execution_id: row.status === 'failed' ? await this.mirror.errorRunOf(executionId) : null,
+      triggered_by_execution_id: row.triggered_by_execution_id === null ? null : Number(row.triggered_by_execution_id),
       temporal: {
         workflow_id: row.temporal_workflow_id,
         run_id: row.temporal_run_id,
@@ -292,10 +354,11 @@ export class ExecutionService {
         finished_at: iso(t.finished_at),
         duration_ms: t.duration_ms,
         attempts: t.attempts,
-        input: t.input ?? null,
-        output: t.output ?? null,
-        error: t.error ?? null,
+        input: withheld(t.input ?? null),
+        output: withheld(t.output ?? null),
+        error: nodeError(t.error),
         reused: t.reused,
+        last_attempt_ms: t.last_attempt_ms ?? null,
       })),
     };
   }
@@ -313,9 +376,20 @@ export class ExecutionService {
       if (err instanceof WorkflowNotFoundError) return row;
       return row; // Temporal unreachable: show what the mirror has
     }
+    return this.closeFromTemporal(row, description);
+  }
+
+  /** Closes a record whose Temporal run has closed without reporting (terminated, timed out...); a failure starts its error workflow. */
+  private async closeFromTemporal(row: ExecutionRow, description: { status: { name: string }; closeTime?: Date | undefined }): Promise<ExecutionRow> {
     const status = CLOSED_STATUSES[description.status.name as keyof typeof CLOSED_STATUSES];
     if (!status) return row;
-    return (await this.mirror.closeEnded(Number(row.id), status, description.closeTime ?? new Date(), closedError(description.status.name))) ?? row;
+    const closed = await this.mirror.closeEnded(Number(row.id), status, description.closeTime ?? new Date(), closedError(description.status.name));
+    if (closed?.errorRun) await this.launchErrorRun(closed.errorRun);
+    return closed ?? row;
+  }
+
+  private async launchErrorRun(run: ErrorRun): Promise<void> {
+    await this.errorWorkflows?.launch(run);
   }
 
   /**
@@ -325,6 +399,7 @@ export class ExecutionService {
    * that id the record is closed as `start_failed`, so no execution stays "running" forever.
    */
   private async reconcileUnstarted(row: ExecutionRow): Promise<ExecutionRow> {
+    if (row.trigger === 'error' && this.mirror.isStartRecord(row)) return this.relaunchErrorRun(row);
     if (Date.now() - toDate(row.started_at).getTime() < UNSTARTED_GRACE_MS) return row;
     const id = Number(row.id);
     if (!this.mirror.isStartRecord(row)) {
@@ -344,9 +419,32 @@ export class ExecutionService {
     }
     // Started, and not yet claimed by its first activity: still running, or ended before that
     // activity ever ran (cancelled or terminated while no worker was there, say).
-    const status = CLOSED_STATUSES[description.status.name as keyof typeof CLOSED_STATUSES];
-    if (!status) return row;
-    return (await this.mirror.closeEnded(id, status, description.closeTime ?? new Date(), closedError(description.status.name))) ?? row;
+    return this.closeFromTemporal(row, description);
+  }
+
+  /**
+   * An error workflow's run the failure queued and no run has claimed: its start is sent again
+   * (the worker that recorded the failure died before sending it, or Temporal was away); a start
+   * that did happen is answered "already started". It is never closed as unstarted: the failure
+   * it handles is recorded, so its handler must run.
+   */
+  private async relaunchErrorRun(row: ExecutionRow): Promise<ExecutionRow> {
+    if (Date.now() - toDate(row.started_at).getTime() < ERROR_RUN_GRACE_MS) return row;
+    let description;
+    try {
+      description = await this.temporal.client.workflow.getHandle(row.temporal_workflow_id).describe();
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) return row; // Temporal unreachable: ask again later
+      await this.launchErrorRun({
+        executionId: Number(row.id),
+        temporalWorkflowId: row.temporal_workflow_id,
+        workflowId: row.workflow_id,
+        version: row.workflow_version,
+        payload: row.trigger_payload as ErrorRun['payload'],
+      });
+      return row;
+    }
+    return this.closeFromTemporal(row, description);
   }
 
   /** Reconciles every run still marked running for longer than `olderThanMs` (the worker's sweeper). */
@@ -361,65 +459,131 @@ export class ExecutionService {
   }
 
   /**
-   * Replays an execution as a new one. `from_node_id` alone resets the Temporal run to just before
-   * that node (earlier nodes are not run again); `with_payload` starts a fresh run with a new
-   * trigger payload; both together start a fresh run that reuses the recorded outputs of the
-   * nodes upstream of `from_node_id`. Resets of one Temporal workflow id do not overlap: while a
-   * reset replay of it runs, another is refused with 409 `replay_in_progress` naming it (a reset
-   * would terminate the running one).
+   * Cancels a running execution, waits included: Temporal cancels its workflow, whose cancellation
+   * path ends the node in flight (a wait stops waiting, a pending approval ends `cancelled`, an
+   * activity or child run is cancelled) and records the run as `cancelled`, as a cancel from the
+   * Temporal Web UI does. Idempotent: a cancelled execution answers as it is; one that ended
+   * otherwise is refused (409 `execution_finished`). Waits up to `waitMs` for the run to end and
+   * answers the status it has then (`running` while it is still stopping).
    */
-  async replay(
-    principal: Principal,
-    executionId: number,
-    body: { from_node_id?: string; with_payload?: unknown },
-    idempotency?: Idempotency,
-  ): Promise<Started> {
-    const started = await this.startReplay(principal, executionId, body, idempotency);
-    if (!started.replayed) {
-      this.metrics?.replays.inc({ mode: replayMode(body) });
+  async cancel(principal: Principal, executionId: number, waitMs = 10_000): Promise<{ execution_id: number; status: 'running' | 'cancelled' }> {
+    let row = await this.visible(principal, executionId);
+    if (row.status === 'running') row = await this.reconcile(row);
+    if (row.status !== 'running' && row.status !== 'cancelled') {
+      throw conflict('execution_finished', `Execution ${executionId} already ended (${row.status}); only a running execution can be cancelled`, {
+        status: row.status,
+      });
     }
-    return started;
+    if (row.status === 'running') {
+      const handle = this.temporal.client.workflow.getHandle(row.temporal_workflow_id, row.temporal_run_id ?? undefined);
+      try {
+        await handle.cancel();
+      } catch (err) {
+        // Closed meanwhile: the record learns how from Temporal below.
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)));
+      await Promise.race([
+        handle.result().then(
+          () => undefined,
+          () => undefined,
+        ),
+        waited,
+      ]).finally(() => clearTimeout(timer));
+      row = (await this.mirror.get(executionId)) ?? row;
+      if (row.status === 'running') row = await this.reconcile(row);
+      // It ended on its own just before the cancel reached it.
+      if (row.status !== 'running' && row.status !== 'cancelled') {
+        throw conflict('execution_finished', `Execution ${executionId} ended (${row.status}) before the cancel reached it`, { status: row.status });
+      }
+    }
+    return { execution_id: executionId, status: row.status as 'running' | 'cancelled' };
   }
 
-  private async startReplay(
-    principal: Principal,
-    executionId: number,
-    body: { from_node_id?: string; with_payload?: unknown },
-    idempotency?: Idempotency,
-  ): Promise<Started> {
+  /**
+   * Replays an execution as a new one. Without `from_node_id`, the whole run again (with
+   * `with_payload`, with that trigger payload). With it, the node and every node downstream of it
+   * run again and every other node keeps its recorded outcome (see replay-plan.ts): by a Temporal
+   * reset to the point the node started when that keeps exactly those nodes, else by a new run
+   * seeded with them (also whenever `with_payload` is given). Resets of one Temporal workflow id
+   * do not overlap: while a reset replay of it runs, another is refused with 409
+   * `replay_in_progress` naming it (a reset would terminate the running one).
+   */
+  async replay(principal: Principal, executionId: number, body: ReplayRequest, idempotency?: Idempotency): Promise<Started & { mode: 'reset' | 'rerun' }> {
+    const prepared = await this.prepareReplay(principal, executionId, body);
+    const started = await this.startReplay(prepared, principal, idempotency);
+    const mode = this.mirror.isStartRecord({ id: String(started.executionId), temporal_workflow_id: started.temporalWorkflowId }) ? 'rerun' : 'reset';
+    if (!started.replayed) {
+      const counted: ReplayMode = !prepared.from ? 'rerun' : mode === 'reset' ? 'reset' : 'rerun_seeded';
+      this.metrics?.replays.inc({ mode: counted });
+    }
+    return { ...started, mode };
+  }
+
+  /** What a replay would do, starting nothing: how it would be made, and which nodes it would run, reuse and leave skipped. */
+  async replayDryRun(principal: Principal, executionId: number, body: ReplayRequest) {
+    const { graph, from } = await this.prepareReplay(principal, executionId, body);
+    if (!from) {
+      const was = new Map((await this.mirror.timeline(executionId)).map((t) => [t.node_id, t.status]));
+      const nodes = graph.nodes.map((n) => ({ node_id: n.id, action: 'run' as const, was: was.get(n.id) ?? 'not_run' }));
+      return { mode: 'rerun' as const, from_node_id: null, run: nodes.map((n) => n.node_id), reused: [], skipped: [], nodes };
+    }
+    const { plan, launch } = from;
+    return { mode: launch.kind, from_node_id: plan.fromNodeId, run: plan.run, reused: plan.reused, skipped: plan.skipped, nodes: plan.nodes };
+  }
+
+  private async prepareReplay(principal: Principal, executionId: number, body: ReplayRequest): Promise<PreparedReplay> {
     const original = await this.visible(principal, executionId);
     if (original.status === 'running') throw conflict('execution_running', 'The execution is still running; wait for it or cancel it first');
     const workflow = await this.workflows.get(principal, original.workflow_id);
     if (workflow.status === 'archived') throw conflict('workflow_archived', 'The workflow is archived; restore it to replay its executions');
     const { graph } = await this.workflows.loadVersion(original.workflow_id, original.workflow_version);
     const payload = body.with_payload !== undefined ? body.with_payload : original.trigger_payload;
-    if (body.from_node_id === undefined) {
-      return this.start(workflow, { payload, trigger: 'replay', replayOf: Number(original.id), version: original.workflow_version }, principal.id, idempotency);
-    }
     const fromNode = body.from_node_id;
+    if (fromNode === undefined) return { original, workflow, graph, payload };
     if (!graph.nodes.some((n) => n.id === fromNode))
       throw invalidRequest(`Node ${fromNode} is not in version ${original.workflow_version} of the workflow`, { field: 'from_node_id' });
-    if (body.with_payload === undefined) return this.resetFrom(principal, original, fromNode, idempotency);
-    // A rerun from the node, seeded with the outputs its upstream nodes recorded.
-    const seed = replaySeed(await this.mirror.timeline(Number(original.id)), ancestors(graph, fromNode), original.id);
+    const plan = planReplay(graph, await this.mirror.timeline(Number(original.id)), fromNode, original.id);
+    // A reset replays the recorded trigger payload: a new payload is always a new run.
+    const point = body.with_payload === undefined ? await this.resetPoint(original, fromNode) : undefined;
+    const launch: ReplayLaunch = point && resetKeepsPlan(plan, point.completedNodes) ? { kind: 'reset', point } : { kind: 'rerun' };
+    return { original, workflow, graph, payload, from: { plan, launch } };
+  }
+
+  /** Where a reset would go back to for `fromNode`, or undefined when Temporal cannot reset there (no run, no history, no start of it). */
+  private async resetPoint(original: ExecutionRow, fromNode: string): Promise<ResetPoint | undefined> {
+    if (!original.temporal_run_id) return undefined;
+    // The record is final a moment before Temporal closes the run (longer under load): the reset
+    // point is read once Temporal has, so a node started in the run's last task has one too.
+    try {
+      return await findResetPoint(this.temporal, original.temporal_workflow_id, original.temporal_run_id, fromNode);
+    } catch (err) {
+      const failure = resetPointFailure(err, original.id);
+      if (failure === undefined) return undefined;
+      throw failure;
+    }
+  }
+
+  private async startReplay(prepared: PreparedReplay, principal: Principal, idempotency?: Idempotency): Promise<Started> {
+    const { original, workflow, payload, from } = prepared;
+    const base = { payload, trigger: 'replay' as const, replayOf: Number(original.id), version: original.workflow_version };
+    const newPayload = payload !== original.trigger_payload ? ' with a new payload' : '';
+    if (!from) return this.start(workflow, base, principal.id, idempotency, { reason: `replay of execution ${original.id}${newPayload}` });
+    const { plan, launch } = from;
+    if (launch.kind === 'reset') return this.resetFrom(principal, original, plan.fromNodeId, launch.point, idempotency);
+    const reason = `replay of execution ${original.id} from node ${plan.fromNodeId}${newPayload}: a new run reusing ${plan.reused.length} node${plan.reused.length === 1 ? '' : 's'}`;
     return this.start(
       workflow,
-      { payload, trigger: 'replay', replayOf: Number(original.id), version: original.workflow_version, seed, startAt: fromNode },
+      { ...base, ...splitSeed(plan.seed, this.inlineBytes), ...(plan.seedErrors.length ? { seedErrors: plan.seedErrors } : {}), startAt: plan.fromNodeId },
       principal.id,
       idempotency,
-      { from: Number(original.id), nodeIds: Object.keys(seed) },
+      { reason, reuse: { from: Number(original.id), nodeIds: plan.reused } },
     );
   }
 
-  /** A replay from `fromNode` by a Temporal reset of the original run to the point that node started. */
-  private async resetFrom(principal: Principal, original: ExecutionRow, fromNode: string, idempotency?: Idempotency): Promise<Started> {
-    if (!original.temporal_run_id) throw conflict('node_not_run', 'The execution has no Temporal run to reset');
-    // The record is final a moment before Temporal closes the run (longer under load): the reset
-    // point is read once Temporal has, so a node started in the run's last task has one too.
-    const point = await findResetPoint(this.temporal, original.temporal_workflow_id, original.temporal_run_id, fromNode).catch((err: unknown) => {
-      throw resetPointFailure(err, original.id);
-    });
-    if (!point) throw conflict('node_not_run', `Node ${fromNode} did not start in execution ${original.id}; nothing to reset to`);
+  /** A replay from `fromNode` by a Temporal reset of the original run to `point`, where that node started. */
+  private async resetFrom(principal: Principal, original: ExecutionRow, fromNode: string, point: ResetPoint, idempotency?: Idempotency): Promise<Started> {
     const reason = `replay of execution ${original.id} from node ${fromNode}`;
     const prepared = await this.prepare(
       original.workflow_id,

@@ -3,9 +3,12 @@ import Koa from 'koa';
 import { koaBody } from 'koa-body';
 import { agentGateRoutes } from '../agent/agent-gate.routes.js';
 import { agentRoutes } from '../agent/agent.routes.js';
+import { approvalPageRoutes } from '../approvals/approval-page.routes.js';
 import { authRoutes } from '../auth/auth.routes.js';
 import { connectionRoutes } from '../connections/connection.routes.js';
+import { expressionRoutes } from '../nodes/expression.routes.js';
 import { executionRoutes } from '../executions/execution.routes.js';
+import { eventRoutes } from '../events/event.routes.js';
 import { codecCors, codecRoutes } from '../temporal/codec.routes.js';
 import { webhookRoutes } from '../workflow-definitions/webhook.routes.js';
 import { workflowRoutes } from '../workflow-definitions/workflow.routes.js';
@@ -35,6 +38,8 @@ export function allRoutes(services: Services): AnyRoute[] {
     ...webhookRoutes(services),
     ...connectionRoutes(services),
     ...executionRoutes(services),
+    ...eventRoutes(services),
+    ...approvalPageRoutes(services),
     ...codecRoutes(services),
     ...licenseRoutes(services),
     ...licenseAdminRoutes(services),
@@ -43,6 +48,7 @@ export function allRoutes(services: Services): AnyRoute[] {
     ...recordRoutes(services),
     ...agentRoutes(services),
     ...agentGateRoutes(services),
+    ...expressionRoutes(services),
   );
   return routes;
 }

@@ -277,7 +277,11 @@ const tags: { name: string; description: string }[] = [
   { name: 'auth', description: 'Browser sign-in with a session cookie and nonce, application passwords, users' },
   { name: 'workflows', description: 'Workflow definitions (a trigger and a graph of typed nodes), starting runs, and the public webhook entry' },
   { name: 'connections', description: 'Stored credentials that nodes and agent sessions use; only a masked preview is ever returned' },
-  { name: 'executions', description: 'Runs of workflows: status, timeline per node, output, and replays' },
+  { name: 'executions', description: 'Runs of workflows: status, timeline per node, output, replays and cancelling' },
+  {
+    name: 'waits',
+    description: 'Waiting inside a run: events that resume runs waiting for them, and the page where an approver decides a workflow approval',
+  },
   { name: 'temporal', description: 'The codec server the Temporal Web UI calls to show the encrypted payloads of runs' },
   { name: 'licenses', description: 'The public licence portal that plugins call, its signing keys, and issuing and managing licences' },
   { name: 'licence-webhooks', description: 'Vendor webhooks on licence events, signed, with their delivery records' },
@@ -437,6 +441,7 @@ function operation(route: AnyRoute, set: SchemaSet) {
     const codes = ((responses[status].content as Json | undefined)?.['application/json'] as { schema?: { properties?: { error?: { enum?: unknown } } } })
       ?.schema?.properties?.error?.enum;
     if (Number(status) >= 400 && Array.isArray(codes)) responses[status]['x-error-codes'] = codes;
+    if (Number(status) >= 400 && spec.errorCodes) responses[status]['x-error-codes'] = spec.errorCodes;
   }
   for (const [status, codes] of errorCodes(route, access.capability, access.signIn)) responses[status] ??= errorResponse(status, codes);
   // Answered by Node's HTTP parser before the application sees the request: no envelope, no headers.

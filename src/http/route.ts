@@ -55,6 +55,8 @@ export interface ResponseSpec {
   eventStream?: EventStreamSpec;
   /** Headers this response carries besides those every response has (X-Request-Id). */
   headers?: Record<string, HeaderSpec>;
+  /** An error answer that is not the JSON envelope (an HTML page): the catalogue's codes it stands for (`x-error-codes`). */
+  errorCodes?: HttpErrorCode[];
 }
 
 export interface Reply {

@@ -8,6 +8,8 @@ import { Migration20261123000100DurableCore } from './Migration20261123000100Dur
 import { Migration20261123000200LicenceKit } from './Migration20261123000200LicenceKit.js';
 import { Migration20261123000300AgentGate } from './Migration20261123000300AgentGate.js';
 import { Migration20261124000100Isolation } from './Migration20261124000100Isolation.js';
+import { Migration20261125000500Waits } from './Migration20261125000500Waits.js';
+import { Migration20261125000600ErrorPaths } from './Migration20261125000600ErrorPaths.js';
 
 /** Every migration, in order. New migrations are appended here so bundled builds find them. */
 export const migrations: MigrationObject[] = [
@@ -20,4 +22,6 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261123000200LicenceKit', class: Migration20261123000200LicenceKit },
   { name: 'Migration20261123000300AgentGate', class: Migration20261123000300AgentGate },
   { name: 'Migration20261124000100Isolation', class: Migration20261124000100Isolation },
+  { name: 'Migration20261125000500Waits', class: Migration20261125000500Waits },
+  { name: 'Migration20261125000600ErrorPaths', class: Migration20261125000600ErrorPaths },
 ];

@@ -30,6 +30,8 @@ export interface SandboxLimits {
 interface Job {
   id: number;
   template: unknown;
+  /** A bare JSONata expression (no `{{ }}`), evaluated instead of the template. */
+  expression?: string;
   context: ExpressionContext;
   resolve(value: unknown): void;
   reject(err: Error): void;
@@ -65,9 +67,18 @@ export class ExpressionSandbox {
   /** Resolves a JSON template against a run's context (see expressions.ts for the template rules). */
   resolve(template: unknown, context: ExpressionContext): Promise<unknown> {
     if (!hasTemplates(template)) return Promise.resolve(template);
+    return this.enqueue({ template }, context);
+  }
+
+  /** Evaluates one bare JSONata expression (no `{{ }}` around it) against a context, with the same limits. */
+  evaluate(expression: string, context: ExpressionContext): Promise<unknown> {
+    return this.enqueue({ template: null, expression }, context);
+  }
+
+  private enqueue(what: { template: unknown; expression?: string }, context: ExpressionContext): Promise<unknown> {
     if (this.closed) return Promise.reject(new Error('The expression sandbox is closed'));
     return new Promise((resolve, reject) => {
-      this.queue.push({ id: this.nextId++, template, context, resolve, reject });
+      this.queue.push({ id: this.nextId++, ...what, context, resolve, reject });
       this.dispatch();
     });
   }
@@ -82,7 +93,7 @@ export class ExpressionSandbox {
     });
     worker.unref();
     const slot: Slot = { worker, ready: false };
-    worker.on('message', (answer: { ready?: true; id: number; ok: boolean; value?: unknown; message?: string; limit?: boolean }) => {
+    worker.on('message', (answer: { ready?: true; id: number; ok: boolean; value?: unknown; message?: string; limit?: boolean; position?: number }) => {
       if (answer.ready) {
         slot.ready = true;
         this.dispatch();
@@ -93,7 +104,7 @@ export class ExpressionSandbox {
       this.settle(slot);
       const message = answer.message ?? 'Expression failed';
       if (answer.ok) job.resolve(answer.value);
-      else job.reject(answer.limit ? new ExpressionLimitError(message) : new ExpressionError(message, ''));
+      else job.reject(answer.limit ? new ExpressionLimitError(message) : new ExpressionError(message, '', answer.position));
       this.dispatch();
     });
     worker.on('error', (err: Error & { code?: string }) => {
@@ -160,7 +171,7 @@ export class ExpressionSandbox {
       }, this.limits.timeoutMs);
       try {
         const { timeoutMs, resultBytes } = this.limits;
-        slot.worker.postMessage({ id: job.id, template: job.template, context: job.context, timeoutMs, resultBytes });
+        slot.worker.postMessage({ id: job.id, template: job.template, expression: job.expression, context: job.context, timeoutMs, resultBytes });
       } catch (err) {
         // The context holds something that is not plain data; such a run cannot be evaluated.
         this.settle(slot);

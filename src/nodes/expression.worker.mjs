@@ -5,9 +5,7 @@
 // Plain JavaScript: a worker thread loads it without the TypeScript loader.
 import { parentPort } from 'node:worker_threads';
 import jsonata from 'jsonata';
-
-const WHOLE = /^\s*\{\{([\s\S]+?)\}\}\s*$/;
-const PART = /\{\{([\s\S]+?)\}\}/g;
+import { templateParts, wholeExpression } from '../../workflows/template-scan.mjs';
 /**
  * JSONata's own guardrails, within the sandbox's deadline: its evaluation loop stops itself a
  * little before the thread would be terminated, and recursion and sequences are bounded too.
@@ -16,20 +14,25 @@ const guardrails = (timeoutMs) => ({ timeout: Math.max(10, timeoutMs - 50), stac
 const compiled = new Map();
 
 class ExpressionFailure extends Error {
-  constructor(message, limit = false) {
+  constructor(message, limit = false, position = undefined) {
     super(message);
     this.limit = limit;
+    this.position = position;
   }
 }
 
-function compile(source, timeoutMs) {
+/** JSONata counts the character after a problem from 1: the 0-based index in the template, past `offset`. */
+const positionOf = (err, offset) => (typeof err?.position === 'number' ? offset + Math.max(0, err.position - 1) : undefined);
+
+function compile(source, timeoutMs, offset) {
   const key = `${timeoutMs}\u0000${source}`;
   let expression = compiled.get(key);
   if (!expression) {
     try {
       expression = jsonata(source, guardrails(timeoutMs));
     } catch (err) {
-      throw new ExpressionFailure(`Invalid expression "${source.trim()}": ${err.message}${err.position !== undefined ? ` at ${err.position}` : ''}`);
+      const position = positionOf(err, offset);
+      throw new ExpressionFailure(`Invalid expression "${source.trim()}": ${err.message}${position !== undefined ? ` at ${position}` : ''}`, false, position);
     }
     if (compiled.size > 5000) compiled.clear();
     compiled.set(key, expression);
@@ -40,29 +43,34 @@ function compile(source, timeoutMs) {
 /** JSONata's guardrail codes: what the expression may cost, not what it means. */
 const LIMITS = { D1012: 'ran too long', D1011: 'recursed too deeply', D2015: 'built too long a sequence' };
 
-async function evaluate(source, context, timeoutMs) {
-  const expression = compile(source, timeoutMs);
+/** Evaluates one expression; `offset` is where it starts in its template string (for error positions). */
+async function evaluate(source, context, timeoutMs, offset = 0) {
+  const expression = compile(source, timeoutMs, offset);
   try {
     return await expression.evaluate(context);
   } catch (err) {
     const limit = LIMITS[err.code];
-    throw new ExpressionFailure(`Expression "${source.trim()}" ${limit ?? `failed: ${err.message}`}`, limit !== undefined);
+    throw new ExpressionFailure(`Expression "${source.trim()}" ${limit ?? `failed: ${err.message}`}`, limit !== undefined, positionOf(err, offset));
   }
 }
 
 const asText = (value) => (value === undefined || value === null ? '' : typeof value === 'string' ? value : JSON.stringify(value));
 
-/** A string that is one whole `{{ }}` yields the raw value; other strings get each `{{ }}` replaced by its text. */
+/**
+ * A string that is one whole `{{ }}` yields the raw value; other strings get each `{{ }}` replaced
+ * by its text. A `{{` nothing closes is text (as it always was; saving a workflow refuses it).
+ */
 async function resolve(value, context, timeoutMs) {
   if (typeof value === 'string') {
-    const whole = WHOLE.exec(value);
-    if (whole) return evaluate(whole[1], context, timeoutMs);
     if (!value.includes('{{')) return value;
+    const whole = wholeExpression(value);
+    if (whole !== undefined) return evaluate(whole, context, timeoutMs, value.indexOf('{{') + 2);
     let out = '';
     let last = 0;
-    for (const match of value.matchAll(PART)) {
-      out += value.slice(last, match.index) + asText(await evaluate(match[1], context, timeoutMs));
-      last = match.index + match[0].length;
+    for (const part of templateParts(value)) {
+      if (part.end < 0) break;
+      out += value.slice(last, part.start) + asText(await evaluate(part.source, context, timeoutMs, part.start + 2));
+      last = part.end;
     }
     return out + value.slice(last);
   }
@@ -101,9 +109,9 @@ function largerThan(value, limit) {
 // a busy machine) never counts against an expression.
 parentPort.postMessage({ ready: true });
 
-parentPort.on('message', async ({ id, template, context, timeoutMs, resultBytes }) => {
+parentPort.on('message', async ({ id, template, expression, context, timeoutMs, resultBytes }) => {
   try {
-    const value = await resolve(template, context, timeoutMs);
+    const value = expression === undefined ? await resolve(template, context, timeoutMs) : await evaluate(expression, context, timeoutMs);
     if (largerThan(value, resultBytes)) throw new ExpressionFailure(`The node's evaluated configuration is larger than ${resultBytes} bytes`, true);
     try {
       parentPort.postMessage({ id, ok: true, value });
@@ -113,6 +121,12 @@ parentPort.on('message', async ({ id, template, context, timeoutMs, resultBytes 
     }
   } catch (err) {
     const failure = err instanceof ExpressionFailure;
-    parentPort.postMessage({ id, ok: false, limit: failure && err.limit, message: failure ? err.message : `Expression failed: ${err?.message ?? err}` });
+    parentPort.postMessage({
+      id,
+      ok: false,
+      limit: failure && err.limit,
+      ...(failure && err.position !== undefined ? { position: err.position } : {}),
+      message: failure ? err.message : `Expression failed: ${err?.message ?? err}`,
+    });
   }
 });

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { ExpressionSandbox } from './expression-sandbox.js';
-import { ExpressionError, checkTemplates, hasTemplates } from './expressions.js';
+import { ExpressionError, checkTemplates, hasTemplates, templateProblems } from './expressions.js';
 
 const context = {
   trigger: { since: '2026-01-01', n: 3, name: 'Ada' },
@@ -21,6 +21,25 @@ describe('templates', () => {
     expect(await resolve('id {{ execution.id }} of {{ execution.workflow_id }}')).toBe('id 1 of 2');
     expect(await resolve('missing: {{ trigger.nothing }}.')).toBe('missing: .');
     expect(await resolve('{{ $uppercase(trigger.name) }}')).toBe('ADA');
+  });
+
+  it('evaluates a JSONata object whose braces end in }} as one expression', async () => {
+    expect(await resolve('{{ {"a": {"b": trigger.n}} }}')).toEqual({ a: { b: 3 } });
+    expect(await resolve('n={{ {"a":trigger.n}.a }}; s={{ "}}" }}')).toBe('n=3; s=}}');
+    expect(checkTemplates({ v: '{{ {"a": {"b": 1}} }}' })).toEqual([]);
+  });
+
+  it('reports a {{ nothing closes at definition time, and leaves it as text at run time', async () => {
+    expect(checkTemplates({ v: 'ok {{ {"a": 1 }}' })).toEqual([{ field: 'config.v', message: '"{{" at 3 is never closed by a matching "}}"' }]);
+    expect(await resolve('ok {{ {"a": 1 }}')).toBe('ok {{ {"a": 1 }}');
+  });
+
+  it('says where in the template string an expression fails', async () => {
+    const [problem] = templateProblems('abc {{ 1 + }}');
+    expect(problem!.position).toBe(10);
+    const failure = await resolve('x {{ $number("abc") }}').catch((err: ExpressionError) => err);
+    expect(failure).toBeInstanceOf(ExpressionError);
+    expect((failure as ExpressionError).position).toBeGreaterThanOrEqual(5);
   });
 
   it('returns a template without expressions as it is, without a thread', async () => {

@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { documentAs, named, pascal } from '../http/openapi.js';
+import { approvalNode } from './approval.node.js';
 import { conditionNode } from './condition.node.js';
 import { delayNode } from './delay.node.js';
+import { emitEventNode } from './emit-event.node.js';
 import { failNode } from './fail.node.js';
 import { httpRequestNode } from './http-request.node.js';
 import { llmPromptNode } from './llm-prompt.node.js';
@@ -11,6 +13,7 @@ import { recordCreateNode, recordQueryNode, recordUpdateNode } from './record-no
 import { runWorkflowNode } from './run-workflow.node.js';
 import { switchNode } from './switch.node.js';
 import { transformNode } from './transform.node.js';
+import { waitForEventNode } from './wait-for-event.node.js';
 
 /** The node catalogue: one module per type. A new type is one module and one line here. */
 export const nodeTypes: ReadonlyMap<string, NodeType<any>> = new Map(
@@ -26,6 +29,9 @@ export const nodeTypes: ReadonlyMap<string, NodeType<any>> = new Map(
     recordUpdateNode,
     recordQueryNode,
     llmPromptNode,
+    waitForEventNode,
+    emitEventNode,
+    approvalNode,
   ].map((n) => [n.type, n as NodeType<any>]),
 );
 

@@ -4,6 +4,7 @@ import type { Principal } from '../auth/auth.service.js';
 import type { PriceTable } from '../providers/pricing.js';
 import type { RecordService } from '../records/record.service.js';
 import type { ResolvedConnection } from '../connections/connection.service.js';
+import type { EventService } from '../events/event.service.js';
 
 /** What a node implementation receives; the credential is loaded and decrypted only on demand. */
 export interface NodeRunContext<C> {
@@ -14,7 +15,9 @@ export interface NodeRunContext<C> {
   records: Pick<RecordService, 'create' | 'update' | 'list'>;
   /** Model prices (llm_prompt's cost). */
   prices: PriceTable;
-  execution: { id: number; workflowId: number; ownerId: number };
+  execution: { id: number; workflowId: number; ownerId: number; actingUserIds: number[] };
+  /** Sends events to waiting runs (emit_event), as the people the run acts for. */
+  events: Pick<EventService, 'send'>;
   signal: AbortSignal;
   /** The node's connection, when every person the run acts for may use it (else 403 `forbidden`). */
   connection(): Promise<ResolvedConnection>;
@@ -35,12 +38,19 @@ export interface NodeType<C = unknown> {
   /**
    * How the workflow runs it when not as an activity: `timer`, a durable timer of the config's
    * `duration_ms`; `child`, a child run of the stored workflow its config names (`workflow_id`,
-   * `payload`). Such a type has no `run`.
+   * `payload`); `wait`, a wait for an event (workflows/wait-for-event.ts); `approval`, an action on
+   * the gate (workflows/approval.ts). Such a type has no `run`.
    */
-  runsAs?: 'timer' | 'child';
+  runsAs?: 'timer' | 'child' | 'wait' | 'approval';
   description: string;
   /** Uses `connection_id` (validated to exist when the workflow is saved). */
   needsConnection?: boolean;
+  /**
+   * What the stored configuration names besides the node's `connection_id`, checked when the
+   * workflow is saved: connections (each must be usable by the people its runs act for; a
+   * connection in use cannot be deleted) and logins (each must exist), with where they are.
+   */
+  references?: (config: Record<string, unknown>) => { connections: { id: number; field: string }[]; logins: { login: string; field: string }[] };
   /** Schema of the stored configuration (strings may still hold `{{ }}`). */
   configSchema: z.ZodType;
   /** Schema after expressions are evaluated; defaults to configSchema. */

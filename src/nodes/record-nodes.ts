@@ -12,7 +12,8 @@ const entity = z.string().min(1).max(63);
 export const recordCreateNode: NodeType<{ entity: string; fields: Record<string, unknown> }> = {
   type: 'record_create',
   pure: false,
-  description: 'config `{entity, fields}`: creates a record of the entity from the evaluated field map. Output: the created record.',
+  description:
+    'config `{entity, fields}`: creates a record of the entity from the evaluated field map. Output: the created record (only `{uuid}` when the run’s people may not view the entity’s records).',
   configSchema: z.strictObject({ entity, fields: z.record(z.string(), z.unknown()) }),
   run: async ({ config, records, actor }) => ({ output: await records.create(await actor(), config.entity, config.fields) }),
 };
@@ -20,7 +21,8 @@ export const recordCreateNode: NodeType<{ entity: string; fields: Record<string,
 export const recordUpdateNode: NodeType<{ entity: string; uuid: string; fields: Record<string, unknown> }> = {
   type: 'record_update',
   pure: false,
-  description: 'config `{entity, uuid, fields}`: updates those fields of the record. Output: the updated record.',
+  description:
+    'config `{entity, uuid, fields}`: updates those fields of the record. Output: the updated record (only `{uuid}` when the run’s people may not view the entity’s records).',
   configSchema: z.strictObject({ entity, uuid: z.string().min(1), fields: z.record(z.string(), z.unknown()) }),
   resolvedSchema: z.object({ entity, uuid: z.uuid(), fields: z.record(z.string(), z.unknown()) }),
   run: async ({ config, records, actor }) => ({ output: await records.update(await actor(), config.entity, config.uuid, config.fields) }),

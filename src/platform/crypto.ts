@@ -47,19 +47,24 @@ export class KeyRing {
     return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8');
   }
 
-  /** AES-256-GCM over bytes (Temporal payloads): `iv | tag | ciphertext`. */
-  encryptBytes(plain: Uint8Array): Buffer {
+  /**
+   * AES-256-GCM over bytes (Temporal payloads): `iv | tag | ciphertext`. `aad`, when given, is
+   * authenticated with them: the bytes decrypt only with the same `aad` (what they were sealed for).
+   */
+  encryptBytes(plain: Uint8Array, aad?: Uint8Array): Buffer {
     const iv = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.encryption, iv);
+    if (aad) cipher.setAAD(aad);
     const body = Buffer.concat([cipher.update(plain), cipher.final()]);
     return Buffer.concat([iv, cipher.getAuthTag(), body]);
   }
 
-  decryptBytes(sealed: Uint8Array, keyId: string): Buffer {
+  decryptBytes(sealed: Uint8Array, keyId: string, aad?: Uint8Array): Buffer {
     const ring = keyId === this.keyId ? this : this.previous.find((r) => r.keyId === keyId);
     if (!ring) throw new Error(`no key with id ${keyId}`);
     const data = Buffer.from(sealed);
     const decipher = createDecipheriv('aes-256-gcm', ring.encryption, data.subarray(0, 12));
+    if (aad) decipher.setAAD(aad);
     decipher.setAuthTag(data.subarray(12, 28));
     return Buffer.concat([decipher.update(data.subarray(28)), decipher.final()]);
   }

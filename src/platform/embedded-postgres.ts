@@ -155,8 +155,8 @@ async function hydrateSymlinks(packageDir: string): Promise<void> {
   }
 }
 
-/** PostgreSQL refuses to run as root; when we are root, run it as the `postgres` user. */
-async function ensureRunAsUser(): Promise<{ uid: number; gid: number } | undefined> {
+/** PostgreSQL refuses to run as root; when we are root, run it as the `postgres` user (created if missing). */
+export async function ensureRunAsUser(): Promise<{ uid: number; gid: number } | undefined> {
   if (userInfo().uid !== 0) return undefined;
   const lookup = () => ({
     uid: Number(execFileSync('id', ['-u', 'postgres']).toString().trim()),

@@ -90,6 +90,37 @@ export class Metrics {
     labelNames: ['status'] as const,
     registers: [this.registry],
   });
+  readonly workflowWaits = new Counter({
+    name: 'svc_workflow_waits_total',
+    help: 'wait_for_event nodes that ended, by outcome (received, timeout)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly workflowEvents = new Counter({
+    name: 'svc_workflow_events_total',
+    help: 'Events sent, by source (api, node) and whether they resumed a run (delivered: yes, no)',
+    labelNames: ['source', 'delivered'] as const,
+    registers: [this.registry],
+  });
+  readonly workflowApprovals = new Counter({
+    name: 'svc_workflow_approvals_total',
+    help: 'Workflow approvals that ended, by outcome (approved, rejected, expired, cancelled)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly workflowApprovalSeconds = new Histogram({
+    name: 'svc_workflow_approval_decision_seconds',
+    help: 'Time from a workflow approval’s request to its end, by outcome (approved, rejected, expired)',
+    labelNames: ['outcome'] as const,
+    buckets: longSeconds,
+    registers: [this.registry],
+  });
+  readonly workflowApprovalNotices = new Counter({
+    name: 'svc_workflow_approval_notifications_total',
+    help: 'Approval notifications posted, by notice (requested, reminder, escalated) and outcome (sent, failed)',
+    labelNames: ['notice', 'outcome'] as const,
+    registers: [this.registry],
+  });
   readonly modelTokens = new Counter({
     name: 'svc_model_tokens_total',
     help: 'Model tokens reported by providers, by provider (openai, anthropic), direction (in, out) and source (agent, node)',
@@ -114,7 +145,15 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(options: { pool?: () => PoolProbe | undefined; pendingActions?: () => Promise<number> } = {}) {
+  constructor(
+    options: {
+      pool?: () => PoolProbe | undefined;
+      pendingActions?: () => Promise<number>;
+      /** Runs waiting in a wait_for_event node, and workflow approvals waiting for a decision. */
+      waitingRuns?: () => Promise<number>;
+      pendingApprovals?: () => Promise<number>;
+    } = {},
+  ) {
     collectDefaultMetrics({ register: this.registry });
     const pool = options.pool;
     if (pool) {
@@ -140,6 +179,20 @@ export class Metrics {
         registers: [this.registry],
         async collect() {
           this.set(await pending().catch(() => Number.NaN));
+        },
+      });
+    }
+    for (const [name, help, read] of [
+      ['svc_workflow_waiting_runs', 'Runs waiting for an event in a wait_for_event node (read from PostgreSQL when scraped)', options.waitingRuns],
+      ['svc_workflow_pending_approvals', 'Workflow approvals waiting for a decision (read from PostgreSQL when scraped)', options.pendingApprovals],
+    ] as const) {
+      if (!read) continue;
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        async collect() {
+          this.set(await read().catch(() => Number.NaN));
         },
       });
     }

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir } from 'node:fs/promises';
+import { chmod, mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { isPortOpen, stopChild, tail, waitFor } from './child-process.js';
 import type { Logger } from './logger.js';
@@ -36,6 +36,11 @@ export interface DevServerOptions {
   logger: Logger;
 }
 
+/** Makes a SQLite database and its journal files, those that exist, readable by their owner only. */
+async function privateDatabase(path: string): Promise<void> {
+  for (const file of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) await chmod(file, 0o600).catch(() => undefined);
+}
+
 /** Runs `temporal server start-dev` as a child process bound to loopback. */
 export class TemporalDevServer {
   private child?: ChildProcess;
@@ -58,6 +63,9 @@ export class TemporalDevServer {
     const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--log-level', 'error'];
     if (dbFile) {
       await mkdir(resolve(dbFile, '..'), { recursive: true });
+      // SQLite gives its journal files the database file's mode: an existing database is made
+      // 0600 before the server opens it, a new one as soon as the server is up.
+      await privateDatabase(dbFile);
       // WAL journal, still synced at every commit: fewer writes per commit than the default
       // rollback journal, the same durability (docs/performance.md).
       args.push('--db-filename', dbFile, '--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=full');
@@ -84,6 +92,7 @@ export class TemporalDevServer {
       120_000,
       () => (exited ? `${exited}: ${output.text}` : undefined),
     );
+    if (dbFile) await privateDatabase(dbFile);
     return this.address;
   }
 

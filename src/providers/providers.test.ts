@@ -11,6 +11,7 @@ const connection = (type: 'openai' | 'anthropic', send: ResolvedConnection['fetc
   type,
   baseUrl: 'http://provider.invalid/v1/',
   fetch: send,
+  redact: (value) => value,
 });
 
 /** A streamed body cut at awkward places (inside events, inside CRLF pairs). */

@@ -116,13 +116,13 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
       operationId: 'createRecord',
       summary: "Creates a record; the body is validated against the entity's JSON Schema",
       description:
-        "Capability: the entity's `create` (default svc_create_records). The body is the field map; unset fields take their default. Every invalid field is named in one 400 `validation_failed`. The new record starts the workflows whose `record` trigger listens to `created`.",
+        "Capability: the entity's `create` (default svc_create_records). The body is the field map; unset fields take their default. Every invalid field is named in one 400 `validation_failed`. Answers the record, or only its `uuid` to a caller without the entity's `view`. The new record starts the workflows whose `record` trigger listens to `created`.",
       tag,
       access: 'authenticated',
       params: entityParams,
       body: fieldMap,
       errors: { ...recordErrors, conflict: 'A unique field already has this value (named in data.field)' },
-      responses: { 201: { description: 'Created', data: record } },
+      responses: { 201: { description: 'Created: the record, or `{uuid}` alone without `view`', data: record } },
       handler: async ({ principal, params, body }) => ({ status: 201, data: await records.create(principal, params.entity, body) }),
     }),
     defineRoute({
@@ -131,13 +131,13 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
       operationId: 'updateRecord',
       summary: 'Changes the given fields of a record (null clears an optional field)',
       description:
-        "Capability: the entity's `edit` (default svc_edit_records). Fields left out keep their value. Starts the workflows listening to `updated` when something changed.",
+        "Capability: the entity's `edit` (default svc_edit_records). Fields left out keep their value. Answers the record, or only its `uuid` to a caller without the entity's `view` (editing is not reading). Starts the workflows listening to `updated` when something changed.",
       tag,
       access: 'authenticated',
       params: recordParams,
       body: fieldMap,
       errors: { ...recordErrors, conflict: 'A unique field already has this value (named in data.field)' },
-      responses: { 200: { description: 'The updated record', data: record } },
+      responses: { 200: { description: 'The updated record, or `{uuid}` alone without `view`', data: record } },
       handler: async ({ principal, params, body }) => ({ data: await records.update(principal, params.entity, params.uuid, body) }),
     }),
     defineRoute({

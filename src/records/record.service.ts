@@ -175,25 +175,33 @@ export class RecordService {
     this.validator.check(entity, body, partial);
   }
 
+  /**
+   * What a write answers: the record to an actor who may view the entity's records, otherwise only
+   * its uuid (the right to create, edit or delete records is not the right to read them).
+   */
+  private answer(actor: Actor, entity: StoredEntity, record: RecordData): RecordData {
+    return actor.can(entity.definition.capabilities.view) ? record : { uuid: record.uuid };
+  }
+
   async create(actor: Actor, slug: string, body: Record<string, unknown>): Promise<RecordData> {
     const entity = await this.entities.requireFor(actor, slug, 'create');
     const event = await this.insert(this.db, entity, body);
     this.events.publish([event]);
-    return event.record;
+    return this.answer(actor, entity, event.record);
   }
 
   async update(actor: Actor, slug: string, uuid: string, body: Record<string, unknown>): Promise<RecordData> {
     const entity = await this.entities.requireFor(actor, slug, 'edit');
     const event = await this.db.transaction((tx) => this.change(tx, entity, uuid, body));
     if (event.record !== event.previous) this.events.publish([event]);
-    return event.record;
+    return this.answer(actor, entity, event.record);
   }
 
   async remove(actor: Actor, slug: string, uuid: string): Promise<RecordData> {
     const entity = await this.entities.requireFor(actor, slug, 'delete');
     const event = await this.delete(this.db, entity, uuid);
     this.events.publish([event]);
-    return event.record;
+    return this.answer(actor, entity, event.record);
   }
 
   /** Up to 100 operations in one transaction, each in its own savepoint; events after the commit. */

@@ -1,8 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { PayloadCodec } from '@temporalio/common';
 import { AppError, type HttpErrorCode } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
-import { codecPayloads, transcode, type CodecPayloads } from './codec.js';
+import { codecPayloads, transcode, type CodecPayloads, type EncryptionCodec } from './codec.js';
 
 /**
  * The only address the listener binds. It asks for no credentials, so it is never configurable:
@@ -11,7 +10,7 @@ import { codecPayloads, transcode, type CodecPayloads } from './codec.js';
 export const LOOPBACK_CODEC_HOST = '127.0.0.1';
 
 export interface LoopbackCodecOptions {
-  codec: PayloadCodec;
+  codec: EncryptionCodec;
   /** 0 takes any free port. */
   port: number;
   /** Origins of the Temporal Web UI whose pages may call it (CORS). */
@@ -100,7 +99,7 @@ async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
 async function answer(
   req: IncomingMessage,
   res: ServerResponse,
-  codec: PayloadCodec,
+  codec: EncryptionCodec,
   bodyLimit: number,
   allowed: { hosts: Set<string>; origins: Set<string> },
 ) {

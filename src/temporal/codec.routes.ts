@@ -15,6 +15,21 @@ named(codecPayloads, 'CodecPayloads', {
 });
 
 /**
+ * The capability of the codec endpoints. Decoding shows any run's payloads in clear, whoever's
+ * data they are, exactly as the Temporal Web UI shows every run to whoever may open it: an
+ * operator's tool, so it is the operators' capability (administrators by default), not the
+ * right to manage workflows.
+ */
+const DECODE = 'svc_decode_payloads';
+
+const descriptions = {
+  decode:
+    "Decrypts the service's payloads (any run's, so only operators: `svc_decode_payloads`, administrators by default), by application password or by the session cookie alone; other payloads are answered unchanged.",
+  encode:
+    'Encrypts nothing: answers the payloads as they came, so what an operator sends from the Temporal Web UI or CLI is never input the worker trusts (it refuses it with `untrusted_input`). Needs `svc_decode_payloads`.',
+};
+
+/**
  * The codec server the Temporal Web UI calls to show encrypted payloads to an operator. The UI
  * sends the browser's session cookie but cannot send a nonce, so a session cookie alone is
  * accepted here: decoding changes nothing, and CORS lets only the UI's origin read answers.
@@ -25,20 +40,20 @@ export function codecRoutes({ temporal }: { temporal: TemporalHandle }): AnyRout
       method: 'post',
       path: `/api/temporal-codec/${operation}`,
       operationId: `codec${operation[0]!.toUpperCase()}${operation.slice(1)}`,
-      summary: `Temporal codec server: ${operation}s payloads (for the Temporal Web UI)`,
-      description: 'Needs `svc_manage_workflows`, by application password or by the session cookie alone.',
+      summary: `Temporal codec server: ${operation === 'decode' ? 'decodes payloads' : 'answers payloads unchanged'} (for the Temporal Web UI and CLI)`,
+      description: descriptions[operation],
       tag: 'temporal',
       access: 'public',
-      checksCredentials: { accepts: ['basic', 'cookie'], capability: 'svc_manage_workflows' },
+      checksCredentials: { accepts: ['basic', 'cookie'], capability: DECODE },
       // Checked before the body is read: a caller without the capability learns nothing else.
       guard: async (ctx) => {
         const caller = (ctx.state.principal ?? ctx.state.cookieSession) as Principal | undefined;
         if (!caller) throw unauthenticated();
-        if (!caller.can('svc_manage_workflows')) throw forbidden('svc_manage_workflows');
+        if (!caller.can(DECODE)) throw forbidden(DECODE);
       },
       query,
       body: codecPayloads,
-      errors: { forbidden: 'Missing capability svc_manage_workflows' },
+      errors: { forbidden: `Missing capability ${DECODE}` },
       responses: { 200: { description: 'The payloads', raw: codecPayloads } },
       handler: async ({ body }) => ({ raw: await transcode(temporal.codec, operation, body) }),
     });

@@ -4,6 +4,7 @@ import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors
 import type { Config } from '../config.js';
 import type { KeyRing } from '../platform/crypto.js';
 import { EncryptionCodec } from './codec.js';
+import { clientDataConverter } from './data-converter.js';
 
 export interface TemporalHandle {
   connection: Connection;
@@ -58,7 +59,7 @@ export function connectTemporal(config: Config, address: string, keys: KeyRing, 
   const client = new Client({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
-    dataConverter: { payloadCodecs: [codec] },
+    dataConverter: clientDataConverter(codec),
     // With tracing on, starts, updates and signals carry the caller's trace into the workflow.
     ...(options.traced ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
   });

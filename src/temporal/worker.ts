@@ -10,16 +10,22 @@ import { DefaultLogger, NativeConnection, Runtime, Worker, bundleWorkflowCode, t
 import type { Logger } from '../platform/logger.js';
 import { createActivities } from '../../activities/index.js';
 import type { Services } from '../services.js';
+import { bundledConverters, workerDataConverter } from './data-converter.js';
 
 export const workflowsPath = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
 /** Tracing's workflow interceptors: they act only on runs that carry a trace context. */
 export const workflowInterceptorsPath = fileURLToPath(new URL('../../workflows/tracing.interceptors.ts', import.meta.url));
+/** The interceptors that refuse input the service did not produce: first, so nothing else sees it before. */
+export const trustInterceptorsPath = fileURLToPath(new URL('../../workflows/trust.interceptors.ts', import.meta.url));
+
+/** What every bundle of the service's workflow code is built with besides its workflows: interceptors and converters. */
+export const bundleOptions = { workflowInterceptorModules: [trustInterceptorsPath, workflowInterceptorsPath], ...bundledConverters };
 
 /** Bundles the deterministic workflow code once; workers reuse the bundle. */
 export async function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
   return bundleWorkflowCode({
     workflowsPath,
-    workflowInterceptorModules: [workflowInterceptorsPath],
+    ...bundleOptions,
     logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
   });
 }
@@ -129,7 +135,8 @@ export async function startWorker(services: Services, address: string, options: 
     taskQueue: options.taskQueue ?? services.config.TEMPORAL_TASK_QUEUE,
     workflowBundle,
     activities: createActivities(services),
-    dataConverter: { payloadCodecs: [services.temporal.codec] },
+    // Only what the service itself encrypted is input; failure messages are encrypted too.
+    dataConverter: workerDataConverter(services.temporal.codec),
     // Traced runs' workflow spans leave through this sink; without tracing it drops them.
     sinks: {
       exporter:

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { nodeTypes } from '../nodes/index.js';
 import { validateGraph } from './graph-validator.js';
+import type { Graph } from '../../workflows/defs.js';
 
 const manual = { type: 'manual', config: {} } as const;
 
@@ -167,5 +168,70 @@ describe('validateGraph, one rule at a time', () => {
         cron,
       ).toEqual(['trigger.config.cron']);
     expect(schedule('@daily', 'Not/AZone')).toEqual([{ field: 'trigger.config.timezone', message: expect.stringMatching(/unknown time zone Not\/AZone/) }]);
+  });
+});
+
+describe('validateGraph: error branches and references', () => {
+  const check = (graph: Graph) => validateGraph(graph, { type: 'manual', config: {} }, nodeTypes);
+  const t = (id: string, config: Record<string, unknown> = { value: 1 }, extra: Record<string, unknown> = {}) => ({ id, type: 'transform', config, ...extra });
+
+  it('accepts "error" edges from a node with on_error "branch", of any type', () => {
+    const cond = { id: 'if', type: 'condition', config: { expression: true }, on_error: 'branch' as const };
+    expect(
+      check({
+        nodes: [cond, t('yes'), t('oops', { value: '{{ nodes.if.error.message }}' })],
+        edges: [
+          { from: 'if', to: 'yes', branch: 'true' },
+          { from: 'if', to: 'oops', branch: 'error' },
+        ],
+      }),
+    ).toEqual([]);
+    expect(check({ nodes: [t('pay', { value: 1 }, { on_error: 'branch' }), t('notify')], edges: [{ from: 'pay', to: 'notify', branch: 'error' }] })).toEqual(
+      [],
+    );
+  });
+
+  it('refuses "error" edges from nodes without on_error "branch", saying so', () => {
+    expect(check({ nodes: [t('pay'), t('notify')], edges: [{ from: 'pay', to: 'notify', branch: 'error' }] })).toEqual([
+      {
+        field: 'edges.0.branch',
+        message: '"error" edges leave only nodes with on_error "branch" (they carry its failure); pay has on_error "fail"',
+      },
+    ]);
+  });
+
+  it('asks a node with on_error "branch" for an error edge, and a switch for no case called "error"', () => {
+    expect(check({ nodes: [t('pay', { value: 1 }, { on_error: 'branch' }), t('b')], edges: [{ from: 'pay', to: 'b' }] })).toEqual([
+      { field: 'nodes.0.on_error', message: 'on_error "branch" needs at least one edge from pay with branch "error" (where its failure goes)' },
+    ]);
+    const sw = { id: 'sw', type: 'switch', config: { value: 1, cases: ['error'] }, on_error: 'branch' as const };
+    expect(check({ nodes: [sw, t('b')], edges: [{ from: 'sw', to: 'b', branch: 'error' }] }).map((p) => p.field)).toEqual(['nodes.0.on_error']);
+    // Without on_error "branch", a case called "error" is a case like any other.
+    expect(check({ nodes: [{ ...sw, on_error: undefined }, t('b')], edges: [{ from: 'sw', to: 'b', branch: 'error' }] })).toEqual([]);
+  });
+
+  it('refuses a reference to a node that does not exist, naming it and where', () => {
+    expect(check({ nodes: [t('a', { value: { x: 'id {{ nodes.nope.z }}' } })], edges: [] })).toEqual([
+      { field: 'nodes.0.config.value.x', message: 'refers to node "nope" (nodes.nope), which does not exist in this workflow' },
+    ]);
+  });
+
+  it('refuses a reference to a node that is not upstream, or to the node itself', () => {
+    const problems = check({
+      nodes: [t('a'), t('b', { value: '{{ nodes.c.x }}' }), t('c', { value: '{{ nodes.c.x + nodes.a.y }}' })],
+      edges: [
+        { from: 'a', to: 'b' },
+        { from: 'a', to: 'c' },
+      ],
+    });
+    expect(problems).toEqual([
+      {
+        field: 'nodes.1.config.value',
+        message: 'node "b" refers to node "c", which is not upstream of it (no path of edges leads from c to b): it has no output when b runs',
+      },
+      { field: 'nodes.2.config.value', message: 'node "c" refers to its own output: it has no output when c runs' },
+    ]);
+    // Dynamic uses of `nodes` and fields named `nodes` elsewhere are left alone.
+    expect(check({ nodes: [t('a', { value: '{{ $keys(nodes) & trigger.nodes.q }}' })], edges: [] })).toEqual([]);
   });
 });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { Config } from '../config.js';
 import type { Principal } from '../auth/auth.service.js';
 import { toIso } from '../db/sql.js';
 import { idempotencyHeaders, idempotencyOf, replayedHeader, replayedHeaders } from '../executions/idempotency.js';
@@ -9,16 +10,22 @@ import { createWorkflowSchema, updateWorkflowSchema, workflowListItem, workflowV
 import type { WorkflowRow } from './workflow.service.js';
 import type { ExecutionService } from '../executions/execution.service.js';
 import type { WorkflowService } from './workflow.service.js';
+import { runResult, runResultOf } from './run-result.js';
 
 const root = '/api/workflow/v1';
 const manage = { capability: 'svc_manage_workflows' } as const;
 const executionStarted = z.object({ execution_id: z.number().int() });
-const runResult = z.object({ execution_id: z.number().int(), status: z.string(), output: z.unknown() });
 named(executionStarted, 'ExecutionStarted', { description: 'The execution a call started', examples: [{ execution_id: 42 }] });
-named(runResult, 'RunResult', {
-  description: 'A run that finished while the call waited: its status and the output of the node that finished last',
-  examples: [{ execution_id: 42, status: 'success', output: { text: 'HELLO, ADA' } }],
-});
+
+/**
+ * Where callers from outside reach this API: SVC_PUBLIC_URL when set (behind a proxy or a load
+ * balancer that rewrites the address), else the origin the request came to (its scheme and
+ * `Host`; X-Forwarded-Proto and X-Forwarded-Host when TRUST_PROXY is set).
+ */
+export function publicBase(ctx: { protocol: string; host: string }, publicUrl: string | undefined): string {
+  if (publicUrl) return publicUrl.replace(/\/+$/, '');
+  return `${ctx.protocol}://${ctx.host}`;
+}
 
 export function workflowView_(row: WorkflowRow, principal: Principal | undefined, apiBase: string) {
   const mayManage = principal && (principal.role === 'administrator' || principal.id === row.owner_id);
@@ -37,6 +44,7 @@ export function workflowView_(row: WorkflowRow, principal: Principal | undefined
     edges: row.edges as unknown as Record<string, unknown>[],
     owner: { id: row.owner_id, login: row.owner_login },
     shared_with: row.shared_with,
+    error_workflow_id: row.error_workflow_id ?? null,
     webhook:
       row.trigger.type === 'webhook' && row.webhook_secret && mayManage ? { url: `${apiBase}${root}/hooks/${row.slug}`, secret: row.webhook_secret } : null,
     created_at: toIso(row.created_at)!,
@@ -44,8 +52,17 @@ export function workflowView_(row: WorkflowRow, principal: Principal | undefined
   };
 }
 
-export function workflowRoutes({ workflows, executions }: { workflows: WorkflowService; executions: ExecutionService }): AnyRoute[] {
-  const view = (row: WorkflowRow, principal: Principal, origin: string) => workflowView_(row, principal, origin);
+export function workflowRoutes({
+  workflows,
+  executions,
+  config,
+}: {
+  workflows: WorkflowService;
+  executions: ExecutionService;
+  config: Pick<Config, 'SVC_PUBLIC_URL'>;
+}): AnyRoute[] {
+  const view = (row: WorkflowRow, principal: Principal, ctx: { protocol: string; host: string }) =>
+    workflowView_(row, principal, publicBase(ctx, config.SVC_PUBLIC_URL));
   const transition = (operationId: string, action: 'activate' | 'deactivate' | 'restore', summary: string, description: string) =>
     defineRoute({
       method: 'post',
@@ -58,7 +75,7 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
       params: idParam,
       errors: { workflow_archived: 'Not allowed from the current status' },
       responses: { 200: { description: 'The workflow', data: workflowView } },
-      handler: async ({ params, principal, ctx }) => ({ data: view(await workflows[action](principal, params.id), principal, ctx.origin) }),
+      handler: async ({ params, principal, ctx }) => ({ data: view(await workflows[action](principal, params.id), principal, ctx) }),
     });
 
   return [
@@ -92,7 +109,7 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
       body: createWorkflowSchema,
       errors: { conflict: 'The slug is taken' },
       responses: { 201: { description: 'Created', data: workflowView } },
-      handler: async ({ body, principal, ctx }) => ({ status: 201, data: view(await workflows.create(principal, body), principal, ctx.origin) }),
+      handler: async ({ body, principal, ctx }) => ({ status: 201, data: view(await workflows.create(principal, body), principal, ctx) }),
     }),
     defineRoute({
       method: 'get',
@@ -105,7 +122,7 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
       access: 'authenticated',
       params: idParam,
       responses: { 200: { description: 'The workflow', data: workflowView } },
-      handler: async ({ params, principal, ctx }) => ({ data: view(await workflows.get(principal, params.id), principal, ctx.origin) }),
+      handler: async ({ params, principal, ctx }) => ({ data: view(await workflows.get(principal, params.id), principal, ctx) }),
     }),
     defineRoute({
       method: 'patch',
@@ -120,7 +137,7 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
       body: updateWorkflowSchema,
       errors: { workflow_archived: 'The workflow is archived', conflict: 'The slug is taken' },
       responses: { 200: { description: 'The updated workflow', data: workflowView } },
-      handler: async ({ params, body, principal, ctx }) => ({ data: view(await workflows.update(principal, params.id, body), principal, ctx.origin) }),
+      handler: async ({ params, body, principal, ctx }) => ({ data: view(await workflows.update(principal, params.id, body), principal, ctx) }),
     }),
     defineRoute({
       method: 'delete',
@@ -160,7 +177,8 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
       path: `${root}/workflows/{id}/run`,
       operationId: 'runWorkflow',
       summary: 'Starts a run, the same as a manual Run now; 202 with the execution id',
-      description: 'With `wait=true` the call waits (up to `timeout_ms`, default 30 s) and answers 200 with the result, or 202 if the run is still going.',
+      description:
+        'With `wait=true` the call waits (up to `timeout_ms`, default 30 s) and answers 200 with the result (a failed run with its `error`), or 202 if the run is still going.',
       tag: 'workflows',
       access: manage,
       params: idParam,
@@ -180,7 +198,11 @@ export function workflowRoutes({ workflows, executions }: { workflows: WorkflowS
         const replayed = replayedHeaders(started.replayed);
         if (query.wait) {
           const result = await executions.waitForResult(started.temporalWorkflowId, query.timeout_ms ?? 30_000);
-          if (result) return { data: { execution_id: started.executionId, status: result.status, output: result.lastOutput ?? null }, headers: replayed };
+          if (result) {
+            // A repeated Idempotency-Key may name another person's run: its data is theirs.
+            const shown = !started.replayed || (await executions.mayViewRunData(principal, started.executionId));
+            return { data: runResultOf(started.executionId, result, shown), headers: replayed };
+          }
         }
         return { status: 202, data: { execution_id: started.executionId }, headers: replayed };
       },

@@ -23,7 +23,12 @@ export const nodeSchema = z.strictObject({
     })
     .optional(),
   timeout_ms: z.number().int().min(100).max(86_400_000).optional(),
-  on_error: z.enum(['fail', 'continue']).optional(),
+  on_error: z
+    .enum(['fail', 'continue', 'branch'])
+    .optional()
+    .describe(
+      'After the retries are spent: `fail` (default) stops the run; `continue` makes the error the output `{error: {code, message, data?}}` and the run ends `partial`; `branch` makes it the output too and takes only the edges with `branch: "error"`',
+    ),
 });
 documentAs(nodeSchema, documentedNode(nodeSchema));
 
@@ -32,7 +37,10 @@ export const edgeSchema = z.strictObject({
   to: z.string().min(1).max(64),
   branch: z.string().min(1).max(100).optional(),
 });
-named(edgeSchema, 'Edge', { description: 'Runs `to` after `from`; from a condition or switch node only on the branch named' });
+named(edgeSchema, 'Edge', {
+  description:
+    'Runs `to` after `from`; from a condition or switch node only on the branch named; with `branch: "error"` only when `from` (on_error `branch`) failed',
+});
 
 export const overlapPolicies = ['skip', 'buffer_one', 'buffer_all', 'cancel_other', 'terminate_other', 'allow_all'] as const;
 
@@ -64,6 +72,12 @@ export const triggerSchema = z.discriminatedUnion('type', [
 named(triggerSchema, 'Trigger', { description: 'What starts runs: by hand (or the API), a webhook call, a cron schedule, or record changes' });
 export type Trigger = z.infer<typeof triggerSchema>;
 
+const errorWorkflowId = id
+  .nullable()
+  .describe(
+    "A workflow to run when a run of this one ends `failed` (its trigger payload: `{execution_id, workflow_id, workflow_slug, status, failed_node_id, error, started_at, ended_at}`); it must be visible to this workflow's owner. Null: none",
+  );
+
 const definitionFields = {
   title: z.string().trim().min(1).max(200),
   slug: z.string().regex(slugPattern, 'lower-case letters, digits and -, max 100').optional(),
@@ -74,6 +88,7 @@ const definitionFields = {
   nodes: z.array(nodeSchema).min(1).max(500),
   edges: z.array(edgeSchema).max(2000).default([]),
   shared_with: z.array(id).max(500).default([]),
+  error_workflow_id: errorWorkflowId.default(null),
 };
 
 /** POST /workflows body. */
@@ -109,6 +124,7 @@ export const updateWorkflowSchema = z
     nodes: definitionFields.nodes.optional(),
     edges: z.array(edgeSchema).max(2000).optional(),
     shared_with: z.array(id).max(500).optional(),
+    error_workflow_id: errorWorkflowId.optional(),
   })
   .refine((v) => Object.keys(v).length > 0, { message: 'send at least one field' });
 named(updateWorkflowSchema, 'WorkflowUpdate', {
@@ -136,6 +152,7 @@ export const workflowView = workflowListItem.extend({
   edges: z.array(edgeSchema),
   owner: z.object({ id: z.number().int(), login: z.string() }),
   shared_with: z.array(z.number().int()),
+  error_workflow_id: z.number().int().nullable().describe('The workflow run when a run of this one fails; null: none'),
   webhook: z.object({ url: z.string(), secret: z.string() }).nullable(),
   created_at: z.string(),
   updated_at: z.string(),
@@ -161,6 +178,7 @@ named(workflowView, 'Workflow', {
       edges: [{ from: 'greet', to: 'wait' }],
       owner: { id: 1, login: 'admin' },
       shared_with: [],
+      error_workflow_id: null,
       webhook: null,
       created_at: '2025-01-01T12:00:00.000Z',
       updated_at: '2025-01-01T12:00:00.000Z',
@@ -191,6 +209,8 @@ export interface WorkflowRow {
   /** Who last changed the definition: a run of it carries this person's rights with the owner's. */
   updated_by: number | null;
   shared_with: number[];
+  /** The workflow run when a run of this one fails. */
+  error_workflow_id: number | null;
   created_at: Date | string;
   updated_at: Date | string;
 }

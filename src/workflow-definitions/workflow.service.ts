@@ -33,7 +33,7 @@ const slugify = (title: string) =>
 
 const columns = `w.id, w.slug, w.title, w.description, w.tags, w.status, w.trigger_type, w.trigger, w.nodes, w.edges,
   w.node_count, w.connection_ids, w.version, w.webhook_secret, w.owner_id, u.login as owner_login, w.updated_by, w.shared_with,
-  w.created_at, w.updated_at`;
+  w.error_workflow_id, w.created_at, w.updated_at`;
 
 /** What a workflow definition checks beyond its own shape: the connections it names, the entity a record trigger reads. */
 export interface DefinitionPorts {
@@ -145,20 +145,37 @@ export class WorkflowService {
    * people a run of it will act for (the owner and whoever saves it): each connection it names
    * must be usable by all of them, and a record trigger's entity readable by all of them (403).
    */
-  private async validate(graph: Graph, trigger: Trigger, sharedWith: number[], authors: number[]): Promise<number[]> {
+  private async validate(
+    graph: Graph,
+    trigger: Trigger,
+    sharedWith: number[],
+    authors: number[],
+    /** An error workflow chosen now: checked for the same people (the owner, whose failures it receives, and whoever saves). */
+    errorWorkflowId?: number | null,
+  ): Promise<number[]> {
     const problems: FieldProblem[] = validateGraph(graph, trigger, nodeTypes);
-    const connectionIds = [...new Set(graph.nodes.map((n) => n.connection_id).filter((c): c is number => c !== undefined))];
+    if (errorWorkflowId != null) problems.push(...(await this.checkErrorWorkflow(errorWorkflowId, authors)));
+    // A node's connection_id, and the connections and logins its configuration names (an approval's notify and approvers).
+    const named = graph.nodes.flatMap((n, i) => {
+      const refs = problems.some((p) => p.field.startsWith(`nodes.${i}.`)) ? undefined : nodeTypes.get(n.type)?.references?.(n.config);
+      return [
+        ...(n.connection_id !== undefined ? [{ id: n.connection_id, field: `nodes.${i}.connection_id` }] : []),
+        ...(refs?.connections ?? []).map((c) => ({ id: c.id, field: `nodes.${i}.config.${c.field}` })),
+      ];
+    });
+    const connectionIds = [...new Set(named.map((c) => c.id))];
     if (connectionIds.length) {
       const usable = await this.definitions.connections.usableBy(connectionIds, authors);
-      graph.nodes.forEach((n, i) => {
-        if (n.connection_id !== undefined && !usable.has(n.connection_id)) {
+      for (const { id, field } of named) {
+        if (!usable.has(id)) {
           problems.push({
-            field: `nodes.${i}.connection_id`,
-            message: `connection ${n.connection_id} does not exist or is not shared with ${authors.length > 1 ? "you and the workflow's owner" : 'you'}`,
+            field,
+            message: `connection ${id} does not exist or is not shared with ${authors.length > 1 ? "you and the workflow's owner" : 'you'}`,
           });
         }
-      });
+      }
     }
+    await this.checkLogins(graph, problems);
     if (trigger.type === 'record' && !problems.length) await this.assertRecordTrigger(trigger.config.entity, authors, problems);
     if (sharedWith.length) {
       const users = await this.sql.query<{ id: number }>('select id from users where id = any(?)', [sharedWith]);
@@ -169,6 +186,30 @@ export class WorkflowService {
     }
     if (problems.length) throw validationFailed(problems);
     return connectionIds;
+  }
+
+  /** An error workflow must exist, not be archived, and be visible to `people` (the owner, whose failures it receives, and whoever saves). */
+  private async checkErrorWorkflow(id: number, people: number[]): Promise<FieldProblem[]> {
+    const [row] = await this.sql.query<{ status: WorkflowStatus }>('select status from workflows where id = ?', [id]);
+    if (!row || !(await this.visibleToAll(id, people))) {
+      const whom = people.length > 1 ? "you and the workflow's owner" : "the workflow's owner";
+      return [{ field: 'error_workflow_id', message: `workflow ${id} does not exist or is not visible to ${whom}` }];
+    }
+    if (row.status === 'archived') return [{ field: 'error_workflow_id', message: `workflow ${id} is archived; restore it or choose another` }];
+    return [];
+  }
+
+  /** Every login a node's configuration names (an approval's approvers) must exist. */
+  private async checkLogins(graph: Graph, problems: FieldProblem[]): Promise<void> {
+    const named = graph.nodes.flatMap((n, i) =>
+      problems.some((p) => p.field.startsWith(`nodes.${i}.`))
+        ? []
+        : (nodeTypes.get(n.type)?.references?.(n.config).logins ?? []).map((l) => ({ ...l, field: `nodes.${i}.config.${l.field}` })),
+    );
+    if (!named.length) return;
+    const rows = await this.sql.query<{ login: string }>('select login from users where login = any(?)', [[...new Set(named.map((l) => l.login))]]);
+    const known = new Set(rows.map((r) => r.login));
+    for (const { login, field } of named) if (!known.has(login)) problems.push({ field, message: `user ${login} does not exist` });
   }
 
   /**
@@ -202,15 +243,15 @@ export class WorkflowService {
 
   async create(principal: Principal, body: CreateWorkflow): Promise<WorkflowRow> {
     const graph = { nodes: body.nodes as GraphNode[], edges: body.edges };
-    const connectionIds = await this.validate(graph, body.trigger, body.shared_with, [principal.id]);
+    const connectionIds = await this.validate(graph, body.trigger, body.shared_with, [principal.id], body.error_workflow_id);
     const secret = body.trigger.type === 'webhook' ? randomToken(24) : null;
     const insert = (slug: string) =>
       this.sql.transaction(async (tx) => {
         const existing = await tx.query<{ id: number }>('select id from workflows where slug = ?', [slug]);
         if (existing.length) throw conflict('conflict', `A workflow with slug ${slug} exists`, { field: 'slug' });
         const [row] = await tx.query<{ id: number }>(
-          `insert into workflows (slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with, updated_by)
-           values (?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
+          `insert into workflows (slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with, updated_by, error_workflow_id)
+           values (?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
           [
             slug,
             body.title,
@@ -226,6 +267,7 @@ export class WorkflowService {
             principal.id,
             body.shared_with,
             principal.id,
+            body.error_workflow_id,
           ],
         );
         await tx.query('insert into workflow_versions (workflow_id, version, definition, created_by) values (?, 1, ?, ?)', [
@@ -286,7 +328,10 @@ export class WorkflowService {
       throw new AppError('forbidden', "Only the workflow's owner changes whom it is shared with");
     }
     // The new version is the saver's: its runs act for them and the owner together.
-    const connectionIds = await this.validate(graph, trigger, sharedWith, [...new Set([current.owner_id, principal.id])]);
+    const errorWorkflowId = body.error_workflow_id === undefined ? current.error_workflow_id : body.error_workflow_id;
+    // Checked again only when it changes: one that was fine when chosen is checked when it runs.
+    const chosen = body.error_workflow_id !== undefined && body.error_workflow_id !== current.error_workflow_id ? errorWorkflowId : undefined;
+    const connectionIds = await this.validate(graph, trigger, sharedWith, [...new Set([current.owner_id, principal.id])], chosen);
     if (body.slug && body.slug !== current.slug && (await this.getBySlug(body.slug))) {
       throw conflict('conflict', `A workflow with slug ${body.slug} exists`, { field: 'slug' });
     }
@@ -295,7 +340,7 @@ export class WorkflowService {
     const saved = this.sql.transaction(async (tx) => {
       const [row] = await tx.query<{ version: number }>(
         `update workflows set slug = ?, title = ?, description = ?, tags = ?, trigger_type = ?, trigger = ?, nodes = ?, edges = ?,
-           node_count = ?, connection_ids = ?, webhook_secret = ?, shared_with = ?, version = version + 1, updated_by = ?, updated_at = now()
+           node_count = ?, connection_ids = ?, webhook_secret = ?, shared_with = ?, error_workflow_id = ?, version = version + 1, updated_by = ?, updated_at = now()
          where id = ? returning version`,
         [
           body.slug ?? current.slug,
@@ -310,6 +355,7 @@ export class WorkflowService {
           connectionIds,
           secret,
           sharedWith,
+          errorWorkflowId,
           principal.id,
           id,
         ],

@@ -13,6 +13,8 @@ import { loadConfig } from '../../src/config.js';
 import { KeyRing, parseMasterKey } from '../../src/platform/crypto.js';
 import { createLogger, type Logger } from '../../src/platform/logger.js';
 import { EncryptionCodec } from '../../src/temporal/codec.js';
+import { clientDataConverter } from '../../src/temporal/data-converter.js';
+import { bundleOptions } from '../../src/temporal/worker.js';
 import { cleanEnv } from '../helpers/cli.js';
 import { eventually } from '../helpers/http-target.js';
 import { HttpClient, type HttpResponse, type RequestOptions } from '../helpers/http.js';
@@ -174,6 +176,7 @@ export async function startSuite(): Promise<Suite> {
   const nextBundle = join(dataDir, 'workflows-next.js');
   const bundling = bundleWorkflowCode({
     workflowsPath: fileURLToPath(new URL('./fixtures/workflows-next/index.ts', import.meta.url)),
+    ...bundleOptions,
     logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
   }).then(({ code }) => writeFile(nextBundle, code));
   bundling.catch(() => undefined);
@@ -205,7 +208,7 @@ export async function startSuite(): Promise<Suite> {
     const clients = started.urls.apis.map((url, i) => new LedgerClient(i + 1, url, checker, ledger));
     const codec = new EncryptionCodec(new KeyRing(parseMasterKey(started.encryptionKey)));
     const connection = await Connection.connect({ address: started.temporalAddress });
-    const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: { payloadCodecs: [codec] } });
+    const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: clientDataConverter(codec) });
     const pool = new pg.Pool({ connectionString: started.databaseUrl, max: 3 });
     pool.on('error', () => undefined); // a PostgreSQL restart drops idle connections
     const ready = (url: string) => async () => (await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(3000) }).catch(() => undefined))?.status === 200;

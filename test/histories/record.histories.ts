@@ -204,6 +204,23 @@ it('records a graph run with every node kind, pure nodes as regular activities',
   await save('graph-every-node-regular', regular, [execution.temporal.workflow_id, `${execution.temporal.workflow_id}-sub`]);
 });
 
+it('records values kept out of history: large outputs, a large payload, a child with both, more ready nodes than may run at once', async () => {
+  const child = await create(app, { nodes: [{ id: 'echo', type: 'transform', config: { value: { got: '{{ $length(trigger.blob) }}', again: '{{ trigger.blob }}' } } }] });
+  const wide = Array.from({ length: 40 }, (_, i) => `w${i}`);
+  const id = await create(app, {
+    nodes: [
+      { id: 'make', type: 'transform', config: { value: `{{ $pad('', 100000, 'p') }}` } },
+      ...wide.map((w) => ({ id: w, type: 'transform', config: { value: `{{ $length(nodes.make) + ${w.slice(1)} }}` } })),
+      { id: 'call', type: 'run_workflow', config: { workflow_id: child, payload: { blob: '{{ nodes.make }}' } } },
+      { id: 'last', type: 'transform', config: { value: { back: '{{ $length(nodes.call.output.again) }}', big: '{{ nodes.make }}', payload: '{{ $length(trigger.text) }}' } } },
+    ],
+    edges: [...wide.map((w) => ({ from: 'make', to: w })), { from: 'make', to: 'call' }, ...wide.map((w) => ({ from: w, to: 'last' })), { from: 'call', to: 'last' }],
+  });
+  const execution = await run(app, id, { text: 'x'.repeat(50_000) });
+  expect(execution.status).toBe('success');
+  await save('graph-large-values', app, [execution.temporal.workflow_id, `${execution.temporal.workflow_id}-call`]);
+});
+
 it('records a failed run, both replays of it, a cancelled run and a terminated run', async () => {
   const http = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'target2', cred: 'tok-history', extra: { base_url: target.url } })).body.data.id;
   const failing = await create(app, {
@@ -263,7 +280,10 @@ it('records a failed run, both replays of it, a cancelled run and a terminated r
   await save('graph-cancelled-in-activity', app, [workflowId]);
 });
 
-it('records a run whose last workflow task outlives its record: read while the task is open, and closed after a task heartbeat', async () => {
+// The path this scenario recorded (a record that says success while its last workflow task is
+// still open, its skipped nodes written apart) is gone: the record ends in one transaction with its
+// skipped nodes, so holding that write holds the record too. Its histories stay in 2026-11-23-last-task.
+it.skip('records a run whose last workflow task outlives its record: read while the task is open, and closed after a task heartbeat', async () => {
   // `hold` waits for this server's answer; then one workflow task runs `b` and `check` (local
   // activities), skips `never` and ends with finishExecution, whose last write (`never` skipped)
   // waits on a row held here. The record says success while Temporal has not written the task.
@@ -405,6 +425,193 @@ it('records licence webhook deliveries: delivered after a failed attempt, and fa
     app,
     deliveries.map((d) => app.stack.services.licenseWebhooks.workflowId(d.id)),
   );
+});
+
+it('records error paths: a failure taking its error edges, an error workflow started by a failed run, and a replay reusing a handled failure', async () => {
+  const http = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'errors', cred: 'tok-history', extra: { base_url: target.url } })).body.data
+    .id;
+  // A failure taking its error edges: an http_error's data read by the error branch, a condition failing into its own.
+  const branching = await create(app, {
+    nodes: [
+      { id: 'call', type: 'http_request', connection_id: http, config: { method: 'GET', path: '/missing' }, retry: { max_attempts: 1 }, on_error: 'branch' },
+      { id: 'ok', type: 'transform', config: { value: '{{ nodes.call.body }}' } },
+      { id: 'handle', type: 'transform', config: { value: '{{ nodes.call.error.data.status }}' } },
+      { id: 'check', type: 'condition', on_error: 'branch', config: { expression: '{{ $number(trigger.n) > 1 }}' } },
+      { id: 'yes', type: 'transform', config: { value: 'yes' } },
+      { id: 'bad', type: 'delay', config: { duration_ms: 50 } },
+      { id: 'close', type: 'http_request', connection_id: http, config: { method: 'GET', path: '/flaky' }, retry: { max_attempts: 3, initial_interval_ms: 100 } },
+    ],
+    edges: [
+      { from: 'call', to: 'ok' },
+      { from: 'call', to: 'handle', branch: 'error' },
+      { from: 'handle', to: 'check' },
+      { from: 'check', to: 'yes', branch: 'true' },
+      { from: 'check', to: 'bad', branch: 'error' },
+      { from: 'bad', to: 'close' },
+    ],
+  });
+  const branched = await run(app, branching, { n: 'not a number' });
+  expect(branched.status).toBe('success');
+  // A replay from the last node, reusing both handled failures (seeded into their error edges); a
+  // payload makes it a new run whatever a reset would keep.
+  const replay = await app.admin.post(`${E}/${branched.id}/replay`, { from_node_id: 'close', with_payload: { n: 'still not a number' } });
+  expect(replay.status, replay.text).toBe(202);
+  expect(replay.body.data.mode).toBe('rerun');
+  const replayed = await settled(app, replay.body.data.execution_id);
+  expect(replayed.status).toBe('success');
+  await save('graph-error-branch', app, [branched.temporal.workflow_id]);
+  await save('graph-replay-error-seeded', app, [replayed.temporal.workflow_id]);
+
+  // A failed run whose workflow names an error workflow, and that workflow's run.
+  const handler = await create(app, { nodes: [{ id: 'echo', type: 'transform', config: { value: '{{ trigger.error.code }}' } }] });
+  const failing = await create(app, {
+    error_workflow_id: handler,
+    nodes: [{ id: 'boom', type: 'fail', config: { message: 'handled elsewhere', code: 'custom_code' } }],
+  });
+  const failed = await run(app, failing);
+  expect(failed.status).toBe('failed');
+  const handled = await eventually(async () => ((await app.admin.get(`${E}/${failed.id}`)).body.data.error_workflow_execution_id ?? undefined) as number | undefined);
+  const handlerRun = await settled(app, handled, 'success');
+  await save('graph-error-workflow', app, [failed.temporal.workflow_id, handlerRun.temporal.workflow_id]);
+});
+
+/** A wait_for_event graph: `then` on the received branch, `gave_up` on the timeout branch. */
+async function waitGraph(on: TestApp, event: string, wait: Record<string, unknown> = {}) {
+  return create(on, {
+    nodes: [
+      { id: 'wait', type: 'wait_for_event', config: { event, key: '{{ trigger.order }}', timeout_ms: 60_000, ...wait } },
+      { id: 'then', type: 'transform', config: { value: '{{ nodes.wait.event.data }}' } },
+      { id: 'gave_up', type: 'transform', config: { value: 'timed out' } },
+    ],
+    edges: [
+      { from: 'wait', to: 'then', branch: 'received' },
+      { from: 'wait', to: 'gave_up', branch: 'timeout' },
+    ],
+  });
+}
+
+const waitOf = (on: TestApp, executionId: number) =>
+  eventually(async () => (await on.sql(`select 1 from workflow_event_waits where execution_id = $1 and status = 'waiting'`, [executionId])).length > 0);
+
+it('records waits: an event during the wait, one sent before it, a timeout, an event from an emit_event node, a cancelled wait, a replay from the wait', async () => {
+  const started = async (workflowId: number, payload: unknown) => (await app.admin.post(`${W}/${workflowId}/run`, { payload })).body.data.execution_id as number;
+  const during = await waitGraph(app, 'paid.during');
+  const duringRun = await started(during, { order: 'o-1' });
+  await waitOf(app, duringRun);
+  expect((await app.admin.post('/api/workflow/v1/events', { name: 'paid.during', key: 'o-1', data: { amount: 1 } })).body.data.delivered).toEqual([duringRun]);
+  const duringView = await settled(app, duringRun, 'success');
+
+  const before = await waitGraph(app, 'paid.before');
+  await app.admin.post('/api/workflow/v1/events', { name: 'paid.before', key: 'o-2', data: { amount: 2 } });
+  const beforeView = await settled(app, await started(before, { order: 'o-2' }), 'success');
+
+  const timeout = await waitGraph(app, 'paid.never', { timeout_ms: 200 });
+  const timeoutView = await settled(app, await started(timeout, { order: 'o-3' }), 'success');
+
+  const emitted = await waitGraph(app, 'paid.emitted');
+  const emittedRun = await started(emitted, { order: 'o-4' });
+  await waitOf(app, emittedRun);
+  const emitter = await create(app, { nodes: [{ id: 'tell', type: 'emit_event', config: { event: 'paid.emitted', key: '{{ trigger.order }}', data: { amount: 4 } } }] });
+  const emitterView = await run(app, emitter, { order: 'o-4' });
+  const emittedView = await settled(app, emittedRun, 'success');
+
+  const cancelled = await waitGraph(app, 'paid.cancelled');
+  const cancelledRun = await started(cancelled, { order: 'o-5' });
+  await waitOf(app, cancelledRun);
+  expect((await app.admin.post(`${E}/${cancelledRun}/cancel`)).status).toBe(200);
+  const cancelledView = await view(app, cancelledRun);
+
+  // A reset replay from the wait itself: the new run waits again, for a new event.
+  const replay = await app.admin.post(`${E}/${duringRun}/replay`, { from_node_id: 'wait' });
+  expect(replay.status, replay.text).toBe(202);
+  await waitOf(app, replay.body.data.execution_id);
+  await app.admin.post('/api/workflow/v1/events', { name: 'paid.during', key: 'o-1', data: { amount: 5 } });
+  await settled(app, replay.body.data.execution_id, 'success');
+
+  await save('waits-received-during', app, [duringView.temporal.workflow_id]);
+  await save('waits-received-before', app, [beforeView.temporal.workflow_id]);
+  await save('waits-timeout', app, [timeoutView.temporal.workflow_id]);
+  await save('waits-emitted', app, [emitterView.temporal.workflow_id, emittedView.temporal.workflow_id]);
+  await save('waits-cancelled', app, [cancelledView.temporal.workflow_id]);
+});
+
+it('records approvals: two approvers with an edit, reminders and an escalation; a rejection; an expiry; a cancelled approval; replays around one', async () => {
+  const [grace, linus, barbara] = [await app.createUser('editor', 'grace'), await app.createUser('editor', 'linus'), await app.createUser('editor', 'barbara')];
+  const chat = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'chat', cred: 'tok-chat', extra: { base_url: target.url } })).body.data.id;
+  const approvalGraph = (config: Record<string, unknown>) =>
+    create(app, {
+      nodes: [
+        {
+          id: 'ask',
+          type: 'approval',
+          config: {
+            summary: 'Expense of {{ trigger.amount }}',
+            fields: { amount: '{{ trigger.amount }}' },
+            editable: { type: 'object', properties: { amount: { type: 'number', maximum: 5000 } } },
+            approvers: { users: ['grace', 'linus'] },
+            timeout_ms: 60_000,
+            ...config,
+          },
+        },
+        { id: 'pay', type: 'transform', config: { value: '{{ nodes.ask.fields.amount }}' } },
+        { id: 'refuse', type: 'transform', config: { value: '{{ nodes.ask.decision }}' } },
+      ],
+      edges: [
+        { from: 'ask', to: 'pay', branch: 'approved' },
+        { from: 'ask', to: 'refuse', branch: 'rejected' },
+        { from: 'ask', to: 'refuse', branch: 'expired' },
+      ],
+    });
+  const started = async (workflowId: number) => (await app.admin.post(`${W}/${workflowId}/run`, { payload: { amount: 1800 } })).body.data.execution_id as number;
+  const actionOf = (executionId: number) =>
+    eventually(async () => (await app.sql<{ action_id: string }>(`select action_id from agent_actions where execution_id = $1`, [executionId]))[0]?.action_id);
+  const decide = (user: { client: TestApp['admin'] }, actionId: string, verb: 'approve' | 'reject', body: unknown = {}) =>
+    user.client.post(`${A}/actions/${actionId}/${verb}`, body);
+
+  const twice = await approvalGraph({
+    required: 2,
+    notify: { connection_id: chat, path: '/chat' },
+    remind_every_ms: 1000,
+    escalate_after_ms: 1500,
+    escalate_to: { users: ['barbara'] },
+  });
+  const twiceRun = await started(twice);
+  const twiceAction = await actionOf(twiceRun);
+  expect((await decide(grace, twiceAction, 'approve', { fields: { amount: 1500 } })).status).toBe(202);
+  await eventually(async () => target.requests.filter((r) => r.url === '/chat' && r.body.includes('"escalated"')).length > 0);
+  expect((await decide(barbara, twiceAction, 'approve')).status).toBe(202);
+  const twiceView = await settled(app, twiceRun, 'success');
+
+  const rejected = await approvalGraph({});
+  const rejectedRun = await started(rejected);
+  expect((await decide(linus, await actionOf(rejectedRun), 'reject', { note: 'no' })).status).toBe(202);
+  const rejectedView = await settled(app, rejectedRun, 'success');
+
+  const expiring = await approvalGraph({ timeout_ms: 300 });
+  const expiredView = await settled(app, await started(expiring), 'success');
+
+  const cancelledRun = await started(rejected);
+  await actionOf(cancelledRun);
+  expect((await app.admin.post(`${E}/${cancelledRun}/cancel`)).status).toBe(200);
+  const cancelledView = await view(app, cancelledRun);
+
+  // Replays of the approved run: from the node after the approval (its outcome reused), seeded
+  // with a new payload, and from the approval itself (asked again).
+  const after = await app.admin.post(`${E}/${twiceRun}/replay`, { from_node_id: 'pay' });
+  await settled(app, after.body.data.execution_id, 'success');
+  const seeded = await app.admin.post(`${E}/${twiceRun}/replay`, { from_node_id: 'pay', with_payload: { amount: 1800 } });
+  const seededView = await settled(app, seeded.body.data.execution_id, 'success');
+  const again = await app.admin.post(`${E}/${twiceRun}/replay`, { from_node_id: 'ask' });
+  const againAction = await actionOf(again.body.data.execution_id);
+  expect((await decide(grace, againAction, 'reject')).status).toBe(202);
+  await settled(app, again.body.data.execution_id, 'success');
+
+  await save('approval-twice-reminded-escalated-replayed', app, [twiceView.temporal.workflow_id]);
+  await save('approval-rejected', app, [rejectedView.temporal.workflow_id]);
+  await save('approval-expired', app, [expiredView.temporal.workflow_id]);
+  await save('approval-cancelled', app, [cancelledView.temporal.workflow_id]);
+  await save('approval-replay-seeded', app, [seededView.temporal.workflow_id]);
+  expect(linus.id).toBeGreaterThan(0);
 });
 
 it('wrote every scenario', () => {

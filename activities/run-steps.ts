@@ -1,0 +1,83 @@
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { ExecutionMirror, ExecutionRef, NodeEntry } from '../src/executions/execution.mirror.js';
+import type { ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
+import { nodeTypes } from '../src/nodes/index.js';
+import type { GraphNode, RunNodeInput } from '../workflows/defs.js';
+import { CODE } from '../workflows/error-codes.js';
+import { ForgetfulMap } from './caches.js';
+import { errorOf, invalidConfig, toFailure } from './node-outcome.js';
+import { patiently } from './patiently.js';
+import { contextValues } from './run-values.js';
+
+// What the steps of the nodes the workflow runs itself (a wait, an approval) share with each other:
+// the run's record, the node's configuration with its expressions evaluated, its timeline entry.
+
+export interface RunStepPorts {
+  executionMirror: Pick<ExecutionMirror, 'claim' | 'writeNode' | 'readValues'>;
+  expressions: Pick<ExpressionSandbox, 'resolve'>;
+}
+
+export class RunSteps {
+  /** The records of runs in flight: a small cache keeps the worker's heap flat. */
+  private readonly runs = new ForgetfulMap<ExecutionRef>(1_000);
+
+  constructor(private readonly ports: RunStepPorts) {}
+
+  /** The Temporal workflow id of the run the current activity belongs to. */
+  temporalWorkflowId(): string {
+    return Context.current().info.workflowExecution!.workflowId;
+  }
+
+  /** The record of the run an activity belongs to (its first step claimed it already). */
+  async execution(runId: string): Promise<ExecutionRef> {
+    const cached = this.runs.get(runId);
+    if (cached) return cached;
+    const workflowId = this.temporalWorkflowId();
+    const ref = await patiently(() => this.ports.executionMirror.claim(workflowId, runId));
+    if (!ref) throw ApplicationFailure.retryable(`No execution record for run ${runId} yet`, CODE.execution_not_ready);
+    this.runs.set(runId, ref);
+    return ref;
+  }
+
+  /** The node's configuration with its `{{ }}` evaluated and checked against its type's schema. */
+  async config<C>(ref: ExecutionRef, node: GraphNode, context: RunNodeInput['context']): Promise<{ input: unknown; config: C }> {
+    const type = nodeTypes.get(node.type);
+    if (!type) throw ApplicationFailure.nonRetryable(`Unknown node type ${node.type}`, CODE.validation_failed);
+    const values = await contextValues(this.ports.executionMirror, ref.id, context);
+    const input = await this.ports.expressions.resolve(node.config, { ...values, execution: { id: ref.id, workflow_id: ref.workflowId } });
+    const parsed = (type.resolvedSchema ?? type.configSchema).safeParse(input);
+    if (!parsed.success) throw invalidConfig(parsed.error.issues);
+    return { input, config: parsed.data as C };
+  }
+
+  write(ref: ExecutionRef, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry): Promise<void> {
+    return patiently(() => this.ports.executionMirror.writeNode(ref.id, node, entry));
+  }
+
+  /** The node failed in its step: its timeline entry says how; answers the failure to throw. */
+  async failed(ref: ExecutionRef, node: GraphNode, err: unknown, startedAt: Date): Promise<Error> {
+    const failure = toFailure(err);
+    await this.write(ref, node, {
+      status: 'failed',
+      started_at: startedAt,
+      finished_at: new Date(),
+      attempts: 1,
+      input: node.config,
+      error: errorOf(failure),
+    }).catch(() => undefined);
+    return failure;
+  }
+
+  /** The node ended with `output`: its timeline entry. */
+  ended(ref: ExecutionRef, node: GraphNode, output: unknown, startedAt: number): Promise<void> {
+    const finished = Date.now();
+    return this.write(ref, node, {
+      status: 'success',
+      started_at: new Date(startedAt),
+      finished_at: new Date(finished),
+      duration_ms: Math.max(0, finished - startedAt),
+      attempts: 1,
+      output,
+    });
+  }
+}
