@@ -101,6 +101,10 @@ export const ERROR_CODES = {
     meaning:
       'The run a webhook with `respond: "last_node"` started failed or was cancelled; `message` is the run’s error message, `data` the execution id, status and error.',
   },
+  plan_stale: {
+    status: 409,
+    meaning: 'The workflows or the files changed since the plan that `plan_hash` names; nothing was applied. Plan again, review it, and apply the new plan.',
+  },
   replay_in_progress: { status: 409, meaning: 'A reset replay of this execution is still running (`data.execution_id`); wait for it or cancel it first.' },
   execution_finished: {
     status: 409,

@@ -1,6 +1,6 @@
 import { pgErrorOf } from '../db/database-errors.js';
 import type { ExecutionMirror } from '../executions/execution.mirror.js';
-import type { Sql } from '../db/sql.js';
+import type { Sql, Transaction } from '../db/sql.js';
 import type { Graph, GraphNode } from '../../workflows/defs.js';
 import type { Principal } from '../auth/auth.service.js';
 import { nodeTypes } from '../nodes/index.js';
@@ -68,6 +68,25 @@ export class WorkflowService {
     private readonly executions: Pick<ExecutionMirror, 'runningOfWorkflow'>,
     private readonly definitions: DefinitionPorts,
   ) {}
+
+  // ---- Workflow files (apply): the same service inside one transaction ---------------------------
+  /**
+   * This service with its reads and writes inside `tx` and its schedule changes handed to
+   * `schedules` (which applies them after commit): every rule of create, PATCH and the status
+   * transitions holds, for many workflows written all or nothing. Derived from `this`, so any
+   * dependency the service gains carries over.
+   */
+  within(tx: Transaction, schedules: Pick<WorkflowSchedules, 'sync' | 'pause' | 'remove'>): WorkflowService {
+    const scoped = Object.create(this) as WorkflowService;
+    const sql: Pick<Sql, 'query' | 'transaction'> = {
+      query: tx.query,
+      // A transaction inside it is a savepoint of it: its failure undoes only its own work.
+      transaction: <T>(fn: (inner: Transaction) => Promise<T>) => tx.savepoint(() => fn(tx)),
+    };
+    Object.assign(scoped as object, { sql, schedules });
+    return scoped;
+  }
+  // ---- end of workflow files -------------------------------------------------------------------
 
   /** SQL condition on the workflows table (as `alias`) and its values: what the caller may see. */
   visibility(principal: Principal, alias = 'w'): [string, unknown[]] {
@@ -241,7 +260,8 @@ export class WorkflowService {
     return [...new Set([row.owner_id, row.updated_by ?? row.owner_id])];
   }
 
-  async create(principal: Principal, body: CreateWorkflow): Promise<WorkflowRow> {
+  /** `options.id`: an id taken beforehand from the workflows' sequence (files applied together name each other). */
+  async create(principal: Principal, body: CreateWorkflow, options: { id?: number } = {}): Promise<WorkflowRow> {
     const graph = { nodes: body.nodes as GraphNode[], edges: body.edges };
     const connectionIds = await this.validate(graph, body.trigger, body.shared_with, [principal.id], body.error_workflow_id);
     const secret = body.trigger.type === 'webhook' ? randomToken(24) : null;
@@ -250,9 +270,10 @@ export class WorkflowService {
         const existing = await tx.query<{ id: number }>('select id from workflows where slug = ?', [slug]);
         if (existing.length) throw conflict('conflict', `A workflow with slug ${slug} exists`, { field: 'slug' });
         const [row] = await tx.query<{ id: number }>(
-          `insert into workflows (slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with, updated_by, error_workflow_id)
-           values (?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
+          `insert into workflows (id, slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with, updated_by, error_workflow_id)
+           values (coalesce(?::int, nextval('workflows_id_seq')), ?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
           [
+            options.id ?? null,
             slug,
             body.title,
             body.description,
