@@ -4,10 +4,8 @@ import { fieldReferences } from '../../workflows/references.js';
 import { checkTemplates } from '../nodes/expressions.js';
 import type { NodeType } from '../nodes/node-type.js';
 import type { FieldProblem } from '../platform/errors.js';
+import { scheduleProblems } from './schedule-spec.js';
 import type { Trigger } from './workflow.schemas.js';
-
-/** A 5- or 6-field cron line, or an @-shorthand Temporal understands. */
-const cronPattern = /^(@(yearly|annually|monthly|weekly|daily|hourly|every\s+\S+))$|^(\S+\s+){4,5}\S+$/;
 
 /**
  * Checks a graph the schema already shaped: unique ids, edges between existing nodes, no cycles,
@@ -49,9 +47,7 @@ export function validateGraph(graph: Graph, trigger: Trigger, types: ReadonlyMap
   const cycle = edgesSound ? findCycle(graph) : undefined;
   if (cycle) problems.push({ field: 'edges', message: `the graph has a cycle: ${cycle.join(' -> ')}` });
   problems.push(...checkReferences(graph, ids, edgesSound && !cycle));
-  if (trigger.type === 'schedule' && !cronPattern.test(trigger.config.cron.trim())) {
-    problems.push({ field: 'trigger.config.cron', message: 'expected a cron line of 5 or 6 fields or an @-shorthand' });
-  }
+  if (trigger.type === 'schedule') problems.push(...scheduleProblems(trigger.config));
   return problems;
 }
 

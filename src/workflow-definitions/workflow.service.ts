@@ -51,6 +51,15 @@ export function workflowVisibility(principal: Principal, alias = 'w'): [string, 
   return [`(${alias}.owner_id = ? or ? = any(${alias}.shared_with))`, [principal.id, principal.id]];
 }
 
+/**
+ * Whether a workflow exists at all is its owner's choice, as whom it is shared with is: someone it
+ * is shared with may edit and run it, not archive, restore or purge it (administrators may).
+ */
+function assertOwnerOrAdministrator(principal: Principal, row: Pick<WorkflowRow, 'owner_id'>, what: string): void {
+  if (principal.id !== row.owner_id && principal.role !== 'administrator')
+    throw new AppError('forbidden', `Only the workflow's owner (or an administrator) ${what} it`);
+}
+
 /** Workflow definitions: validation, versions, visibility and the status lifecycle. */
 export class WorkflowService {
   constructor(
@@ -304,8 +313,19 @@ export class WorkflowService {
         }
       }
     }
-    if (body.status === 'active') return this.activate(principal, id);
+    if (body.status === 'active') return this.activateCreated(principal, id);
     return this.get(principal, id);
+  }
+
+  /** A workflow created active: saved with its schedule (or trigger) or not at all. */
+  private async activateCreated(principal: Principal, id: number): Promise<WorkflowRow> {
+    try {
+      return await this.activate(principal, id);
+    } catch (err) {
+      // Nothing else knows the workflow yet: the request that failed leaves nothing behind.
+      if (err instanceof AppError && err.status < 500) await this.sql.query('delete from workflows where id = ?', [id]);
+      throw err;
+    }
   }
 
   private async freeSlug(base: string): Promise<string> {
@@ -337,7 +357,8 @@ export class WorkflowService {
       throw conflict('conflict', `A workflow with slug ${body.slug} exists`, { field: 'slug' });
     }
     const secret = trigger.type === 'webhook' ? (current.webhook_secret ?? randomToken(24)) : null;
-    await this.sql.transaction(async (tx) => {
+    let scheduled = false;
+    const saved = this.sql.transaction(async (tx) => {
       const [row] = await tx.query<{ version: number }>(
         `update workflows set slug = ?, title = ?, description = ?, tags = ?, trigger_type = ?, trigger = ?, nodes = ?, edges = ?,
            node_count = ?, connection_ids = ?, webhook_secret = ?, shared_with = ?, error_workflow_id = ?, version = version + 1, updated_by = ?, updated_at = now()
@@ -366,10 +387,16 @@ export class WorkflowService {
         JSON.stringify({ trigger, ...graph }),
         principal.id,
       ]);
+      // An active workflow's new version is saved with its schedule or not at all: a schedule
+      // Temporal refuses rolls the version back, and the old schedule runs on as it was.
+      if (current.status === 'active') scheduled = await this.schedules.sync({ id, trigger }).then(() => true);
     });
-    const updated = await this.get(principal, id);
-    if (updated.status === 'active') await this.schedules.sync(updated);
-    return updated;
+    await saved.catch(async (err: unknown) => {
+      // The commit failed after Temporal took the new schedule: the old one is put back.
+      if (scheduled) await this.schedules.sync(current).catch(() => undefined);
+      throw err;
+    });
+    return this.get(principal, id);
   }
 
   private async setStatus(id: number, status: WorkflowStatus) {
@@ -385,7 +412,7 @@ export class WorkflowService {
       await this.assertRecordTrigger(row.trigger.config.entity, this.authorsOf(row), problems);
       if (problems.length) throw validationFailed(problems);
     }
-    await this.schedules.sync({ ...row, status: 'active' });
+    await this.schedules.sync(row);
     if (row.status !== 'active') await this.setStatus(id, 'active');
     return this.get(principal, id);
   }
@@ -401,6 +428,7 @@ export class WorkflowService {
   /** Archived back to inactive; a workflow that is not archived is left as it is. */
   async restore(principal: Principal, id: number): Promise<WorkflowRow> {
     const row = await this.get(principal, id);
+    assertOwnerOrAdministrator(principal, row, 'restores');
     if (row.status === 'archived') await this.setStatus(id, 'inactive');
     return this.get(principal, id);
   }
@@ -408,6 +436,7 @@ export class WorkflowService {
   /** DELETE: archives (soft delete); with force on an archived workflow, purges it for good. */
   async remove(principal: Principal, id: number, force: boolean): Promise<{ id: number; status: 'archived' | 'purged' }> {
     const row = await this.get(principal, id);
+    assertOwnerOrAdministrator(principal, row, force ? 'purges' : 'archives');
     if (!force) {
       await this.schedules.pause(row);
       await this.setStatus(id, 'archived');
