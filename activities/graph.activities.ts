@@ -36,6 +36,7 @@ import { withHeartbeat } from './heartbeat.js';
 import { boundFailure, checkOutputSize, errorOf, forHistory, invalidConfig, jsonBytes, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
 import { contextValues } from './run-values.js';
+import { admitScheduledRun, keepScheduledRefusal } from './scheduled-runs.js';
 import { CODE } from '../workflows/error-codes.js';
 
 export { toFailure } from './node-outcome.js';
@@ -62,6 +63,7 @@ export interface GraphActivityPorts {
     | 'SVC_FOR_EACH_MAX_ITEMS'
     | 'SVC_FOR_EACH_MAX_RUN_ITEMS'
     | 'SVC_FOR_EACH_HISTORY_EVENTS'
+    | 'SVC_SCHEDULE_MAX_RUNNING_PER_USER'
   >;
   executionMirror: ExecutionMirror;
   /** The items of for_each loops. */
@@ -228,21 +230,23 @@ export async function beginExecution(
   // long database outage) is one the mirror can close, knowing its run id.
   let ref = await executionOf(g, temporalWorkflowId, runId);
   const definition = await definitionOf(g, input.workflowId, input.version);
+  if (ref && input.trigger === 'schedule') await keepScheduledRefusal(g.ports, runId);
   if (!ref) {
     // Started by a schedule, a record event or a parent run: nobody prepared a record. A child
     // whose payload was too large for history takes it from its parent's timeline.
     const payload = await startPayload(g, input);
-    await patiently(() =>
-      g.ports.executionMirror.insertStarted({
-        workflowId: input.workflowId,
-        version: definition.version,
-        trigger: input.trigger,
-        payload,
-        temporalWorkflowId,
-        runId,
-        ...(input.parentExecutionId !== undefined ? { parentExecutionId: input.parentExecutionId } : {}),
-      }),
-    );
+    const record = {
+      workflowId: input.workflowId,
+      version: definition.version,
+      trigger: input.trigger,
+      payload,
+      temporalWorkflowId,
+      runId,
+      ...(input.parentExecutionId !== undefined ? { parentExecutionId: input.parentExecutionId } : {}),
+    };
+    // A schedule's run counts against its owner's limit of such runs in progress (scheduled-runs.ts).
+    if (input.trigger === 'schedule') await admitScheduledRun(g.ports, record);
+    else await patiently(() => g.ports.executionMirror.insertStarted(record));
     ref = await findExecution(g, temporalWorkflowId, runId);
     if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', CODE.execution_not_ready);
   }

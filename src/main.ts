@@ -13,6 +13,7 @@ import { createCommandServices } from './services.js';
 import { findTemporalCli } from './platform/temporal-cli.js';
 import { bundleWorkflows } from './temporal/worker.js';
 import { runClusterCommand } from './cluster/command.js';
+import { workflowsCommand } from './workflow-files/workflow-files.cli.js';
 import { TEMPORAL_SERVER, TEMPORAL_UI, provisionGoModule } from './cluster/binaries.js';
 
 const usage = `Usage: svc <command> [options]   (npm run svc -- <command>)
@@ -37,6 +38,15 @@ Commands:
   bundle-workflows --out FILE    prebuild the workflow bundle (SVC_WORKFLOW_BUNDLE)
   temporal-cli                   find, download or build the Temporal CLI and print its path
   cluster-binaries               find or build the Temporal server, sql tool and Web UI of npm run cluster
+  workflows export --dir DIR [--tag T] [--q TEXT]
+                                 write the workflows you see on --server as one YAML file each
+  workflows validate --dir DIR   check the files offline (YAML, fields, node configurations, graph)
+  workflows plan --dir DIR [--prune] [--tag T]
+                                 what applying would change, with diffs; exit 0 nothing, 2 changes, 1 error
+  workflows apply --dir DIR [--plan HASH] [--prune] [--tag T]
+                                 apply all or nothing (only that plan, with --plan)
+                                 --server URL (or SVC_SERVER; default this machine's PORT); the login
+                                 from --login or SVC_LOGIN, the password from SVC_APP_PASSWORD (or a prompt)
 
 Every command accepts --json and then prints exactly one JSON object on stdout.`;
 
@@ -134,6 +144,12 @@ function parseCommandLine(argv: string[]) {
       'product-name': { type: 'string' },
       'domain-limit': { type: 'string' },
       'expires-at': { type: 'string' },
+      dir: { type: 'string' },
+      server: { type: 'string' },
+      tag: { type: 'string' },
+      q: { type: 'string' },
+      prune: { type: 'boolean' },
+      plan: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -186,9 +202,10 @@ async function licenseCommand(sub: string | undefined, positionals: string[], fl
     return true;
   }
   if (sub === 'keys' || sub === 'rotate-key') {
-    const keyRing = await loadKeyRing(config, !config.DATABASE_URL);
-    await withDatabase(config, logger, async (orm) => {
-      const signer = createCommandServices(orm, config).licenseKeys(keyRing);
+    // The key of the instance the command works on (a running cluster keeps its own).
+    await withDatabase(config, logger, async (orm, instance) => {
+      const keyRing = await loadKeyRing(instance, !instance.DATABASE_URL);
+      const signer = createCommandServices(orm, instance).licenseKeys(keyRing);
       if (sub === 'keys') {
         const keys = await signer.list();
         return output(flags, { keys }, describeKeys(keys));
@@ -232,7 +249,32 @@ async function toolCommand(command: string, flags: Flags, config: Config, logger
   return true;
 }
 
-async function main(argv: string[]): Promise<void> {
+/** `svc workflows ...`: against a server over HTTP; answers the exit code. */
+function workflowsCli(sub: string | undefined, flags: Flags): Promise<number> {
+  const text = (name: string) => (typeof flags[name] === 'string' ? (flags[name] as string) : undefined);
+  return workflowsCommand(
+    sub,
+    {
+      dir: text('dir'),
+      server: text('server'),
+      login: text('login'),
+      tag: text('tag'),
+      q: text('q'),
+      plan: text('plan'),
+      prune: flags.prune === true,
+      json: flags.json === true,
+    },
+    {
+      env: process.env,
+      out: (t) => process.stdout.write(t),
+      err: (t) => process.stderr.write(t),
+      interactive: Boolean(process.stdin.isTTY),
+      defaultServer: `http://localhost:${process.env.PORT || 8080}`,
+    },
+  );
+}
+
+async function main(argv: string[]): Promise<number | void> {
   const { positionals, flags } = parseCommandLine(argv);
   const [command, sub] = positionals;
   if (!command || flags.help || command === 'help') {
@@ -240,6 +282,9 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   loadDotEnv();
+  // Against a server over HTTP: the service's own configuration is not read (a variable it would
+  // refuse must not turn into exit code 2, which says "the plan has changes").
+  if (command === 'workflows') return workflowsCli(sub, flags);
   const config = loadConfig();
   const serverCommand = command === 'start' || command === 'api' || command === 'worker' || command === 'cluster';
   // Server logs go to stdout; one-shot commands keep stdout for their result.
@@ -272,7 +317,7 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).then(
-  () => process.exit(0),
+  (code) => process.exit(code ?? 0),
   (err: unknown) => {
     const json = process.argv.includes('--json');
     if (err instanceof ConfigError) {

@@ -45,6 +45,7 @@ import { connectTemporal, type TemporalHandle } from './temporal/connection.js';
 import { clientDataConverter } from './temporal/data-converter.js';
 import { WorkflowSchedules } from './workflow-definitions/workflow.schedules.js';
 import { WorkflowService } from './workflow-definitions/workflow.service.js';
+import { WorkflowFilesService } from './workflow-files/workflow-files.service.js';
 
 /** Everything a route, activity or command needs, built once per process and passed explicitly. */
 export interface Services {
@@ -75,6 +76,8 @@ export interface Services {
   temporal: TemporalHandle;
   connections: ConnectionService;
   workflows: WorkflowService;
+  /** Workflows as files: export, plan and apply. */
+  workflowFiles: WorkflowFilesService;
   /** The executions and execution_nodes tables, for the API and the worker alike. */
   executionMirror: ExecutionMirror;
   /** The items of for_each loops. */
@@ -214,7 +217,8 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
   const executionItems = new ExecutionItems(sql);
   const connections = new ConnectionService(sql, keys, egress);
-  const workflows = new WorkflowService(sql, new WorkflowSchedules(temporal), executionMirror, { connections, entities, acting });
+  const schedules = new WorkflowSchedules(temporal);
+  const workflows = new WorkflowService(sql, schedules, executionMirror, { connections, entities, acting });
   const errorWorkflows = new ErrorWorkflows(temporal, logger);
   const executions = new ExecutionService(
     sql,
@@ -237,6 +241,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     users: new UsersService(stores.users),
     connections,
     workflows,
+    workflowFiles: new WorkflowFilesService(sql, workflows, schedules, connections, logger),
     executionMirror,
     executionItems,
     executions,

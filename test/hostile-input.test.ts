@@ -96,6 +96,8 @@ describe('JSON nested deeper than the service walks is refused', () => {
       ['record field', `${root}/records/contact`, `{"email": "deep@example.com", "meta": ${deepArray(depth)}}`],
       ['bulk body', `${root}/records/contact/_bulk`, `[{"op": "create", "fields": {"email": "deep2@example.com", "meta": ${deepObject(depth)}}}]`],
       ['webhook body', `/api/workflow/v1/hooks/${slug}`, deepObject(depth), { 'x-webhook-secret': secret }],
+      // YAML nests without JSON's brackets being parsed first: the file's own text is bounded too.
+      ['workflow file', '/api/workflow/v1/plan', JSON.stringify({ files: [{ path: 'deep.yaml', content: `a: ${'['.repeat(depth)}${']'.repeat(depth)}` }] })],
     ];
     for (const [label, path, raw, headers] of attempts) {
       const res = await app.admin.request('POST', path, { raw, contentType: 'application/json', ...(headers ? { headers } : {}) });

@@ -101,6 +101,10 @@ export const ERROR_CODES = {
     meaning:
       'The run a webhook with `respond: "last_node"` started failed or was cancelled; `message` is the run’s error message, `data` the execution id, status and error.',
   },
+  plan_stale: {
+    status: 409,
+    meaning: 'The workflows or the files changed since the plan that `plan_hash` names; nothing was applied. Plan again, review it, and apply the new plan.',
+  },
   replay_in_progress: { status: 409, meaning: 'A reset replay of this execution is still running (`data.execution_id`); wait for it or cancel it first.' },
   execution_finished: {
     status: 409,
@@ -145,6 +149,17 @@ export const ERROR_CODES = {
     meaning:
       'An `http_request` node got a non-2xx answer or could not reach its target (`details.status` or `details.reason`); 429, 5xx and network failures are retried.',
     retried: 'per_failure',
+  },
+  response_too_large: {
+    status: 502,
+    meaning:
+      'An answer from outside (an `http_request` node’s target, a model provider) was larger than `SVC_EGRESS_RESPONSE_LIMIT`; reading stopped at the limit. Never retried: ask for less.',
+    retried: false,
+  },
+  schedule_run_limit: {
+    status: null,
+    meaning:
+      'A run a schedule started was not run: the workflow’s owner already had `SVC_SCHEDULE_MAX_RUNNING_PER_USER` runs started by schedules in progress.',
   },
   timeout: { status: null, meaning: 'The node ran longer than its `timeout_ms`; it is retried under its `retry` policy.', retried: true },
   node_failed: {
@@ -236,6 +251,11 @@ export const ERROR_CODES = {
     meaning:
       'The model provider failed: unreachable, timed out, kept answering 429 or 5xx, or sent a malformed answer; the session stays usable, so try again.',
     retried: 'per_failure',
+  },
+  tool_call_limit: {
+    status: 502,
+    meaning:
+      'The model asked for more tool calls in one answer than `SVC_AGENT_MAX_TOOL_CALLS`; none of them ran and the answer was not kept. The session stays usable.',
   },
   provider_auth_failed: { status: 502, meaning: 'The model provider refused the connection’s credential; update the connection.', retried: false },
   provider_unavailable: {

@@ -36,7 +36,7 @@ export async function runClusterCommand(config: Config, logger: Logger, json: bo
       `${pad('Processes:')}${[...cluster.apis, ...cluster.workers, cluster.temporal, cluster.ui].map((p) => `${p.name} ${p.pid}`).join(', ')}${cluster.postgres ? `, postgres ${cluster.postgres.pid()}` : ''}`,
       `${pad('Logs:')}${relative(process.cwd(), cluster.urls.logs) || '.'}/  (Temporal, Web UI, schema; API and worker lines here)`,
       cluster.adminPassword && `  Created user "admin" with password: ${cluster.adminPassword}  (shown once)`,
-      `  One-shot commands on this cluster: SVC_DATA_DIR=${dataDir} npm run svc -- <command>`,
+      `  One-shot commands (npm run svc -- <command>) run from this directory use this cluster's PostgreSQL and key`,
       '  Ctrl-C stops everything.',
     ];
     process.stderr.write(lines.filter(Boolean).join('\n') + '\n');

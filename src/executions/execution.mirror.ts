@@ -533,8 +533,8 @@ export class ExecutionMirror {
    * A record for a run nobody prepared one for (a schedule, a record event, a parent run). A child
    * run takes its place in its parent's tree: one deeper, the same root, the parent's people too.
    */
-  async insertStarted(record: NewRecord & { temporalWorkflowId: string; runId: string }): Promise<void> {
-    await this.sql.query(
+  async insertStarted(record: NewRecord & { temporalWorkflowId: string; runId: string }, q: Queryable = this.sql): Promise<void> {
+    await q.query(
       `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, temporal_run_id,
                                parent_execution_id, root_execution_id, depth)
        select ?, ?, 'running', ?, ?, ?, ?, p.id, coalesce(p.root_execution_id, p.id), coalesce(p.depth + 1, 0)
@@ -550,6 +550,44 @@ export class ExecutionMirror {
         record.parentExecutionId ?? null,
       ],
     );
+  }
+
+  /**
+   * The record of a run a schedule started, unless the owner of its workflow already has `limit`
+   * runs started by schedules in progress: then the record is made ended at once (`failed`,
+   * `schedule_run_limit`) and the refusal is answered. Counting and inserting hold a lock per
+   * owner, so runs starting at the same moment cannot both take the last place.
+   */
+  async insertScheduled(record: NewRecord & { temporalWorkflowId: string; runId: string }, limit: number): Promise<NodeError | undefined> {
+    return this.sql.transaction(async (tx) => {
+      const [workflow] = await tx.query<{ owner_id: number }>('select owner_id from workflows where id = ?', [record.workflowId]);
+      if (workflow) await tx.query('select pg_advisory_xact_lock(hashtext(?))', [`scheduled-runs:${workflow.owner_id}`]);
+      const [{ n }] = (await tx.query<{ n: number }>(
+        `select count(*)::int as n from executions e join workflows w on w.id = e.workflow_id
+          where e.status = 'running' and e.trigger = 'schedule' and w.owner_id = ? and e.temporal_run_id is distinct from ?`,
+        [workflow?.owner_id ?? null, record.runId],
+      )) as [{ n: number }];
+      await this.insertStarted(record, tx);
+      if (n < limit) return undefined;
+      const error: NodeError = {
+        code: CODE.schedule_run_limit,
+        message: `The owner of this workflow has ${n} runs started by schedules in progress, the most allowed (SVC_SCHEDULE_MAX_RUNNING_PER_USER); this one was not run`,
+      };
+      await tx.query(`update executions set status = 'failed', finished_at = now(), error = ? where temporal_run_id = ? and status = 'running'`, [
+        json(error),
+        record.runId,
+      ]);
+      return error;
+    });
+  }
+
+  /** The refusal a schedule's run got from insertScheduled, if it got one (a retried first step asks). */
+  async scheduledRefusal(runId: string): Promise<NodeError | undefined> {
+    const [row] = await this.sql.query<{ error: NodeError }>(`select error from executions where temporal_run_id = ? and error->>'code' = ?`, [
+      runId,
+      CODE.schedule_run_limit,
+    ]);
+    return row?.error;
   }
 
   /**

@@ -12,6 +12,7 @@ import { eventRoutes } from '../events/event.routes.js';
 import { codecCors, codecRoutes } from '../temporal/codec.routes.js';
 import { webhookRoutes } from '../workflow-definitions/webhook.routes.js';
 import { workflowRoutes } from '../workflow-definitions/workflow.routes.js';
+import { workflowFilesRoutes } from '../workflow-files/workflow-files.routes.js';
 import { licenseAdminRoutes } from '../licenses/license-admin.routes.js';
 import { licenseRoutes } from '../licenses/license.routes.js';
 import { licenseWebhookRoutes } from '../licenses/license-webhooks.routes.js';
@@ -35,6 +36,7 @@ export function allRoutes(services: Services): AnyRoute[] {
     ...healthRoutes(services, openApi),
     ...authRoutes(services),
     ...workflowRoutes(services),
+    ...workflowFilesRoutes(services, openApi),
     ...webhookRoutes(services),
     ...connectionRoutes(services),
     ...executionRoutes(services),

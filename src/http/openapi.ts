@@ -22,6 +22,18 @@ export function documentAs<S extends z.ZodType>(schema: S, documented: z.ZodType
   return schema;
 }
 
+const contents = new WeakMap<z.ZodType, { mediaType: string; schema: z.ZodType }>();
+
+/**
+ * Documents a string whose text is a document of its own (a YAML workflow file): JSON Schema's
+ * `contentMediaType` and `contentSchema`, the latter a schema of the document (named, so that
+ * the document's components hold it).
+ */
+export function documentContent<S extends z.ZodType>(schema: S, mediaType: string, content: z.ZodType): S {
+  contents.set(schema, { mediaType, schema: content });
+  return schema;
+}
+
 /**
  * Names a schema in the document (`components.schemas.<id>`), so that generated clients have a type
  * of that name, and gives it a description and examples. Returns the same schema.
@@ -147,6 +159,10 @@ class SchemaSet {
           for (const key of Object.keys(ctx.jsonSchema)) delete (ctx.jsonSchema as Json)[key];
           (ctx.jsonSchema as Json).$ref = `${SCHEMAS}${reference}${io === 'input' ? INPUT : ''}`;
           return;
+        }
+        const content = contents.get(ctx.zodSchema as unknown as z.ZodType);
+        if (content) {
+          Object.assign(ctx.jsonSchema, { contentMediaType: content.mediaType, contentSchema: this.convert(content.schema, 'input') });
         }
         const documented = documentation.get(ctx.zodSchema as unknown as z.ZodType);
         if (!documented) return;

@@ -124,14 +124,50 @@ describe('validateGraph, one rule at a time', () => {
     expect(check({ nodes: [t('a'), t('b'), t('c')], edges: [...ring, { from: 'a', to: 'ghost' }] }).map((p) => p.field)).toEqual(['edges.3.to']);
   });
 
-  it('accepts cron lines of 5 or 6 fields and @-shorthands, and nothing else', () => {
-    const schedule = (cron: string) => check({ nodes: [t('a')], edges: [] }, { type: 'schedule', config: { cron, overlap: 'skip' } });
-    for (const cron of ['*/5 * * * *', '0 30 9 * * 1-5', '@daily', '@every 90s', ' @hourly ']) expect(schedule(cron), cron).toEqual([]);
-    for (const cron of ['* * * *', '@fortnightly', '', '* * * * * * *'])
+  it("checks a record_query's eql against its params when the eql holds no expression", () => {
+    const query = (config: Record<string, unknown>) =>
+      validateGraph({ nodes: [{ id: 'q', type: 'record_query', config: { entity: 'lead', ...config } }], edges: [] }, manual, nodeTypes);
+    expect(query({ eql: 'a = :x and b in (:ys)', params: { x: '{{ trigger.x }}', ys: [1, 2] } })).toEqual([]);
+    expect(query({ eql: "a = '{{ trigger.x }}'" })).toEqual([]);
+    expect(query({ eql: '{{ trigger.filter }}', params: { anything: 1 } })).toEqual([]);
+    expect(query({ eql: 'a = :x' })).toEqual([{ field: 'nodes.0.config.params', message: 'has no value for the parameter :x the eql uses' }]);
+    expect(query({ eql: 'a = :x', params: { x: 1, y: 2 } }).map((p) => p.field)).toEqual(['nodes.0.config.params.y']);
+    expect(query({ params: { x: 1 } }).map((p) => p.field)).toEqual(['nodes.0.config.params.x']);
+    expect(query({ eql: 'a = ', params: {} })).toEqual([{ field: 'nodes.0.config.eql', message: expect.stringMatching(/expected a value .* at position 4/) }]);
+  });
+
+  it('accepts the schedules Temporal accepts (5 to 7 fields, @every, shorthands), and nothing else', () => {
+    const schedule = (cron: string, timezone?: string) =>
+      check({ nodes: [t('a')], edges: [] }, { type: 'schedule', config: { cron, overlap: 'skip', ...(timezone !== undefined ? { timezone } : {}) } });
+    for (const cron of [
+      '*/5 * * * *',
+      '30 9 * * 1-5',
+      '0 0 1 1 * 2030',
+      '0 30 9 * * 1-5 *',
+      '@daily',
+      '@every 90s',
+      '@every 1h/30m',
+      ' @hourly ',
+      'TZ=Europe/Paris 0 9 * * mon',
+    ])
+      expect(schedule(cron), cron).toEqual([]);
+    // 6 fields end with a year (Temporal's reading), so a seconds-first line is refused: hour 30.
+    for (const cron of [
+      '* * * *',
+      '@fortnightly',
+      '',
+      '0 30 9 * * 1-5',
+      'x x x x x',
+      '@every 0s',
+      '99 99 99 99 99',
+      '0 0 1 1 * 1999',
+      'TZ=Not/AZone 0 0 * * *',
+    ])
       expect(
         schedule(cron).map((p) => p.field),
         cron,
       ).toEqual(['trigger.config.cron']);
+    expect(schedule('@daily', 'Not/AZone')).toEqual([{ field: 'trigger.config.timezone', message: expect.stringMatching(/unknown time zone Not\/AZone/) }]);
   });
 });
 

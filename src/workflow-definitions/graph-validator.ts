@@ -4,10 +4,8 @@ import { fieldReferences } from '../../workflows/references.js';
 import { checkTemplates } from '../nodes/expressions.js';
 import type { NodeType } from '../nodes/node-type.js';
 import type { FieldProblem } from '../platform/errors.js';
+import { scheduleProblems } from './schedule-spec.js';
 import { nodeSchema, type Trigger } from './workflow.schemas.js';
-
-/** A 5- or 6-field cron line, or an @-shorthand Temporal understands. */
-const cronPattern = /^(@(yearly|annually|monthly|weekly|daily|hourly|every\s+\S+))$|^(\S+\s+){4,5}\S+$/;
 
 /** How deep for_each bodies may nest (a loop in a loop's body is two). */
 export const MAX_LOOP_DEPTH = 4;
@@ -31,9 +29,7 @@ interface Check {
 export function validateGraph(graph: Graph, trigger: Trigger, types: ReadonlyMap<string, NodeType<any>>): FieldProblem[] {
   const check: Check = { types, problems: [], seen: new Set(), all: new Set([...everyNode(graph.nodes)].map(([n]) => n.id)) };
   checkGraph(check, graph, '', new Set(), 1);
-  if (trigger.type === 'schedule' && !cronPattern.test(trigger.config.cron.trim())) {
-    check.problems.push({ field: 'trigger.config.cron', message: 'expected a cron line of 5 or 6 fields or an @-shorthand' });
-  }
+  if (trigger.type === 'schedule') check.problems.push(...scheduleProblems(trigger.config));
   return check.problems;
 }
 

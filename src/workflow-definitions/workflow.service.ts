@@ -1,6 +1,6 @@
 import { pgErrorOf } from '../db/database-errors.js';
 import type { ExecutionMirror } from '../executions/execution.mirror.js';
-import type { Sql } from '../db/sql.js';
+import type { Sql, Transaction } from '../db/sql.js';
 import type { Graph, GraphNode } from '../../workflows/defs.js';
 import type { Principal } from '../auth/auth.service.js';
 import { nodeTypes } from '../nodes/index.js';
@@ -51,6 +51,15 @@ export function workflowVisibility(principal: Principal, alias = 'w'): [string, 
   return [`(${alias}.owner_id = ? or ? = any(${alias}.shared_with))`, [principal.id, principal.id]];
 }
 
+/**
+ * Whether a workflow exists at all is its owner's choice, as whom it is shared with is: someone it
+ * is shared with may edit and run it, not archive, restore or purge it (administrators may).
+ */
+function assertOwnerOrAdministrator(principal: Principal, row: Pick<WorkflowRow, 'owner_id'>, what: string): void {
+  if (principal.id !== row.owner_id && principal.role !== 'administrator')
+    throw new AppError('forbidden', `Only the workflow's owner (or an administrator) ${what} it`);
+}
+
 /** Workflow definitions: validation, versions, visibility and the status lifecycle. */
 export class WorkflowService {
   constructor(
@@ -59,6 +68,25 @@ export class WorkflowService {
     private readonly executions: Pick<ExecutionMirror, 'runningOfWorkflow'>,
     private readonly definitions: DefinitionPorts,
   ) {}
+
+  // ---- Workflow files (apply): the same service inside one transaction ---------------------------
+  /**
+   * This service with its reads and writes inside `tx` and its schedule changes handed to
+   * `schedules` (which applies them after commit): every rule of create, PATCH and the status
+   * transitions holds, for many workflows written all or nothing. Derived from `this`, so any
+   * dependency the service gains carries over.
+   */
+  within(tx: Transaction, schedules: Pick<WorkflowSchedules, 'sync' | 'pause' | 'remove'>): WorkflowService {
+    const scoped = Object.create(this) as WorkflowService;
+    const sql: Pick<Sql, 'query' | 'transaction'> = {
+      query: tx.query,
+      // A transaction inside it is a savepoint of it: its failure undoes only its own work.
+      transaction: <T>(fn: (inner: Transaction) => Promise<T>) => tx.savepoint(() => fn(tx)),
+    };
+    Object.assign(scoped as object, { sql, schedules });
+    return scoped;
+  }
+  // ---- end of workflow files -------------------------------------------------------------------
 
   /** SQL condition on the workflows table (as `alias`) and its values: what the caller may see. */
   visibility(principal: Principal, alias = 'w'): [string, unknown[]] {
@@ -234,7 +262,8 @@ export class WorkflowService {
     return [...new Set([row.owner_id, row.updated_by ?? row.owner_id])];
   }
 
-  async create(principal: Principal, body: CreateWorkflow): Promise<WorkflowRow> {
+  /** `options.id`: an id taken beforehand from the workflows' sequence (files applied together name each other). */
+  async create(principal: Principal, body: CreateWorkflow, options: { id?: number } = {}): Promise<WorkflowRow> {
     const graph = { nodes: body.nodes as GraphNode[], edges: body.edges };
     const connectionIds = await this.validate(graph, body.trigger, body.shared_with, [principal.id], body.error_workflow_id);
     const secret = body.trigger.type === 'webhook' ? randomToken(24) : null;
@@ -243,9 +272,10 @@ export class WorkflowService {
         const existing = await tx.query<{ id: number }>('select id from workflows where slug = ?', [slug]);
         if (existing.length) throw conflict('conflict', `A workflow with slug ${slug} exists`, { field: 'slug' });
         const [row] = await tx.query<{ id: number }>(
-          `insert into workflows (slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with, updated_by, error_workflow_id)
-           values (?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
+          `insert into workflows (id, slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with, updated_by, error_workflow_id)
+           values (coalesce(?::int, nextval('workflows_id_seq')), ?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
           [
+            options.id ?? null,
             slug,
             body.title,
             body.description,
@@ -285,8 +315,19 @@ export class WorkflowService {
         }
       }
     }
-    if (body.status === 'active') return this.activate(principal, id);
+    if (body.status === 'active') return this.activateCreated(principal, id);
     return this.get(principal, id);
+  }
+
+  /** A workflow created active: saved with its schedule (or trigger) or not at all. */
+  private async activateCreated(principal: Principal, id: number): Promise<WorkflowRow> {
+    try {
+      return await this.activate(principal, id);
+    } catch (err) {
+      // Nothing else knows the workflow yet: the request that failed leaves nothing behind.
+      if (err instanceof AppError && err.status < 500) await this.sql.query('delete from workflows where id = ?', [id]);
+      throw err;
+    }
   }
 
   private async freeSlug(base: string): Promise<string> {
@@ -318,7 +359,8 @@ export class WorkflowService {
       throw conflict('conflict', `A workflow with slug ${body.slug} exists`, { field: 'slug' });
     }
     const secret = trigger.type === 'webhook' ? (current.webhook_secret ?? randomToken(24)) : null;
-    await this.sql.transaction(async (tx) => {
+    let scheduled = false;
+    const saved = this.sql.transaction(async (tx) => {
       const [row] = await tx.query<{ version: number }>(
         `update workflows set slug = ?, title = ?, description = ?, tags = ?, trigger_type = ?, trigger = ?, nodes = ?, edges = ?,
            node_count = ?, connection_ids = ?, webhook_secret = ?, shared_with = ?, error_workflow_id = ?, version = version + 1, updated_by = ?, updated_at = now()
@@ -347,10 +389,16 @@ export class WorkflowService {
         JSON.stringify({ trigger, ...graph }),
         principal.id,
       ]);
+      // An active workflow's new version is saved with its schedule or not at all: a schedule
+      // Temporal refuses rolls the version back, and the old schedule runs on as it was.
+      if (current.status === 'active') scheduled = await this.schedules.sync({ id, trigger }).then(() => true);
     });
-    const updated = await this.get(principal, id);
-    if (updated.status === 'active') await this.schedules.sync(updated);
-    return updated;
+    await saved.catch(async (err: unknown) => {
+      // The commit failed after Temporal took the new schedule: the old one is put back.
+      if (scheduled) await this.schedules.sync(current).catch(() => undefined);
+      throw err;
+    });
+    return this.get(principal, id);
   }
 
   private async setStatus(id: number, status: WorkflowStatus) {
@@ -366,7 +414,7 @@ export class WorkflowService {
       await this.assertRecordTrigger(row.trigger.config.entity, this.authorsOf(row), problems);
       if (problems.length) throw validationFailed(problems);
     }
-    await this.schedules.sync({ ...row, status: 'active' });
+    await this.schedules.sync(row);
     if (row.status !== 'active') await this.setStatus(id, 'active');
     return this.get(principal, id);
   }
@@ -382,6 +430,7 @@ export class WorkflowService {
   /** Archived back to inactive; a workflow that is not archived is left as it is. */
   async restore(principal: Principal, id: number): Promise<WorkflowRow> {
     const row = await this.get(principal, id);
+    assertOwnerOrAdministrator(principal, row, 'restores');
     if (row.status === 'archived') await this.setStatus(id, 'inactive');
     return this.get(principal, id);
   }
@@ -389,6 +438,7 @@ export class WorkflowService {
   /** DELETE: archives (soft delete); with force on an archived workflow, purges it for good. */
   async remove(principal: Principal, id: number, force: boolean): Promise<{ id: number; status: 'archived' | 'purged' }> {
     const row = await this.get(principal, id);
+    assertOwnerOrAdministrator(principal, row, force ? 'purges' : 'archives');
     if (!force) {
       await this.schedules.pause(row);
       await this.setStatus(id, 'archived');
