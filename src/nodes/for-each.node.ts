@@ -19,29 +19,28 @@ const bodyOf = (node: z.ZodType) =>
 /**
  * The configuration, its body's nodes shaped by `node`. The graph check (graph-validator.ts)
  * checks each body node as a node of a workflow and the body as a graph, so that every problem is
- * listed at once with its place (`nodes.3.config.body.nodes.0.config.path`).
+ * listed at once with its place (`nodes.3.config.body.nodes.0.config.path`), and that exactly one
+ * of `body` and `workflow_id` is given (a plain object schema: workflow files rewrite its fields).
  */
 const configOf = (node: z.ZodType) =>
-  z
-    .strictObject({
-      items: z.union([z.string(), z.array(z.unknown())]).describe('An expression yielding an array (`{{ nodes.fetch.body.leads }}`), or the array itself'),
-      body: bodyOf(node).optional().describe('The nodes run for each item: a graph of its own; its one sink node (or `output_node`) gives the item’s result'),
-      workflow_id: z
-        .number()
-        .int()
-        .positive()
-        .max(2_147_483_647)
-        .optional()
-        .describe('Instead of `body`: a workflow run per item, as a child run with payload `{item, index}`; its output is the item’s result'),
-      concurrency: z.number().int().min(1).max(MAX_CONCURRENCY).default(10).describe('Items in flight at once'),
-      on_item_error: z
-        .enum(['fail', 'continue'])
-        .default('fail')
-        .describe(
-          '`fail`: no item starts after one failed, and the node fails once the ones in flight end; `continue`: the others go on and the run ends `partial`',
-        ),
-    })
-    .refine((c) => (c.body === undefined) !== (c.workflow_id === undefined), { message: 'give either body or workflow_id', path: ['body'] });
+  z.strictObject({
+    items: z.union([z.string(), z.array(z.unknown())]).describe('An expression yielding an array (`{{ nodes.fetch.body.leads }}`), or the array itself'),
+    body: bodyOf(node).optional().describe('The nodes run for each item: a graph of its own; its one sink node (or `output_node`) gives the item’s result'),
+    workflow_id: z
+      .number()
+      .int()
+      .positive()
+      .max(2_147_483_647)
+      .optional()
+      .describe('Instead of `body`: a workflow run per item, as a child run with payload `{item, index}`; its output is the item’s result'),
+    concurrency: z.number().int().min(1).max(MAX_CONCURRENCY).default(10).describe('Items in flight at once'),
+    on_item_error: z
+      .enum(['fail', 'continue'])
+      .default('fail')
+      .describe(
+        '`fail`: no item starts after one failed, and the node fails once the ones in flight end; `continue`: the others go on and the run ends `partial`',
+      ),
+  });
 
 /**
  * Runs a body once per item of a list, `concurrency` items at a time: the workflow runs the node

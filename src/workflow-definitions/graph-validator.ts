@@ -105,6 +105,9 @@ function checkNode(check: Check, graph: Graph, node: GraphNode, at: string, inBo
     }
   }
   const body = bodyOf(node);
+  if (node.type === 'for_each' && (body === undefined) === ((node.config as { workflow_id?: unknown } | undefined)?.workflow_id === undefined)) {
+    problems.push({ field: `${at}.config.body`, message: 'give either body or workflow_id' });
+  }
   // A body's expressions are checked with its nodes.
   problems.push(...checkTemplates(ownConfig(node), `${at}.config`));
   if (type.needsConnection && node.connection_id === undefined) {
