@@ -11,6 +11,7 @@ let app: TestApp;
 let target: HttpTarget;
 let connectionId: number;
 const refusing = new Set<string>();
+const imported: { batch: number; rows: { id: number }[] }[] = [];
 let gate!: { url: string; held: number; most: number; seen: string[]; release: () => void; server: Server };
 let gateConnection!: number;
 const W = '/api/workflow/v1/workflows';
@@ -23,14 +24,24 @@ beforeAll(async () => {
     if (req.url.startsWith('/fail/')) return { status: 422, body: { error: 'refused', path: req.url } };
     // Refused until the test lets them through (a target that was down).
     if (refusing.has(req.url)) return { status: 422, body: { error: 'not yet', path: req.url } };
+    // The worked examples of docs/workflows.md: an export of 1,000 rows, an import API, 50 leads.
+    if (req.url.startsWith('/export')) return { body: { rows: Array.from({ length: 1000 }, (_, i) => ({ id: i })) } };
+    if (req.url.startsWith('/import')) {
+      const sent = JSON.parse(req.body) as { batch: number; rows: { id: number }[] };
+      imported.push(sent);
+      return refusing.has(`batch:${sent.batch}`) ? { status: 503, body: { error: 'busy' } } : { body: { imported: sent.rows.length } };
+    }
+    if (req.url.startsWith('/leads')) return { body: { leads: Array.from({ length: 50 }, (_, i) => ({ name: `Lead ${i}`, email: `lead${i}@example.com` })) } };
     if (req.url.startsWith('/slow/')) return { delayMs: 300 };
     return undefined;
   });
-  connectionId = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'target', cred: 'x', extra: { base_url: target.url } }))
-    .body.data.id;
+  connectionId = (
+    await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'target', cred: 'tok-for-each-tests', extra: { base_url: target.url } })
+  ).body.data.id;
   gate = await startGate();
-  gateConnection = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'gate', cred: 'x', extra: { base_url: gate.url } })).body
-    .data.id;
+  gateConnection = (
+    await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'gate', cred: 'tok-for-each-tests', extra: { base_url: gate.url } })
+  ).body.data.id;
 });
 afterAll(async () => {
   await app?.close();
@@ -482,8 +493,9 @@ describe('large values in a loop', () => {
 describe('a run cancelled during a loop', () => {
   it('ends cancelled, with the loop cancelled and its items that never ran marked cancelled', async () => {
     const holding = await startGate();
-    const conn = (await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'hold', cred: 'x', extra: { base_url: holding.url } }))
-      .body.data.id;
+    const conn = (
+      await app.admin.post('/api/workflow/v1/connections', { type: 'http_bearer', label: 'hold', cred: 'tok-for-each-tests', extra: { base_url: holding.url } })
+    ).body.data.id;
     try {
       const wf = await create({
         nodes: [
@@ -743,4 +755,115 @@ describe('a body of pure nodes', () => {
     expect(failed).toHaveLength(1);
     expect(failed[0]).toMatchObject({ index: 4, error: { code: 'expression_error', node_id: 'plain' } });
   }, 60_000);
+});
+
+describe('the worked examples of docs/workflows.md', () => {
+  it('1,000 items in batches of 50, at most 5 calls in flight, retrying just the batch that failed', async () => {
+    const wf = await create({
+      nodes: [
+        { id: 'load', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/export?limit=1000' } },
+        {
+          id: 'batches',
+          type: 'for_each',
+          config: {
+            items: '{{ $map([0..$ceil($count(nodes.load.body.rows) / 50) - 1], function($i) { [nodes.load.body.rows[[$i * 50 .. $i * 50 + 49]]] }) }}',
+            concurrency: 5,
+            on_item_error: 'continue',
+            body: {
+              nodes: [
+                {
+                  id: 'import',
+                  type: 'http_request',
+                  connection_id: connectionId,
+                  retry: { max_attempts: 3, initial_interval_ms: 10 },
+                  config: { method: 'POST', path: '/import', body: { batch: '{{ index }}', rows: '{{ item }}' } },
+                },
+              ],
+            },
+          },
+        },
+        {
+          id: 'report',
+          type: 'transform',
+          config: { value: { imported: '{{ nodes.batches.succeeded * 50 }}', failed_batches: '{{ nodes.batches.failed }}' } },
+        },
+      ],
+      edges: [
+        { from: 'load', to: 'batches' },
+        { from: 'batches', to: 'report' },
+      ],
+    });
+    refusing.add('batch:13');
+    const first = await run(wf.id);
+    expect(first.status).toBe('partial');
+    expect(first.output).toEqual({ imported: 950, failed_batches: 1 });
+    const failed = (await items(first.id, 'batches', '?status=failed')).items;
+    expect(failed.map((i: { index: number; attempts: number; error: { code: string } }) => [i.index, i.attempts, i.error.code])).toEqual([
+      [13, 3, 'http_error'],
+    ]);
+    // Every row was sent in a batch of 50, batch 13 three times.
+    expect(imported.filter((b) => b.batch === 13)).toHaveLength(3);
+    expect(new Set(imported.flatMap((b) => b.rows.map((r) => r.id))).size).toBe(1000);
+
+    const plan = await app.admin.post(`${E}/${first.id}/replay`, { from_node_id: 'batches', only_failed_items: true, dry_run: true });
+    expect(plan.body.data).toMatchObject({ run: ['batches', 'report'], reused: ['load'], items: { reused: 19, run: 1 } });
+    refusing.delete('batch:13');
+    const sentBefore = imported.length;
+    const replayed = await app.admin.post(`${E}/${first.id}/replay`, { from_node_id: 'batches', only_failed_items: true });
+    const view = await eventually(async () => {
+      const v = (await app.admin.get(`${E}/${replayed.body.data.execution_id}`)).body.data;
+      return v.status === 'running' ? undefined : v;
+    }, 120_000);
+    expect(view.status).toBe('success');
+    expect(view.output).toEqual({ imported: 1000, failed_batches: 0 });
+    expect(imported.slice(sentBefore).map((b) => b.batch)).toEqual([13]);
+  }, 180_000);
+
+  it('fetch 50 leads and create a record per new one', async () => {
+    const entity = await app.admin.post('/api/management/v1/entities', {
+      slug: 'lead',
+      name: 'Lead',
+      schema: { fields: { name: { type: 'string', required: true }, email: { type: 'string', required: true } } },
+    });
+    expect(entity.status, entity.text).toBe(201);
+    for (const i of [3, 7, 11]) {
+      expect((await app.admin.post('/api/management/v1/records/lead', { name: `Lead ${i}`, email: `lead${i}@example.com` })).status).toBe(201);
+    }
+    const wf = await create({
+      nodes: [
+        { id: 'fetch', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/leads?limit=50' } },
+        {
+          id: 'each',
+          type: 'for_each',
+          config: {
+            items: '{{ nodes.fetch.body.leads }}',
+            concurrency: 5,
+            body: {
+              nodes: [
+                { id: 'known', type: 'record_query', config: { entity: 'lead', eql: 'email = :email', params: { email: '{{ item.email }}' }, per_page: 1 } },
+                { id: 'is_new', type: 'condition', config: { expression: '{{ nodes.known.total = 0 }}' } },
+                { id: 'create', type: 'record_create', config: { entity: 'lead', fields: { name: '{{ item.name }}', email: '{{ item.email }}' } } },
+              ],
+              edges: [
+                { from: 'known', to: 'is_new' },
+                { from: 'is_new', to: 'create', branch: 'true' },
+              ],
+            },
+          },
+        },
+      ],
+      edges: [{ from: 'fetch', to: 'each' }],
+    });
+    const view = await run(wf.id);
+    expect(view.status, JSON.stringify(view.error)).toBe('success');
+    const output = entry(view, 'each').output;
+    expect(output).toMatchObject({ total: 50, succeeded: 50, failed: 0 });
+    expect(
+      output.results.filter((r: unknown) => r === null),
+      JSON.stringify(output.results.slice(0, 4)),
+    ).toHaveLength(3);
+    expect(output.results[0]).toMatchObject({ email: 'lead0@example.com' });
+    const records = (await app.admin.get('/api/management/v1/records/lead?per_page=100')).body.data;
+    expect(records.total).toBe(50);
+  }, 180_000);
 });
