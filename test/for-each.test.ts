@@ -603,6 +603,18 @@ describe('a replay of the failed items only', () => {
     // Nothing sent twice but item 4, which failed the first time; the upstream fetch ran once.
     for (let i = 1; i <= 8; i++) expect(target.count(`/send/${i}`), `item ${i}`).toBe(i === 4 ? 2 : 1);
     expect(target.count('/leads')).toBe(1);
+
+    // A replay from a node after the loop reuses the loop: its items are listed with it, reused.
+    const after = await app.admin.post(`${E}/${view.id}/replay`, { from_node_id: 'report' });
+    const afterView = await eventually(async () => {
+      const v = (await app.admin.get(`${E}/${after.body.data.execution_id}`)).body.data;
+      return v.status === 'running' ? undefined : v;
+    }, 120_000);
+    expect(afterView.status).toBe('success');
+    expect(entry(afterView, 'each').reused).toBe(true);
+    const carried = await items(afterView.id, 'each');
+    expect(carried.total).toBe(8);
+    expect(carried.items.every((i: { reused: boolean; status: string }) => i.reused && i.status === 'success')).toBe(true);
   }, 180_000);
 
   it('reaches into nested loops: an outer item that failed runs again, and its inner loop reuses the inner items that succeeded', async () => {

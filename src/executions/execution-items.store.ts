@@ -131,6 +131,21 @@ export class ExecutionItems {
     return rows.map((r) => r.index);
   }
 
+  /**
+   * Carries the items of loops a replay reuses (`nodeIds`: the loops and those nested in their
+   * bodies) into the replay's execution, marked reused, so the reused loops list their items there.
+   */
+  async copy(from: number, to: number, nodeIds: string[], q: Queryable = this.sql): Promise<void> {
+    if (!nodeIds.length) return;
+    await q.query(
+      `insert into execution_items (execution_id, node_id, scope, index, status, input, output, error, refs, attempts, started_at, finished_at, duration_ms, reused)
+       select ?, node_id, scope, index, status, input, output, error, refs, attempts, started_at, finished_at, duration_ms, true
+         from execution_items where execution_id = ? and node_id = any(?)
+       on conflict do nothing`,
+      [to, from, nodeIds],
+    );
+  }
+
   /** Records a batch of results in one statement; an item already ended is left as it is (a retried batch). */
   async record(loop: LoopKey, results: ItemResult[]): Promise<void> {
     if (!results.length) return;

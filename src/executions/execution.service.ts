@@ -73,6 +73,12 @@ function llmUsage(timeline: TimelineRow[]) {
   return { ...total, cost_usd: Math.round(total.cost_usd * 1e6) / 1e6 };
 }
 
+/** The for_each nodes among `ids`, and those nested in their bodies: the loops whose items a replay reusing `ids` carries over. */
+function loopsIn(graph: Graph, ids: readonly string[]): string[] {
+  const reused = new Set(ids);
+  return [...everyNode(graph.nodes.filter((n) => reused.has(n.id)))].filter(([n]) => n.type === 'for_each').map(([n]) => n.id);
+}
+
 /** A loop's counts as its timeline entry shows them (all zero before its items are listed). */
 function countsView(counts: ItemCounts | undefined) {
   return counts ?? { total: 0, pending: 0, succeeded: 0, failed: 0, skipped: 0, cancelled: 0 };
@@ -140,7 +146,7 @@ export class ExecutionService {
     triggeredBy?: number,
     idempotency?: Idempotency,
     /** A replay: why, and the timeline entries of the replayed execution to carry over, written with the record. */
-    replay?: { reason: string; reuse?: { from: number; nodeIds: string[] } },
+    replay?: { reason: string; reuse?: { from: number; nodeIds: string[]; loops?: string[] } },
   ): Promise<Started> {
     if (workflow.status === 'archived') throw conflict('workflow_archived', 'The workflow is archived; restore it to run it');
     const version = input.version ?? workflow.version;
@@ -166,6 +172,7 @@ export class ExecutionService {
           ...(triggeredBy !== undefined ? { triggeredBy } : {}),
         });
         if (reuse) await this.mirror.copyTimeline(reuse.from, row.id, reuse.nodeIds, tx);
+        if (reuse?.loops?.length) await this.items?.copy(reuse.from, row.id, reuse.loops, tx);
         return { ...row, launch: { kind: 'start', input: runInput } };
       },
       undefined,
@@ -612,7 +619,7 @@ export class ExecutionService {
     const newPayload = payload !== original.trigger_payload ? ' with a new payload' : '';
     if (!from) return this.start(workflow, base, principal.id, idempotency, { reason: `replay of execution ${original.id}${newPayload}` });
     const { plan, launch } = from;
-    if (launch.kind === 'reset') return this.resetFrom(principal, original, plan.fromNodeId, launch.point, idempotency);
+    if (launch.kind === 'reset') return this.resetFrom(principal, original, prepared.graph, plan.fromNodeId, launch.point, idempotency);
     const items = from.onlyFailedItems ? ' and the items of its loop that succeeded' : '';
     const reason = `replay of execution ${original.id} from node ${plan.fromNodeId}${newPayload}: a new run reusing ${plan.reused.length} node${plan.reused.length === 1 ? '' : 's'}${items}`;
     return this.start(
@@ -626,12 +633,19 @@ export class ExecutionService {
       },
       principal.id,
       idempotency,
-      { reason, reuse: { from: Number(original.id), nodeIds: plan.reused } },
+      { reason, reuse: { from: Number(original.id), nodeIds: plan.reused, loops: loopsIn(prepared.graph, plan.reused) } },
     );
   }
 
   /** A replay from `fromNode` by a Temporal reset of the original run to `point`, where that node started. */
-  private async resetFrom(principal: Principal, original: ExecutionRow, fromNode: string, point: ResetPoint, idempotency?: Idempotency): Promise<Started> {
+  private async resetFrom(
+    principal: Principal,
+    original: ExecutionRow,
+    graph: Graph,
+    fromNode: string,
+    point: ResetPoint,
+    idempotency?: Idempotency,
+  ): Promise<Started> {
     const reason = `replay of execution ${original.id} from node ${fromNode}`;
     const prepared = await this.prepare(
       original.workflow_id,
@@ -648,6 +662,7 @@ export class ExecutionService {
           triggeredBy: principal.id,
         });
         await this.mirror.copyTimeline(Number(original.id), id, point.completedNodes, tx);
+        await this.items?.copy(Number(original.id), id, loopsIn(graph, point.completedNodes), tx);
         const launch: Launch = { kind: 'reset', runId: original.temporal_run_id!, eventId: point.eventId, reason };
         return { id, temporalWorkflowId: original.temporal_workflow_id, launch };
       },
