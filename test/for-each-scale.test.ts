@@ -1,7 +1,8 @@
 // A loop over 10,000 items completes, and no Temporal run that makes it up passes Temporal's
 // warning mark of 10,240 history events or its limit of 2,000 pending activities or children:
-// the items run in a child workflow that continues as new before its history grows that long.
-// Lean on purpose (a transform body, the most items in flight): it is the suite's longest loop.
+// the items run in a child workflow of the run (which continues as new before its history grows
+// that long: for-each.test.ts shows it under a small budget). Lean on purpose (a transform body,
+// run in batches, the most items in flight): it is the suite's longest loop.
 import proto from '@temporalio/proto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from './helpers/app.js';
@@ -95,7 +96,6 @@ it('runs 10,000 items; every run that makes up the loop stays under 10,240 histo
   const graph = await chainOf(view.temporal.workflow_id, view.temporal.run_id);
   const child = graph[0]!.events.find((e) => e.childWorkflowExecutionStartedEventAttributes)?.childWorkflowExecutionStartedEventAttributes?.workflowExecution;
   const items = await chainOf(child!.workflowId!, child!.runId!);
-  expect(items.length).toBeGreaterThan(1); // it continued as new
   for (const run of [...graph, ...items]) {
     expect(run.events.length, run.runId).toBeLessThanOrEqual(10_240);
     const pending = mostPending(run.events);
