@@ -335,6 +335,33 @@ describe('nested loops', () => {
   }, 120_000);
 });
 
+describe('who sees a loop’s items', () => {
+  it('someone the workflow is merely shared with sees the items’ shape, not their data', async () => {
+    const editor = await app.createUser('editor');
+    const wf = await create({
+      shared_with: [editor.id],
+      nodes: [
+        {
+          id: 'each',
+          type: 'for_each',
+          config: { items: [{ secret: 's-1' }, { secret: 's-2' }], body: { nodes: [{ id: 'x', type: 'transform', config: { value: '{{ item.secret }}' } }] } },
+        },
+      ],
+    });
+    const view = await run(wf.id);
+    const own = await items(view.id, 'each');
+    expect(own).toMatchObject({ redacted: false, total: 2 });
+    expect(own.items[0].input).toEqual({ secret: 's-1' });
+    const shared = await editor.client.get(`${E}/${view.id}/nodes/each/items`);
+    expect(shared.status).toBe(200);
+    expect(shared.body.data).toMatchObject({ redacted: true, total: 2 });
+    expect(shared.body.data.items.map((i: { input: unknown; output: unknown; status: string }) => [i.input, i.output, i.status])).toEqual([
+      [null, null, 'success'],
+      [null, null, 'success'],
+    ]);
+  }, 60_000);
+});
+
 describe('a workflow as the body', () => {
   it('runs it per item with payload {item, index}; its output is the item result', async () => {
     const child = await create({ nodes: [{ id: 'shout', type: 'transform', config: { value: '{{ $uppercase(trigger.item) & $string(trigger.index) }}' } }] });
