@@ -5,6 +5,7 @@ import type { NativeConnection } from '@temporalio/worker';
 import { AgentActionStore } from './agent/agent-action.store.js';
 import { ApprovalPages } from './approvals/approval-pages.js';
 import { ApprovalService } from './approvals/approval.service.js';
+import { checkInSandbox } from './approvals/editable-fields.js';
 import { AgentGateService } from './agent/agent.gate.js';
 import { AgentService } from './agent/agent.service.js';
 import { TurnStreamHub } from './agent/agent.stream.js';
@@ -233,7 +234,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   );
   const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
   const publicUrl = new PublicUrl(config.SVC_PUBLIC_URL, config.PORT);
-  const approvals = new ApprovalService(sql, agentActions, temporal, keys, acting, auth, publicUrl, metrics);
+  const approvals = new ApprovalService(sql, agentActions, temporal, keys, acting, auth, publicUrl, checkInSandbox(platform.expressions), metrics);
   return {
     ...platform,
     auth,

@@ -3,6 +3,8 @@ import type { GraphNode, NodeError } from '../../workflows/defs.js';
 import { currentTraceId } from '../platform/tracing.js';
 import { CODE } from '../../workflows/error-codes.js';
 import { errorWorkflowPayload, type ErrorRun } from './error-workflow.js';
+import { holdsRunRights, withheldError } from './run-data-access.js';
+import type { Role } from '../auth/capabilities.js';
 
 /**
  * The execution mirror: the queryable copy of every run's history in PostgreSQL (`executions` and
@@ -299,8 +301,8 @@ export class ExecutionMirror {
    * workflow id is the replayed run's), reuses recorded outputs, or reuses the payload. Before a
    * run is claimed its people are those it will act for.
    */
-  async runPeople(executionId: number): Promise<{ ownerId: number; actingUserIds: number[] }[]> {
-    const rows = await this.sql.query<{ owner_id: number; people: number[] }>(
+  async runPeople(executionId: number, q: Queryable = this.sql): Promise<{ ownerId: number; actingUserIds: number[] }[]> {
+    const rows = await q.query<{ owner_id: number; people: number[] }>(
       `with recursive chain as (
          select e.id, e.replay_of, e.trigger_payload, e.temporal_workflow_id, 0 as depth from executions e where e.id = ?
          union all
@@ -378,11 +380,15 @@ export class ExecutionMirror {
       finished_at: Date | null;
       handler_id: number;
       handler_version: number;
+      chooser_id: number | null;
+      chooser_role: Role | null;
     }>(
-      `select e.id, e.workflow_id, w.slug, e.status, e.error, e.started_at, e.finished_at, h.id as handler_id, h.version as handler_version
+      `select e.id, e.workflow_id, w.slug, e.status, e.error, e.started_at, e.finished_at, h.id as handler_id, h.version as handler_version,
+              c.id as chooser_id, c.role as chooser_role
          from executions e
          join workflows w on w.id = e.workflow_id
          join users o on o.id = w.owner_id
+         left join users c on c.id = w.error_workflow_chosen_by
          join workflows h on h.id = w.error_workflow_id and h.status <> 'archived'
               and (o.role = 'administrator' or h.owner_id = w.owner_id or w.owner_id = any(h.shared_with))
          left join executions r on r.id = e.root_execution_id
@@ -390,7 +396,18 @@ export class ExecutionMirror {
       [failedId],
     );
     if (!failed) return undefined;
-    const payload = errorWorkflowPayload(failed);
+    // The failure's message and data are the failed run's data: the handler is given them only
+    // when whoever chose it as the error workflow, or every person it acts for (its owner, the
+    // author of its version), holds that run's rights. Otherwise it gets the code and the node.
+    const handlerPeople = await tx.query<{ id: number; role: Role }>(
+      `select u.id, u.role from workflows h join users u on u.id = h.owner_id where h.id = ?
+        union select u.id, u.role from workflow_versions v join users u on u.id = v.created_by where v.workflow_id = ? and v.version = ?`,
+      [failed.handler_id, failed.handler_id, failed.handler_version],
+    );
+    const failedPeople = await this.runPeople(failedId, tx);
+    const chooser = failed.chooser_id !== null && failed.chooser_role !== null ? { id: failed.chooser_id, role: failed.chooser_role } : undefined;
+    const entitled = (chooser !== undefined && holdsRunRights(chooser, failedPeople)) || handlerPeople.every((person) => holdsRunRights(person, failedPeople));
+    const payload = errorWorkflowPayload(entitled ? failed : { ...failed, error: withheldError(failed.error as { code: string; message: string } | null) });
     const [row] = await tx.query<{ id: string; temporal_workflow_id: string }>(
       `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, triggered_by_execution_id, trace_id)
        select n.id, ?, ?, 'running', 'error', ?, ? || n.id, ?, ? from (select nextval('executions_id_seq') as id) n

@@ -55,13 +55,14 @@ export function requestContext(logger: Logger, metrics: Pick<Metrics, 'httpReque
   };
 }
 
-/** Maps any thrown value to the failure envelope; internals stay in the log. */
 /** An error of node:zlib's decompressors (raised while a request body is inflated). */
 function isDecompressionError(err: unknown): boolean {
   const code = (err as { code?: unknown })?.code;
   const errno = (err as { errno?: unknown })?.errno;
   return err instanceof Error && typeof code === 'string' && typeof errno === 'number' && (/^Z_[A-Z_]+$/.test(code) || /^ERR__ERROR_/.test(code));
 }
+
+/** Maps any thrown value to the failure envelope; internals stay in the log. */
 
 export function toAppError(err: unknown): AppError | undefined {
   if (err instanceof AppError) return err;

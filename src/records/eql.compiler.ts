@@ -240,37 +240,41 @@ class Compiler {
   }
 }
 
+/** The predicates of a tree (its comparisons, `in` lists and null tests), wherever `and`, `or` and `not` put them. */
+type Predicate = Extract<Expr, { kind: 'compare' | 'in' | 'is_null' }>;
+function eachPredicate(expr: Expr, visit: (p: Predicate) => void): void {
+  switch (expr.kind) {
+    case 'and':
+    case 'or':
+      eachPredicate(expr.left, visit);
+      eachPredicate(expr.right, visit);
+      return;
+    case 'not':
+      eachPredicate(expr.operand, visit);
+      return;
+    default:
+      visit(expr);
+  }
+}
+
 /** Slugs of the related entities a tree hops into; their definitions must be in the context. */
 export function hoppedRelations(expr: Expr, entity: EntityDefinition): Set<string> {
   const out = new Set<string>();
-  const visit = (e: Expr) => {
-    if (e.kind === 'and' || e.kind === 'or') {
-      visit(e.left);
-      visit(e.right);
-    } else if (e.kind === 'not') visit(e.operand);
-    else if (e.kind === 'compare' || e.kind === 'in' || e.kind === 'is_null') {
-      if (e.field.path.length !== 2) return;
-      const field = fieldNamed(entity.schema.fields, e.field.path[0]);
-      if (field?.type === 'relation') out.add(field.entity);
-    }
-  };
-  visit(expr);
+  eachPredicate(expr, (p) => {
+    if (p.field.path.length !== 2) return;
+    const field = fieldNamed(entity.schema.fields, p.field.path[0]);
+    if (field?.type === 'relation') out.add(field.entity);
+  });
   return out;
 }
 
 /** The names of the `:name` parameters a tree uses. */
 export function paramNames(expr: Expr): Set<string> {
   const out = new Set<string>();
-  const visit = (e: Expr) => {
-    if (e.kind === 'and' || e.kind === 'or') {
-      visit(e.left);
-      visit(e.right);
-    } else if (e.kind === 'not') visit(e.operand);
-    else if (e.kind === 'compare' || e.kind === 'in') {
-      for (const v of e.kind === 'compare' ? [e.value] : e.values) if (v.type === 'param') out.add(v.name);
-    }
-  };
-  visit(expr);
+  eachPredicate(expr, (p) => {
+    if (p.kind === 'is_null') return;
+    for (const v of p.kind === 'compare' ? [p.value] : p.values) if (v.type === 'param') out.add(v.name);
+  });
   return out;
 }
 

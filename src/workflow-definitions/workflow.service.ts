@@ -272,8 +272,8 @@ export class WorkflowService {
         const existing = await tx.query<{ id: number }>('select id from workflows where slug = ?', [slug]);
         if (existing.length) throw conflict('conflict', `A workflow with slug ${slug} exists`, { field: 'slug' });
         const [row] = await tx.query<{ id: number }>(
-          `insert into workflows (id, slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with, updated_by, error_workflow_id)
-           values (coalesce(?::int, nextval('workflows_id_seq')), ?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
+          `insert into workflows (id, slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with, updated_by, error_workflow_id, error_workflow_chosen_by)
+           values (coalesce(?::int, nextval('workflows_id_seq')), ?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
           [
             options.id ?? null,
             slug,
@@ -291,6 +291,7 @@ export class WorkflowService {
             body.shared_with,
             principal.id,
             body.error_workflow_id,
+            body.error_workflow_id === null ? null : principal.id,
           ],
         );
         await tx.query('insert into workflow_versions (workflow_id, version, definition, created_by) values (?, 1, ?, ?)', [
@@ -363,7 +364,8 @@ export class WorkflowService {
     const saved = this.sql.transaction(async (tx) => {
       const [row] = await tx.query<{ version: number }>(
         `update workflows set slug = ?, title = ?, description = ?, tags = ?, trigger_type = ?, trigger = ?, nodes = ?, edges = ?,
-           node_count = ?, connection_ids = ?, webhook_secret = ?, shared_with = ?, error_workflow_id = ?, version = version + 1, updated_by = ?, updated_at = now()
+           node_count = ?, connection_ids = ?, webhook_secret = ?, shared_with = ?, error_workflow_id = ?,
+           error_workflow_chosen_by = case when ?::boolean then ?::int else error_workflow_chosen_by end, version = version + 1, updated_by = ?, updated_at = now()
          where id = ? returning version`,
         [
           body.slug ?? current.slug,
@@ -379,6 +381,9 @@ export class WorkflowService {
           secret,
           sharedWith,
           errorWorkflowId,
+          // Who chose the error workflow: its failures' messages reach it on their rights (ExecutionMirror.queueErrorRun).
+          errorWorkflowId !== current.error_workflow_id,
+          errorWorkflowId === null ? null : principal.id,
           principal.id,
           id,
         ],
