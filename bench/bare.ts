@@ -56,7 +56,11 @@ async function main() {
     connection,
     taskQueue,
     workflowBundle,
-    activities: { noop: async () => null, get: async (url: string) => (await fetch(url)).status },
+    activities: {
+      noop: async () => null,
+      get: async (url: string) => (await fetch(url)).status,
+      transform: async (item: number) => ({ twice: item * 2, at: item }),
+    },
     ...WORKER_TUNING,
   });
   const running = worker.run();

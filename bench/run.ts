@@ -28,6 +28,7 @@ const benchmarks: Benchmark[] = [
   { name: 'license-verify', file: 'license-verify.ts' },
   { name: 'agent', file: 'agent.bench.ts' },
   { name: 'cluster', file: 'cluster.bench.ts' },
+  { name: 'for-each', file: 'for-each.bench.ts' },
 ];
 const only = process.argv.slice(2);
 const chosen = benchmarks.filter((b) => (only.length ? only.some((name) => b.name.includes(name)) : !b.onRequest));

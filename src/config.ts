@@ -253,6 +253,19 @@ const schema = z.object({
   SVC_RUN_WORKFLOW_MAX_DEPTH: z.coerce.number().int().min(1).max(12).default(10),
   /** Child runs one run may start in all, its children's children included; more fail with `child_run_limit`. */
   SVC_RUN_WORKFLOW_MAX_CHILD_RUNS: z.coerce.number().int().min(1).max(100_000).default(100),
+  /** Items one for_each list may hold; a longer list fails the node with `too_many_items` before any item runs. */
+  SVC_FOR_EACH_MAX_ITEMS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
+  /**
+   * Items the loops of one run may list in all, nested loops included (a loop inside a loop lists
+   * its items once per outer item); a list that would pass it fails its node with `too_many_items`.
+   */
+  SVC_FOR_EACH_MAX_RUN_ITEMS: z.coerce.number().int().min(1).max(10_000_000).default(100_000),
+  /**
+   * History events a loop's items workflow lets a run of it reach before it continues as new
+   * (it stops starting items in time for the ones in flight to end under it). Temporal warns at
+   * 10,240 events a run; Temporal's own suggestion to continue as new comes first when earlier.
+   */
+  SVC_FOR_EACH_HISTORY_EVENTS: z.coerce.number().int().min(500).max(10_000).default(8_000),
   /**
    * Runs started by schedules that may be in progress at once for one user (the owner of their
    * workflows, all schedules together): a run a schedule starts beyond it ends at once as

@@ -18,6 +18,7 @@ import { ConnectionService } from './connections/connection.service.js';
 import { openOrm } from './db/orm.js';
 import { Sql } from './db/sql.js';
 import { ExecutionMirror } from './executions/execution.mirror.js';
+import { ExecutionItems } from './executions/execution-items.store.js';
 import { ExecutionService } from './executions/execution.service.js';
 import { ErrorWorkflows } from './executions/error-workflow.js';
 import { EventService } from './events/event.service.js';
@@ -80,6 +81,8 @@ export interface Services {
   workflowFiles: WorkflowFilesService;
   /** The executions and execution_nodes tables, for the API and the worker alike. */
   executionMirror: ExecutionMirror;
+  /** The items of for_each loops. */
+  executionItems: ExecutionItems;
   executions: ExecutionService;
   /** Starts the runs of error workflows that failed runs queued. */
   errorWorkflows: ErrorWorkflows;
@@ -213,6 +216,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const acting = new ActingUsers(sql, auth);
   const { entities, records, recordEvents } = createRecordServices(platform, endpoints);
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
+  const executionItems = new ExecutionItems(sql);
   const connections = new ConnectionService(sql, keys, egress);
   const schedules = new WorkflowSchedules(temporal);
   const workflows = new WorkflowService(sql, schedules, executionMirror, { connections, entities, acting });
@@ -226,6 +230,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     metrics,
     errorWorkflows,
     config.SVC_HISTORY_INLINE_BYTES,
+    executionItems,
   );
   const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
   const publicUrl = new PublicUrl(config.SVC_PUBLIC_URL, config.PORT);
@@ -239,6 +244,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     workflows,
     workflowFiles: new WorkflowFilesService(sql, workflows, schedules, connections, logger),
     executionMirror,
+    executionItems,
     executions,
     errorWorkflows,
     licenses: new LicenseService(stores.licenses, licenseWebhooks),

@@ -127,6 +127,23 @@ export const ERROR_CODES = {
     meaning: 'A `run_workflow` child would nest deeper than `SVC_RUN_WORKFLOW_MAX_DEPTH` or start more children than `SVC_RUN_WORKFLOW_MAX_CHILD_RUNS`.',
     retried: false,
   },
+  items_not_array: {
+    status: null,
+    meaning: 'A `for_each` node’s `items` did not evaluate to an array (the message says what it was); make the expression yield a list.',
+    retried: false,
+  },
+  too_many_items: {
+    status: null,
+    meaning:
+      'A `for_each` list is longer than `SVC_FOR_EACH_MAX_ITEMS`, or the loops of the run would list more than `SVC_FOR_EACH_MAX_RUN_ITEMS` items in all; nothing of it ran.',
+    retried: false,
+  },
+  item_failed: {
+    status: null,
+    meaning:
+      'An item of a `for_each` node with `on_item_error: "fail"` failed (the message names its index and error); no item started after it. Its items are listed at `GET /executions/{id}/nodes/{node_id}/items`.',
+    retried: false,
+  },
   http_error: {
     status: null,
     meaning:

@@ -27,7 +27,6 @@ import {
   childWorkflowId,
   nodeActivityId,
   runModeOf,
-  type BeganExecution,
   type FailureKept,
   type NodeFinishedMemo,
   type GraphNode,
@@ -38,10 +37,12 @@ import {
 } from './defs.js';
 import { GraphState } from './graph.js';
 import { LocalGate, type NodeAwaits } from './local-gate.js';
-import { RunValues } from './run-values.js';
+import { RunValues, jsonBytes } from './run-values.js';
 import { CODE } from './error-codes.js';
-import { handledFailures, notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
+import { handledFailures, notRunNodes, runStatus, seedRun } from './run-state.js';
 import { runApproval } from './approval.js';
+import { runLoop } from './for-each.js';
+import { boundsOf, contextOf, local, other, type ItemScope, type Scope } from './run-scope.js';
 import { runWaitForEvent } from './wait-for-event.js';
 
 const control = proxyActivities<ControlActivities>({
@@ -71,7 +72,7 @@ function activityOptions(node: GraphNode): ActivityOptions {
 }
 
 /** The failure a node ended with, as the timeline and the execution record show it. */
-function nodeErrorOf(err: unknown): NodeError {
+export function nodeErrorOf(err: unknown): NodeError {
   let cause: unknown = err;
   while (cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) cause = cause.cause ?? cause;
   if (cause instanceof ApplicationFailure) {
@@ -91,31 +92,8 @@ function keptInTimeline(err: unknown): boolean {
 }
 
 /** One run's state: the graph, what its nodes answered, and how the run ends so far. */
-interface Run {
+interface Run extends Scope {
   input: RunGraphInput;
-  began: BeganExecution;
-  /**
-   * Runs begun on earlier code (their first step's recorded answer has no `history`) mark every
-   * node with memos, as they were written; a lean run only nodes Temporal's events do not mark.
-   */
-  lean: boolean;
-  nodes: Map<string, GraphNode>;
-  state: GraphState;
-  /** The trigger payload and the nodes' outputs, inline or by reference. */
-  values: RunValues;
-  /**
-   * Orders the results of parallel local activities the same way live and on replay. Runs begun
-   * before it (their first step granted no bounds) await each result as they always did.
-   */
-  gate?: LocalGate;
-  failure: RunGraphResult['error'];
-  partial: boolean;
-  /** Nodes whose failure the run handled (on_error "continue" or "branch"): their output is `{error}`. */
-  handled: string[];
-  cancelled: unknown;
-  /** Workflow time each node started; the nodes a cancel interrupted. */
-  startedAt: Map<string, number>;
-  interrupted: InterruptedNode[];
 }
 
 /** Begins the execution record and the run's state, seeded with the outputs of a replay's seed. */
@@ -138,6 +116,7 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
     cancelled: undefined,
     startedAt: new Map(),
     interrupted: [],
+    ...(input.itemsFrom ? { itemsFrom: input.itemsFrom } : {}),
   };
   // A reused failure that took its error edges: only code that knows error edges reads it so.
   const seedErrors = input.seedErrors?.length && patched(ERROR_BRANCH_PATCH) ? input.seedErrors : [];
@@ -146,7 +125,9 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
 }
 
 /** A delay node: a durable timer between its recorded start and end. */
-async function runTimer(run: Run, node: GraphNode): Promise<RunNodeOutput> {
+async function runTimer(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
+  // A body's delay has no entry of its own to record.
+  if (run.item) return other(run, () => sleep(Number(node.config.duration_ms))).then(() => ({ output: { waited_ms: Number(node.config.duration_ms) } }));
   const startedAt = Date.now();
   await local(run, () => localControl.recordNodeStart(node, workflowInfo().runId));
   await other(run, () => sleep(Number(node.config.duration_ms)));
@@ -156,7 +137,8 @@ async function runTimer(run: Run, node: GraphNode): Promise<RunNodeOutput> {
 }
 
 /** A sub-workflow node: a child run of the referenced workflow, its outcome recorded as the node's. */
-async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
+async function runChild(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
+  if (run.item) return runItemChild(run, run.item, node);
   const startedAt = Date.now();
   const child = await other(run, () => control.prepareChildRun(node, run.values.contextFor(node), workflowInfo().runId, boundsOf(run)));
   try {
@@ -196,60 +178,99 @@ async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   }
 }
 
+/**
+ * A run_workflow node of a for_each body: the child is named after the item, and its payload and
+ * output stay with the item when too large for history (the body has no timeline entries).
+ */
+async function runItemChild(run: Scope, item: ItemScope, node: GraphNode): Promise<RunNodeOutput> {
+  const inlineBytes = run.began.bounds!.inlineBytes;
+  const child = await other(run, () => control.prepareItemChildRun(node, contextOf(run, node), item.key, inlineBytes));
+  const result = await other(run, () =>
+    executeChild(RUN_GRAPH_WORKFLOW, {
+      workflowId: `${item.itemsWorkflowId}/${item.key.index}/${node.id}`,
+      args: [
+        {
+          workflowId: child.workflowId,
+          payload: child.payload ?? null,
+          trigger: 'child',
+          parentExecutionId: child.parentExecutionId,
+          ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
+        } satisfies RunGraphInput,
+      ],
+    }),
+  );
+  if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
+  const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
+  if (!result.lastOutputRef && jsonBytes(output) <= inlineBytes) return { output };
+  return other(run, () => control.keepItemOutput(item.key, node.id, output, result.lastOutputRef));
+}
+
 /** Any other node: one activity, local for the node types the run was told to run locally. */
-async function runActivity(run: Run, node: GraphNode): Promise<RunNodeOutput> {
+function runActivity(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
   const { activityId: _id, heartbeatTimeout: _hb, ...localOptions } = activityOptions(node);
+  if (run.item) return runItemActivity(run, run.item, node, localOptions);
   const input = { node, context: run.values.contextFor(node), ...boundsOf(run) };
   if (runsLocally(run, node)) return local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input));
   return other(run, () => proxyActivities<NodeActivities>(activityOptions(node)).runNode(input));
 }
 
+/**
+ * A node of a for_each body: the activity is told its item (no timeline entry; a large output is
+ * kept with the item) and answers its attempts. Its activity id is Temporal's own: the same node
+ * runs for many items at once, and an id must be unique among a run's pending activities.
+ */
+function runItemActivity(run: Scope, item: ItemScope, node: GraphNode, localOptions: ActivityOptions): Promise<RunNodeOutput> {
+  const input = { node, context: contextOf(run, node), ...boundsOf(run), item: item.key };
+  const { activityId: _id, ...options } = activityOptions(node);
+  return runsLocally(run, node)
+    ? local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input))
+    : other(run, () => proxyActivities<NodeActivities>(options).runNode(input));
+}
+
 /** How a node module of its own (a wait, an approval) awaits: through the run's gate, with its bounds. */
-const awaitsOf = (run: Run): NodeAwaits => ({
+const awaitsOf = (run: Scope): NodeAwaits => ({
   local: (start) => local(run, start),
   other: (start) => other(run, start),
   ...boundsOf(run),
 });
-
-/** A local activity of the run, through its gate when it has one (see LocalGate). */
-const local = <T>(run: Run, start: () => Promise<T>): Promise<T> => (run.gate ? run.gate.local(start) : start());
-/** Any other await of a node (an activity, a child, a timer), through the run's gate when it has one. */
-const other = <T>(run: Run, start: () => Promise<T>): Promise<T> => (run.gate ? run.gate.other(start) : start());
-
-/** What a run that keeps large values out of history asks of activities that answer a value. */
-const boundsOf = (run: Run): { inlineBytes?: number } => (run.began.bounds ? { inlineBytes: run.began.bounds.inlineBytes } : {});
 
 /**
  * Runs one node the way its type runs. Not async itself: each way's promise is the one the caller
  * awaits, so a node's continuation takes as many steps as it always did and nodes that finish in
  * the same workflow task go on in the order they always did.
  */
-function runNode(run: Run, node: GraphNode): Promise<RunNodeOutput> {
+function runNode(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
   const mode = runModeOf(run.began, node.type);
   if (mode === 'timer') return runTimer(run, node);
   if (mode === 'child') return runChild(run, node);
+  if (mode === 'loop') return runLoop(run, node);
+  // A wait's signal and an approval's decision reach the run's own workflow, not a loop's items: refused at save.
+  if (run.item && (mode === 'wait' || mode === 'approval')) {
+    return Promise.reject(ApplicationFailure.nonRetryable(`A ${node.type} node cannot run inside a for_each body`, CODE.validation_failed));
+  }
   // Waits hold the run in workflow code of their own; they see the same expression context as an activity.
   if (mode === 'wait') return runWaitForEvent(node, run.values.contextFor(node), workflowInfo().runId, awaitsOf(run));
   if (mode === 'approval') return runApproval(node, run.values.contextFor(node), workflowInfo().runId, awaitsOf(run));
   return runActivity(run, node);
 }
 
-const runsLocally = (run: Run, node: GraphNode) => runModeOf(run.began, node.type) === 'local';
+const runsLocally = (run: Scope, node: GraphNode) => runModeOf(run.began, node.type) === 'local';
 
 /** A regular activity's own events mark its start and end in the history of a lean run. */
-const markedByTemporal = (run: Run, node: GraphNode) => run.lean && runModeOf(run.began, node.type) === 'activity';
+const markedByTemporal = (run: Scope, node: GraphNode) => run.lean && runModeOf(run.began, node.type) === 'activity';
 
 /** A marker in history: a reset knows this node finished in this workflow task. */
-function markFinished(run: Run, node: GraphNode): void {
-  if (markedByTemporal(run, node)) return;
+function markFinished(run: Scope, node: GraphNode): void {
+  // A body's nodes are no reset points: their item is the record.
+  if (run.item || markedByTemporal(run, node)) return;
   const memo = { [NODE_FINISHED_MEMO]: { node: node.id, local: runsLocally(run, node) } satisfies NodeFinishedMemo };
   // Added after runs were already in flight: their histories carry no such command.
   if (run.lean || patched(NODE_FINISHED_MEMO_PATCH)) upsertMemo(memo);
 }
 
 /** A marker in history: replay-from-node resets to the workflow task that started this node. */
-function markStarted(run: Run, node: GraphNode): void {
-  if (markedByTemporal(run, node)) return;
+function markStarted(run: Scope, node: GraphNode): void {
+  if (run.item || markedByTemporal(run, node)) return;
   upsertMemo(run.lean ? { [NODE_STARTED_MEMO]: node.id, [NODE_HISTORY_MEMO]: LEAN_HISTORY } : { [NODE_STARTED_MEMO]: node.id });
 }
 
@@ -258,19 +279,21 @@ function markStarted(run: Run, node: GraphNode): void {
  * When its data was too large for history the activity kept the whole `{error}` as the node's
  * output in the timeline and history carries a cut copy: later nodes read the whole by reference.
  */
-function handle(run: Run, id: string, error: NodeError, err: unknown): void {
+function handle(run: Scope, id: string, error: NodeError, err: unknown): void {
   run.handled.push(id);
   if (run.began.bounds && keptInTimeline(err)) run.values.set(id, { ref: { node: id, bytes: 0 } }, { last: false });
   else run.values.set(id, { output: { error } }, { last: false, kept: false });
 }
 
 /** Runs one node and records what it answered, how it failed, or that a cancel interrupted it. */
-async function runOne(run: Run, id: string): Promise<void> {
+export async function runOne(run: Scope, id: string): Promise<void> {
   const node = run.nodes.get(id)!;
   markStarted(run, node);
   run.startedAt.set(id, Date.now());
   try {
     const result = await runNode(run, node);
+    if (result.partial) run.partial = true;
+    if (run.item && result.attempts !== undefined) run.item.attempts = Math.max(run.item.attempts, result.attempts);
     run.values.set(id, result);
     run.state.complete(id, result.branch);
     markFinished(run, node);
@@ -299,25 +322,33 @@ async function runOne(run: Run, id: string): Promise<void> {
 /**
  * Starts every node as soon as it is ready, until none runs and none is ready (or the run failed
  * or was cancelled). A run with bounds keeps at most `maxRunning` nodes in flight; the others
- * wait in the order they became ready.
+ * wait in the order they became ready. A scope with shared `slots` (a for_each item's body) also
+ * needs one of those to start a node, and waits for one to be given back when none is left.
  */
-async function runAll(run: Run): Promise<void> {
+export async function runAll(run: Scope): Promise<void> {
   const running = new Map<string, Promise<void>>();
   const waiting: string[] = [];
   const limit = run.began.bounds?.maxRunning ?? Infinity;
+  const { slots } = run;
   for (;;) {
     if (!run.failure && !run.cancelled) {
       waiting.push(...run.state.ready());
-      while (waiting.length && running.size < limit) {
+      while (waiting.length && running.size < limit && (!slots || slots.take())) {
         const id = waiting.shift()!;
         running.set(
           id,
-          runOne(run, id).finally(() => running.delete(id)),
+          runOne(run, id).finally(() => {
+            running.delete(id);
+            slots?.release();
+          }),
         );
       }
     }
-    if (running.size === 0) break;
-    await Promise.race(running.values());
+    const blocked = slots !== undefined && waiting.length > 0 && !run.failure && !run.cancelled;
+    if (running.size === 0 && !blocked) break;
+    // An item's body mostly runs one node at a time: awaited alone, without a race's promises.
+    if (run.item && running.size === 1 && !blocked) await running.values().next().value;
+    else await Promise.race(blocked ? [...running.values(), slots.freed()] : running.values());
   }
 }
 

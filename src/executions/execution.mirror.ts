@@ -516,6 +516,37 @@ export class ExecutionMirror {
   }
 
   /**
+   * Counts child runs against the budget of their tree at once (a loop's items each start one): true
+   * when all of them fit, or were counted already (a retried step). All or none are counted.
+   */
+  async claimChildRuns(rootId: number, childTemporalWorkflowIds: string[], budget: number): Promise<boolean> {
+    if (!childTemporalWorkflowIds.length) return true;
+    return this.sql.transaction(async (tx) => {
+      await tx.query('select 1 from executions where id = ? for no key update', [rootId]);
+      const [{ n, known }] = (await tx.query<{ n: number; known: number }>(
+        `select count(*)::int as n, count(*) filter (where temporal_workflow_id = any(?))::int as known from execution_child_runs where root_execution_id = ?`,
+        [childTemporalWorkflowIds, rootId],
+      )) as [{ n: number; known: number }];
+      if (n - known + childTemporalWorkflowIds.length > budget) return false;
+      await tx.query(`insert into execution_child_runs (root_execution_id, temporal_workflow_id) select ?, unnest(?::varchar[]) on conflict do nothing`, [
+        rootId,
+        childTemporalWorkflowIds,
+      ]);
+      return true;
+    });
+  }
+
+  /** What the worker needs of a run's record, by its id (a loop's items workflow runs for the execution of its parent run). */
+  async refOf(executionId: number): Promise<ExecutionRef | undefined> {
+    const [row] = await this.sql.query<RefRow>(
+      `select e.id, e.workflow_id, e.acting_user_ids, e.depth, e.root_execution_id, e.trigger, false as first_claim, w.owner_id
+         from executions e join workflows w on w.id = e.workflow_id where e.id = ?`,
+      [executionId],
+    );
+    return row ? refOf(row) : undefined;
+  }
+
+  /**
    * A record for a run nobody prepared one for (a schedule, a record event, a parent run). A child
    * run takes its place in its parent's tree: one deeper, the same root, the parent's people too.
    */

@@ -235,3 +235,59 @@ describe('validateGraph: error branches and references', () => {
     expect(check({ nodes: [t('a', { value: '{{ $keys(nodes) & trigger.nodes.q }}' })], edges: [] })).toEqual([]);
   });
 });
+
+describe('validateGraph, for_each bodies', () => {
+  const loop = (body: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+    id: 'each',
+    type: 'for_each',
+    config: { items: '{{ trigger.list }}', body, ...extra },
+  });
+  const t = (id: string, value: unknown = 1) => ({ id, type: 'transform', config: { value } });
+  const check = (nodes: unknown[], edges: { from: string; to: string }[] = []) => validateGraph({ nodes: nodes as never, edges }, manual, nodeTypes);
+
+  it('accepts a body that names its item, index, its own upstream nodes and the nodes upstream of the loop', () => {
+    const problems = check(
+      [
+        t('before'),
+        loop({ nodes: [t('one', '{{ item.x + index }}'), t('two', '{{ nodes.one & nodes.before & trigger.y }}')], edges: [{ from: 'one', to: 'two' }] }),
+      ],
+      [{ from: 'before', to: 'each' }],
+    );
+    expect(problems).toEqual([]);
+  });
+
+  it('checks a body as a graph, at its place', () => {
+    const fields = check([loop({ nodes: [t('a'), { id: 'b', type: 'nope' }, t('c', '{{ ( }}')], edges: [{ from: 'a', to: 'ghost' }] })]).map((p) => p.field);
+    expect(fields).toEqual(
+      expect.arrayContaining(['nodes.0.config.body.nodes.1.type', 'nodes.0.config.body.nodes.2.config.value', 'nodes.0.config.body.edges.0.to']),
+    );
+  });
+
+  it('refuses ids used twice across the definition, and a reference to a body node from outside or a later body node', () => {
+    const problems = check(
+      [t('a'), loop({ nodes: [t('a'), t('b', '{{ nodes.c }}'), t('c')], edges: [{ from: 'b', to: 'c' }] }), t('after', '{{ nodes.b }}')],
+      [{ from: 'each', to: 'after' }],
+    );
+    expect(problems.map((p) => p.field)).toEqual(
+      expect.arrayContaining(['nodes.1.config.body.nodes.0.id', 'nodes.1.config.body.nodes.1.config.value', 'nodes.2.config.value']),
+    );
+  });
+
+  it('needs output_node when the body has several sinks, refuses waits and approvals inside, and nesting deeper than four', () => {
+    expect(check([loop({ nodes: [t('p'), t('q')] })])).toContainEqual({
+      field: 'nodes.0.config.body.output_node',
+      message: "the body has several sink nodes (p, q): name the one whose output is an item's result",
+    });
+    expect(check([loop({ nodes: [t('p'), t('q')], output_node: 'q' })])).toEqual([]);
+    const wait = check([loop({ nodes: [{ id: 'w', type: 'wait_for_event', config: { event: 'paid', key: 'k', timeout_ms: 1000 } }] })]);
+    expect(wait.map((p) => p.field)).toContain('nodes.0.config.body.nodes.0.type');
+    let body: Record<string, unknown> = { nodes: [t('leaf')] };
+    for (let depth = 4; depth >= 1; depth--) body = { nodes: [{ id: `l${depth}`, type: 'for_each', config: { items: [], body } }] };
+    expect(check(body.nodes as unknown[]).map((p) => p.message)).toContain('for_each bodies nest at most 4 levels deep');
+  });
+
+  it('needs a body or a workflow_id, not both', () => {
+    expect(check([{ id: 'each', type: 'for_each', config: { items: [] } }]).map((p) => p.field)).toEqual(['nodes.0.config.body']);
+    expect(check([loop({ nodes: [t('a')] }, { workflow_id: 3 })]).map((p) => p.field)).toEqual(['nodes.0.config.body']);
+  });
+});

@@ -6,7 +6,7 @@ import type { Principal } from '../auth/auth.service.js';
 import { nodeTypes } from '../nodes/index.js';
 import { randomToken } from '../platform/crypto.js';
 import { AppError, conflict, notFound, validationFailed, type FieldProblem } from '../platform/errors.js';
-import { validateGraph } from './graph-validator.js';
+import { everyNode, shapeBodies, validateGraph } from './graph-validator.js';
 import type { ActingUsers } from '../auth/acting.js';
 import type { ConnectionService } from '../connections/connection.service.js';
 import type { EntityService } from '../records/entity.service.js';
@@ -174,12 +174,13 @@ export class WorkflowService {
   ): Promise<number[]> {
     const problems: FieldProblem[] = validateGraph(graph, trigger, nodeTypes);
     if (errorWorkflowId != null) problems.push(...(await this.checkErrorWorkflow(errorWorkflowId, authors)));
-    // A node's connection_id, and the connections and logins its configuration names (an approval's notify and approvers).
-    const named = graph.nodes.flatMap((n, i) => {
-      const refs = problems.some((p) => p.field.startsWith(`nodes.${i}.`)) ? undefined : nodeTypes.get(n.type)?.references?.(n.config);
+    // A node's connection_id, and the connections and logins its configuration names (an approval's
+    // notify and approvers), for_each bodies' nodes included.
+    const named = [...everyNode(graph.nodes)].flatMap(([n, at]) => {
+      const refs = problems.some((p) => p.field.startsWith(`${at}.`)) ? undefined : nodeTypes.get(n.type)?.references?.(n.config);
       return [
-        ...(n.connection_id !== undefined ? [{ id: n.connection_id, field: `nodes.${i}.connection_id` }] : []),
-        ...(refs?.connections ?? []).map((c) => ({ id: c.id, field: `nodes.${i}.config.${c.field}` })),
+        ...(typeof n.connection_id === 'number' ? [{ id: n.connection_id, field: `${at}.connection_id` }] : []),
+        ...(refs?.connections ?? []).map((c) => ({ id: c.id, field: `${at}.config.${c.field}` })),
       ];
     });
     const connectionIds = [...new Set(named.map((c) => c.id))];
@@ -204,6 +205,7 @@ export class WorkflowService {
       });
     }
     if (problems.length) throw validationFailed(problems);
+    graph.nodes = shapeBodies(graph.nodes);
     return connectionIds;
   }
 
@@ -220,10 +222,10 @@ export class WorkflowService {
 
   /** Every login a node's configuration names (an approval's approvers) must exist. */
   private async checkLogins(graph: Graph, problems: FieldProblem[]): Promise<void> {
-    const named = graph.nodes.flatMap((n, i) =>
-      problems.some((p) => p.field.startsWith(`nodes.${i}.`))
+    const named = [...everyNode(graph.nodes)].flatMap(([n, at]) =>
+      problems.some((p) => p.field.startsWith(`${at}.`))
         ? []
-        : (nodeTypes.get(n.type)?.references?.(n.config).logins ?? []).map((l) => ({ ...l, field: `nodes.${i}.config.${l.field}` })),
+        : (nodeTypes.get(n.type)?.references?.(n.config).logins ?? []).map((l) => ({ ...l, field: `${at}.config.${l.field}` })),
     );
     if (!named.length) return;
     const rows = await this.sql.query<{ login: string }>('select login from users where login = any(?)', [[...new Set(named.map((l) => l.login))]]);
