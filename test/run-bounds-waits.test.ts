@@ -4,15 +4,11 @@ import { eventually } from './helpers/http-target.js';
 
 /**
  * A run keeps at most SVC_RUN_MAX_PARALLEL_NODES of its nodes in flight, so that no workflow task
- * outgrows Temporal's limits. A wait or an approval holds such a place for as long as it waits
- * (days, perhaps), although it carries nothing while it waits: the parallel approvals of one run
- * are then asked one after the other, and a branch that would send the event another branch waits
- * for does not start before that wait times out.
- *
- * Known to fail: the fix belongs in workflows/run-graph.workflow.ts (runAll counts the nodes in
- * flight), behind a patched() id: a node whose run mode is `wait` or `approval` no longer counts
- * once its first step has registered it (its context and output travel in local activities that
- * are bounded on their own). When it is made, turn `it.fails` into `it`.
+ * outgrows Temporal's limits. A wait, an approval, a delay or a child run carries nothing while it
+ * waits (days, perhaps), so it gives its place back meanwhile and takes one again to go on: the
+ * parallel approvals of one run are asked together, and a branch that sends the event another
+ * branch waits for starts while that branch waits. (Before, such a node held its place: the
+ * approvals were asked one after the other, and the wait timed out before the sender started.)
  */
 
 let app: TestApp;
@@ -28,7 +24,7 @@ afterAll(async () => {
 });
 
 describe('waits and approvals under the bound of nodes in flight', () => {
-  it.fails('two approvals of one run are both in the inbox while they wait', async () => {
+  it('two approvals of one run are both in the inbox while they wait', async () => {
     const approval = (id: string) => ({
       id,
       type: 'approval',
@@ -57,5 +53,22 @@ describe('waits and approvals under the bound of nodes in flight', () => {
       'both approvals to be opened',
     );
     expect(opened).toEqual(['finance', 'legal']);
+  });
+
+  it('a branch sends the event a sibling branch waits for, though only one node may be in flight', async () => {
+    const created = await owner.client.post(W, {
+      title: 'waits for its sibling',
+      trigger: { type: 'manual' },
+      nodes: [
+        { id: 'wait', type: 'wait_for_event', config: { event: 'sibling.done', key: '{{ trigger.key }}', timeout_ms: 600_000 } },
+        { id: 'got', type: 'transform', config: { value: '{{ nodes.wait.event.data.n }}' } },
+        { id: 'tell', type: 'emit_event', config: { event: 'sibling.done', key: '{{ trigger.key }}', data: { n: 7 } } },
+      ],
+      edges: [{ from: 'wait', to: 'got', branch: 'received' }],
+    });
+    expect(created.status, created.text).toBe(201);
+    const run = await owner.client.post(`${W}/${created.body.data.id}/run?wait=true&timeout_ms=60000`, { payload: { key: `k-${Date.now()}` } });
+    expect(run.status, run.text).toBe(200);
+    expect(run.body.data).toMatchObject({ status: 'success', output: 7 });
   });
 });

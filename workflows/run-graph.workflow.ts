@@ -3,6 +3,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   ChildWorkflowFailure,
+  condition,
   executeChild,
   isCancellation,
   patched,
@@ -109,7 +110,7 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
     nodes: new Map(graph.nodes.map((n) => [n.id, n])),
     state: new GraphState(graph),
     values: new RunValues(input.payload, began.bounds, input.payloadRef !== undefined || input.payloadInRecord === true),
-    ...(began.bounds ? { gate: new LocalGate() } : {}),
+    ...(began.bounds ? { gate: new LocalGate(), pauses: { waiting: 0 } } : {}),
     failure: undefined,
     partial: false,
     handled: [],
@@ -130,7 +131,7 @@ async function runTimer(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
   if (run.item) return other(run, () => sleep(Number(node.config.duration_ms))).then(() => ({ output: { waited_ms: Number(node.config.duration_ms) } }));
   const startedAt = Date.now();
   await local(run, () => localControl.recordNodeStart(node, workflowInfo().runId));
-  await other(run, () => sleep(Number(node.config.duration_ms)));
+  await pause(run, () => other(run, () => sleep(Number(node.config.duration_ms))));
   const output = { waited_ms: Number(node.config.duration_ms) };
   await local(run, () => localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'success', output, startedAt }));
   return { output };
@@ -142,20 +143,23 @@ async function runChild(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
   const startedAt = Date.now();
   const child = await other(run, () => control.prepareChildRun(node, run.values.contextFor(node), workflowInfo().runId, boundsOf(run)));
   try {
-    const result = await other(run, () =>
-      executeChild(RUN_GRAPH_WORKFLOW, {
-        workflowId: childWorkflowId(workflowInfo().workflowId, node.id),
-        // Answers recorded before children knew their parent carry no parentExecutionId.
-        args: [
-          {
-            workflowId: child.workflowId,
-            payload: child.payload ?? null,
-            trigger: 'child',
-            ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
-            ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
-          } satisfies RunGraphInput,
-        ],
-      }),
+    // A child run may last as long as its own waits: meanwhile this node holds no place.
+    const result = await pause(run, () =>
+      other(run, () =>
+        executeChild(RUN_GRAPH_WORKFLOW, {
+          workflowId: childWorkflowId(workflowInfo().workflowId, node.id),
+          // Answers recorded before children knew their parent carry no parentExecutionId.
+          args: [
+            {
+              workflowId: child.workflowId,
+              payload: child.payload ?? null,
+              trigger: 'child',
+              ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
+              ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
+            } satisfies RunGraphInput,
+          ],
+        }),
+      ),
     );
     const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
     if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
@@ -231,8 +235,28 @@ function runItemActivity(run: Scope, item: ItemScope, node: GraphNode, localOpti
 const awaitsOf = (run: Scope): NodeAwaits => ({
   local: (start) => local(run, start),
   other: (start) => other(run, start),
+  pause: (wait) => pause(run, wait),
   ...boundsOf(run),
 });
+
+/**
+ * A node's wait for a signal or a timer, during which it holds no place among the run's nodes in
+ * flight (runAll counts `pauses.waiting` out); once it ends, the node waits for a place again, so
+ * its next steps stay within `maxRunning`. Runs without pauses (begun before them) wait as before.
+ */
+async function pause<T>(run: Scope, wait: () => Promise<T>): Promise<T> {
+  const { pauses } = run;
+  if (!pauses) return wait();
+  pauses.waiting++;
+  pauses.wake?.();
+  try {
+    return await wait();
+  } finally {
+    pauses.waiting--;
+    const limit = run.began.bounds?.maxRunning ?? Infinity;
+    if (run.active! - pauses.waiting > limit) await condition(() => run.active! - pauses.waiting <= limit);
+  }
+}
 
 /**
  * Runs one node the way its type runs. Not async itself: each way's promise is the one the caller
@@ -329,26 +353,32 @@ export async function runAll(run: Scope): Promise<void> {
   const running = new Map<string, Promise<void>>();
   const waiting: string[] = [];
   const limit = run.began.bounds?.maxRunning ?? Infinity;
-  const { slots } = run;
+  const { slots, pauses } = run;
+  // Nodes that only wait hold no place (see pause).
+  const inFlight = () => running.size - (pauses?.waiting ?? 0);
   for (;;) {
     if (!run.failure && !run.cancelled) {
       waiting.push(...run.state.ready());
-      while (waiting.length && running.size < limit && (!slots || slots.take())) {
+      while (waiting.length && inFlight() < limit && (!slots || slots.take())) {
         const id = waiting.shift()!;
         running.set(
           id,
           runOne(run, id).finally(() => {
             running.delete(id);
+            run.active = running.size;
             slots?.release();
           }),
         );
+        run.active = running.size;
       }
     }
     const blocked = slots !== undefined && waiting.length > 0 && !run.failure && !run.cancelled;
     if (running.size === 0 && !blocked) break;
     // An item's body mostly runs one node at a time: awaited alone, without a race's promises.
     if (run.item && running.size === 1 && !blocked) await running.values().next().value;
+    else if (pauses && waiting.length) await Promise.race([...running.values(), new Promise<void>((resolve) => (pauses.wake = resolve))]);
     else await Promise.race(blocked ? [...running.values(), slots.freed()] : running.values());
+    if (pauses) pauses.wake = undefined;
   }
 }
 

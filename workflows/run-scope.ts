@@ -42,6 +42,14 @@ export interface Scope {
   slots?: Slots;
   /** A replay of failed items: the execution whose successful items the loops named (or every loop, without `node`) reuse. */
   itemsFrom?: { execution: number; node?: string };
+  /**
+   * Nodes in flight that only wait (a wait for an event, an approval, between their steps): they
+   * carry nothing while they wait, so they do not count against `maxRunning`. `wake` tells the
+   * scheduler a place came free.
+   */
+  pauses?: { waiting: number; wake?: () => void };
+  /** Nodes in flight (runAll keeps it), waiting ones included. */
+  active?: number;
 }
 
 /** A for_each item a scope runs the body of. */
