@@ -63,10 +63,16 @@ export function recordRoutes({ records }: { records: RecordService }): AnyRoute[
       access: 'authenticated',
       params: entityParams,
       query: z.strictObject({
-        eql: z.string().optional().describe("filter expression, e.g. `stage = 'lead' and company.name ~ 'acme'`, or with parameters `stage = :stage`"),
+        // A query string past 16 KiB is refused by Node's HTTP parser before any route sees it (431, no
+        // envelope): a filter and its parameters stay well under that, as the record_query node's do.
+        eql: z
+          .string()
+          .max(6000)
+          .optional()
+          .describe("filter expression, e.g. `stage = 'lead' and company.name ~ 'acme'`, or with parameters `stage = :stage`"),
         params: z
           .string()
-          .max(100_000)
+          .max(6000)
           .optional()
           .describe(
             'JSON object of the values of the `:name` parameters of `eql`, e.g. `{"stage": "lead"}`: each is bound as one value, never spliced into the filter text (a list stands for its items inside `in (...)`)',

@@ -286,6 +286,13 @@ describe('validateGraph, for_each bodies', () => {
     expect(check(body.nodes as unknown[]).map((p) => p.message)).toContain('for_each bodies nest at most 4 levels deep');
   });
 
+  it('reports a body node that is not shaped as a node (null, a string) instead of failing on it', () => {
+    expect(check([loop({ nodes: [null, 'x', t('a')], edges: [], output_node: 'a' })]).map((p) => p.field)).toEqual([
+      'nodes.0.config.body.nodes.0',
+      'nodes.0.config.body.nodes.1',
+    ]);
+  });
+
   it('needs a body or a workflow_id, not both', () => {
     expect(check([{ id: 'each', type: 'for_each', config: { items: [] } }]).map((p) => p.field)).toEqual(['nodes.0.config.body']);
     expect(check([loop({ nodes: [t('a')] }, { workflow_id: 3 })]).map((p) => p.field)).toEqual(['nodes.0.config.body']);

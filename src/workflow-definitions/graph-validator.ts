@@ -135,6 +135,20 @@ function checkBody(check: Check, body: Body, at: string, outer: Set<string> | un
     check.problems.push({ field: at, message: `for_each bodies nest at most ${MAX_LOOP_DEPTH} levels deep` });
     return;
   }
+  // A body's nodes were stored as sent: one that is not shaped as a node (null, a string) is
+  // reported, and the body's graph is not checked further (its ids and edges would mislead).
+  const unshaped = body.nodes.flatMap((node, i) => {
+    const shaped = nodeSchema.safeParse(node);
+    return shaped.success
+      ? []
+      : shaped.error.issues.map((issue) => ({ field: [`${at}.nodes.${i}`, ...issue.path.map(String)].join('.'), message: issue.message }));
+  });
+  if (unshaped.length) {
+    // The loop's configuration check may have reported them already.
+    const known = new Set(check.problems.map((p) => `${p.field}\u0000${p.message}`));
+    check.problems.push(...unshaped.filter((p) => !known.has(`${p.field}\u0000${p.message}`)));
+    return;
+  }
   // Edges the schema refused (reported with the node's config) are left out of the graph's checks.
   const edges = (Array.isArray(body.edges) ? body.edges : []).filter((e) => e && typeof e.from === 'string' && typeof e.to === 'string');
   const graph = { nodes: [...body.nodes] as GraphNode[], edges };
