@@ -27,7 +27,7 @@ import {
   type AgentToolRunInput,
   type AgentTurnEnd,
 } from '../workflows/defs.js';
-import { connectionError, modelCallFailure, storedModelResult } from './agent-model-call.js';
+import { checkToolCallCount, connectionError, modelCallFailure, storedModelResult, uniqueToolCallIds } from './agent-model-call.js';
 import {
   decisionRecord,
   editorOf,
@@ -62,7 +62,7 @@ const sessionGone = () => ApplicationFailure.nonRetryable('The session no longer
 export interface AgentActivityPorts extends AgentToolPorts {
   sql: Sql;
   stores: { agentActions: AgentActionStore };
-  config: Pick<Config, 'SVC_AGENT_GATE_TTL' | 'SVC_AGENT_PRICES' | 'SVC_AGENT_PROVIDER_TIMEOUT_MS'>;
+  config: Pick<Config, 'SVC_AGENT_GATE_TTL' | 'SVC_AGENT_PRICES' | 'SVC_AGENT_PROVIDER_TIMEOUT_MS' | 'SVC_AGENT_MAX_TOOL_CALLS'>;
   connections: Pick<ConnectionService, 'resolve'>;
   users: Pick<UsersService, 'byId'>;
   auth: Pick<AuthService, 'principal'>;
@@ -112,7 +112,9 @@ export async function agentCallModel(ports: ModelCallPorts, input: AgentModelCal
   ]);
   if (done) return storedModelResult(done);
   if (!session) throw sessionGone();
-  const reply = await completeTurn(ports, session, messages, input.streamChannel, connection);
+  const answer = await completeTurn(ports, session, messages, input.streamChannel, connection);
+  checkToolCallCount(answer.toolCalls, ports.config.SVC_AGENT_MAX_TOOL_CALLS);
+  const reply = { ...answer, toolCalls: uniqueToolCallIds(answer.toolCalls) };
   return recordModelReply(ports, input, stepKey, session, reply);
 }
 

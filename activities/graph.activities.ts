@@ -4,6 +4,7 @@ import {
   type BeganExecution,
   type Graph,
   type GraphNode,
+  type ItemKey,
   type NodeError,
   type OutputRef,
   type RunGraphInput,
@@ -25,6 +26,7 @@ import type { Config } from '../src/config.js';
 import type { ConnectionService } from '../src/connections/connection.service.js';
 import { redactError, type Redact } from '../src/connections/redact.js';
 import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
+import { itemId, type ExecutionItems } from '../src/executions/execution-items.store.js';
 import type { NodeRunContext } from '../src/nodes/node-type.js';
 import type { TemporalHandle } from '../src/temporal/connection.js';
 import type { WorkflowService } from '../src/workflow-definitions/workflow.service.js';
@@ -34,6 +36,7 @@ import { withHeartbeat } from './heartbeat.js';
 import { boundFailure, checkOutputSize, errorOf, forHistory, invalidConfig, jsonBytes, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
 import { contextValues } from './run-values.js';
+import { admitScheduledRun, keepScheduledRefusal } from './scheduled-runs.js';
 import { CODE } from '../workflows/error-codes.js';
 
 export { toFailure } from './node-outcome.js';
@@ -58,8 +61,14 @@ export interface GraphActivityPorts {
     | 'SVC_HISTORY_INLINE_BYTES'
     | 'SVC_NODE_CONTEXT_INLINE_BYTES'
     | 'SVC_RUN_MAX_PARALLEL_NODES'
+    | 'SVC_FOR_EACH_MAX_ITEMS'
+    | 'SVC_FOR_EACH_MAX_RUN_ITEMS'
+    | 'SVC_FOR_EACH_HISTORY_EVENTS'
+    | 'SVC_SCHEDULE_MAX_RUNNING_PER_USER'
   >;
   executionMirror: ExecutionMirror;
+  /** The items of for_each loops. */
+  executionItems: ExecutionItems;
   workflows: Pick<WorkflowService, 'loadVersion' | 'visibleToAll'>;
   connections: Pick<ConnectionService, 'resolve'>;
   /** The rights of the people a run acts for. */
@@ -122,11 +131,11 @@ export function graphActivities(services: GraphActivityPorts) {
       prepareChildRun(g, node, context, runId, bounds),
   };
   const nodes = { runNode: (input: RunNodeInput) => runNode(g, input) };
-  return { control, nodes };
+  return { control, nodes, worker: g };
 }
 
 /** The Temporal run an activity belongs to (always set for workflow activities). */
-const runOf = () => Context.current().info.workflowExecution!;
+export const runOf = () => Context.current().info.workflowExecution!;
 
 async function findExecution(g: GraphWorker, temporalWorkflowId: string, runId: string): Promise<ExecutionRef | undefined> {
   const cached = g.runs.get(runId);
@@ -170,10 +179,24 @@ async function definitionOf(g: GraphWorker, workflowId: number, version: number 
   return definition;
 }
 
-async function currentExecution(g: GraphWorker, runId: string): Promise<ExecutionRef> {
+export async function currentExecution(g: GraphWorker, runId: string): Promise<ExecutionRef> {
   const { workflowId } = runOf();
   const ref = await executionOf(g, workflowId, runId);
   if (!ref) throw ApplicationFailure.retryable(`No execution record for run ${runId} yet`, CODE.execution_not_ready);
+  return ref;
+}
+
+/**
+ * The record of the execution a loop's items belong to, by its id: the items workflow that runs
+ * them is a Temporal run of its own, so its activities are told the execution instead.
+ */
+export async function executionById(g: GraphWorker, executionId: number): Promise<ExecutionRef> {
+  const key = `execution:${executionId}`;
+  const cached = g.runs.get(key);
+  if (cached) return cached;
+  const ref = await patiently(() => g.ports.executionMirror.refOf(executionId));
+  if (!ref) throw ApplicationFailure.nonRetryable(`Execution ${executionId} does not exist`, CODE.not_found);
+  g.runs.set(key, ref);
   return ref;
 }
 
@@ -185,12 +208,12 @@ async function actorOf(g: GraphWorker, ref: ExecutionRef): Promise<Principal> {
 }
 
 /** One attempt of a node, in the metrics. */
-function countAttempt(g: GraphWorker, type: string, outcome: string, code: string | undefined, ms: number): void {
+export function countAttempt(g: GraphWorker, type: string, outcome: string, code: string | undefined, ms: number): void {
   g.ports.metrics.nodeDuration.observe({ type, outcome }, ms / 1000);
   g.ports.metrics.nodeAttempts.inc({ type, outcome, code: outcome === 'success' ? '' : (code ?? 'node_failed') });
 }
 
-function writeNode(g: GraphWorker, executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry): Promise<void> {
+export function writeNode(g: GraphWorker, executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry): Promise<void> {
   return patiently(() => g.ports.executionMirror.writeNode(executionId, node, entry));
 }
 
@@ -201,27 +224,48 @@ export async function beginExecution(g: GraphWorker, input: RunGraphInput, runId
   // long database outage) is one the mirror can close, knowing its run id.
   let ref = await executionOf(g, temporalWorkflowId, runId);
   const definition = await definitionOf(g, input.workflowId, input.version);
+  if (ref && input.trigger === 'schedule') await keepScheduledRefusal(g.ports, runId);
   if (!ref) {
     // Started by a schedule, a record event or a parent run: nobody prepared a record. A child
     // whose payload was too large for history takes it from its parent's timeline.
-    const { payloadRef } = input;
-    const payload = payloadRef ? await patiently(() => g.ports.executionMirror.nodeInputPayload(payloadRef.execution, payloadRef.node)) : input.payload;
-    await patiently(() =>
-      g.ports.executionMirror.insertStarted({
-        workflowId: input.workflowId,
-        version: definition.version,
-        trigger: input.trigger,
-        payload,
-        temporalWorkflowId,
-        runId,
-        ...(input.parentExecutionId !== undefined ? { parentExecutionId: input.parentExecutionId } : {}),
-      }),
-    );
+    const payload = await startPayload(g, input);
+    const record = {
+      workflowId: input.workflowId,
+      version: definition.version,
+      trigger: input.trigger,
+      payload,
+      temporalWorkflowId,
+      runId,
+      ...(input.parentExecutionId !== undefined ? { parentExecutionId: input.parentExecutionId } : {}),
+    };
+    // A schedule's run counts against its owner's limit of such runs in progress (scheduled-runs.ts).
+    if (input.trigger === 'schedule') await admitScheduledRun(g.ports, record);
+    else await patiently(() => g.ports.executionMirror.insertStarted(record));
     ref = await findExecution(g, temporalWorkflowId, runId);
     if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', CODE.execution_not_ready);
   }
   return firstStepAnswer(g.ports.config, { executionId: ref.id, version: definition.version, graph: definition.graph }, understands);
 }
+
+/**
+ * The trigger payload of a run nobody prepared a record for: its input's, or, when that was too
+ * large for history, the calling node's payload from the parent's timeline, the payload a
+ * for_each body's run_workflow node kept with its item, or `{item, index}` of a for_each item.
+ */
+async function startPayload(g: GraphWorker, input: RunGraphInput): Promise<unknown> {
+  const { payloadRef, payloadItem } = input;
+  if (payloadItem) return (await patiently(() => g.ports.executionItems.itemPayload(payloadItem))) ?? null;
+  if (!payloadRef) return input.payload;
+  if (payloadRef.item) {
+    const item = payloadRef.item;
+    const read = await patiently(() => g.ports.executionItems.read([], [{ item, key: payloadKey(payloadRef.node) }]));
+    return read.kept.get(`${itemId(item)}:${payloadKey(payloadRef.node)}`) ?? null;
+  }
+  return patiently(() => g.ports.executionMirror.nodeInputPayload(payloadRef.execution, payloadRef.node));
+}
+
+/** Where a for_each body's run_workflow node keeps a child's payload too large for history, with its item. */
+export const payloadKey = (nodeId: string) => `payload:${nodeId}`;
 
 /**
  * Last step of every run: the outcome, the skipped nodes, the ones a cancel interrupted and the
@@ -293,7 +337,7 @@ export async function prepareChildRun(
   const ref = await currentExecution(g, runId);
   await writeNode(g, ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
   try {
-    const values = await contextValues(g.ports.executionMirror, ref.id, context);
+    const values = await contextValues(g.ports.executionMirror, ref.id, context, g.ports.executionItems);
     const config = (await g.ports.expressions.resolve(node.config, { ...values, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
       workflow_id: number;
       payload?: unknown;
@@ -318,6 +362,12 @@ export async function prepareChildRun(
 
 /** The child run's limits and its target's visibility; claims the child's place in the tree's count. */
 async function checkChildRun(g: GraphWorker, ref: ExecutionRef, node: GraphNode, named: unknown, targetId: number): Promise<void> {
+  await checkChildTarget(g, ref, named, targetId);
+  await claimChildRuns(g, ref, [childWorkflowId(runOf().workflowId, node.id)]);
+}
+
+/** A child run's depth and its target: visible to every person the run acts for, not archived. */
+export async function checkChildTarget(g: GraphWorker, ref: ExecutionRef, named: unknown, targetId: number): Promise<void> {
   const { config: limits, workflows } = g.ports;
   if (ref.depth + 1 > limits.SVC_RUN_WORKFLOW_MAX_DEPTH) {
     throw ApplicationFailure.nonRetryable(
@@ -335,17 +385,27 @@ async function checkChildRun(g: GraphWorker, ref: ExecutionRef, node: GraphNode,
   if (!target || target.status === 'archived') {
     throw ApplicationFailure.nonRetryable(`Workflow ${named} does not exist, is archived, or is not visible to this run's people`, CODE.not_found);
   }
-  const childId = childWorkflowId(runOf().workflowId, node.id);
-  if (!(await patiently(() => g.ports.executionMirror.claimChildRun(ref.rootId, childId, limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS)))) {
+}
+
+/** Claims child runs' places in the budget of the run's tree, all or none (child_run_limit). */
+export async function claimChildRuns(g: GraphWorker, ref: ExecutionRef, childIds: string[]): Promise<void> {
+  const limits = g.ports.config;
+  const claimed =
+    childIds.length === 1
+      ? await patiently(() => g.ports.executionMirror.claimChildRun(ref.rootId, childIds[0]!, limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS))
+      : await patiently(() => g.ports.executionMirror.claimChildRuns(ref.rootId, childIds, limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS));
+  if (!claimed) {
     throw ApplicationFailure.nonRetryable(
-      `The runs of this tree have started ${limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS} child runs already (SVC_RUN_WORKFLOW_MAX_CHILD_RUNS)`,
+      childIds.length === 1
+        ? `The runs of this tree have started ${limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS} child runs already (SVC_RUN_WORKFLOW_MAX_CHILD_RUNS)`
+        : `${childIds.length} child runs would take the runs of this tree past ${limits.SVC_RUN_WORKFLOW_MAX_CHILD_RUNS} (SVC_RUN_WORKFLOW_MAX_CHILD_RUNS)`,
       'child_run_limit',
     );
   }
 }
 
 /** One attempt of a node as runNode tracks it: when it began, its number, and what it resolved so far. */
-interface NodeAttempt {
+export interface NodeAttempt {
   ref: ExecutionRef;
   node: GraphNode;
   started: number;
@@ -359,8 +419,10 @@ interface NodeAttempt {
 }
 
 /** Runs one node: evaluates its expressions, runs the type's implementation, records the result. */
-export async function runNode(g: GraphWorker, { node, context, inlineBytes, closes }: RunNodeInput): Promise<RunNodeOutput> {
+export async function runNode(g: GraphWorker, input: RunNodeInput): Promise<RunNodeOutput> {
+  const { node, context, inlineBytes, item, closes } = input;
   const activity = Context.current();
+  if (item) return activity.info.isLocal ? runItemNode(g, input, item) : withHeartbeat(activity, () => runItemNode(g, input, item));
   const pure = nodeTypes.get(node.type)?.pure === true;
   // A call run inside the workflow task (a short call, local): counted before it is made (see beginAttempt).
   const call = activity.info.isLocal && !pure;
@@ -387,6 +449,38 @@ export async function runNode(g: GraphWorker, { node, context, inlineBytes, clos
     }
   };
   return activity.info.isLocal ? run() : withHeartbeat(activity, run);
+}
+
+/**
+ * Runs one node of a for_each body for one item: no timeline entry (the item is the record, its
+ * result written with others in a batch); an output too large for history is kept with the item
+ * and answered by reference; the attempts are answered, and a failure after retries is counted on
+ * the item at once.
+ */
+async function runItemNode(g: GraphWorker, { node, context, inlineBytes }: RunNodeInput, item: ItemKey): Promise<RunNodeOutput> {
+  const activity = Context.current();
+  const started = Date.now();
+  const ref = await executionById(g, item.execution);
+  const attempt: NodeAttempt = { ref, node, started, attempts: activity.info.attempt };
+  try {
+    const result = withoutCredential(attempt, await executeNode(g, attempt, context));
+    countAttempt(g, node.type, 'success', undefined, Date.now() - started);
+    const usage = modelUsageOf(node.type, result.output);
+    if (usage) countModelUse(g.ports.metrics, attempt.connectionType ?? 'unknown', 'node', usage);
+    const answer = { ...(result.branch !== undefined ? { branch: result.branch } : {}), attempts: attempt.attempts };
+    const bytes = jsonBytes(result.output);
+    if (inlineBytes !== undefined && bytes > inlineBytes) {
+      await patiently(() => g.ports.executionItems.keep(item, node.id, result.output ?? null));
+      return { ref: { node: node.id, bytes, item }, ...answer };
+    }
+    return { output: result.output, bytes, ...answer };
+  } catch (err) {
+    // As any node's failure: its credential redacted, its data bounded, and cut to size for history.
+    const failure = boundFailure(toFailure(failureWithoutCredential(attempt, err)), g.ports.config.SVC_NODE_OUTPUT_LIMIT);
+    countAttempt(g, node.type, failure instanceof CancelledFailure ? 'cancelled' : 'failed', errorOf(failure).code, Date.now() - started);
+    if (attempt.attempts > 1) await patiently(() => g.ports.executionItems.noteAttempts(item, attempt.attempts)).catch(() => undefined);
+    throw inlineBytes === undefined ? failure : forHistory(failure, inlineBytes, false);
+  }
 }
 
 /**
@@ -427,13 +521,13 @@ function showRunningLater(g: GraphWorker, attempt: NodeAttempt, isLocal: boolean
 }
 
 /** Evaluates the node's expressions, checks its configuration, and runs its type's implementation. */
-async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNodeInput['context']): Promise<RunNodeOutput> {
+export async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNodeInput['context']): Promise<RunNodeOutput> {
   const { ref, node } = attempt;
   const activity = Context.current();
   const type = nodeTypes.get(node.type);
   if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, CODE.validation_failed);
   const expressionContext: ExpressionContext = {
-    ...(await contextValues(g.ports.executionMirror, ref.id, context)),
+    ...(await contextValues(g.ports.executionMirror, ref.id, context, g.ports.executionItems)),
     execution: { id: ref.id, workflow_id: ref.workflowId },
   };
   attempt.input = await g.ports.expressions.resolve(node.config, expressionContext);

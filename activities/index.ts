@@ -2,6 +2,7 @@ import type { Services } from '../src/services.js';
 import { agentActivities } from './agent.activities.js';
 import { approvalActivities } from './approval.activities.js';
 import { graphActivities } from './graph.activities.js';
+import { loopActivities } from './for-each.activities.js';
 import { licenseWebhookActivities } from './license-webhook.activities.js';
 import { waitActivities } from './wait.activities.js';
 
@@ -10,6 +11,7 @@ export function createActivities(services: Services) {
   const graph = graphActivities(services);
   return {
     ...graph.control,
+    ...loopActivities(graph.worker),
     ...graph.nodes,
     ...waitActivities(services),
     ...approvalActivities(services),
@@ -18,7 +20,8 @@ export function createActivities(services: Services) {
   };
 }
 
-export type ControlActivities = ReturnType<typeof graphActivities>['control'];
+/** The graph runs' steps besides their nodes: bookkeeping, child runs, and the steps of for_each loops. */
+export type ControlActivities = ReturnType<typeof graphActivities>['control'] & ReturnType<typeof loopActivities>;
 export type NodeActivities = ReturnType<typeof graphActivities>['nodes'];
 export type AgentActivities = ReturnType<typeof agentActivities>;
 export type WaitActivities = ReturnType<typeof waitActivities>;

@@ -3,6 +3,7 @@
 // answering an output by reference when it is too large to go back through history.
 import { ApplicationFailure } from '@temporalio/activity';
 import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
+import { itemId, type ExecutionItems } from '../src/executions/execution-items.store.js';
 import type { NodeContext, RunNodeOutput } from '../workflows/defs.js';
 import { CODE } from '../workflows/error-codes.js';
 import { jsonBytes } from './node-outcome.js';
@@ -10,17 +11,22 @@ import { patiently } from './patiently.js';
 
 /**
  * A node's expression context with the values the workflow passed by reference read back from
- * the execution's record and timeline. A reference names this run's execution unless it says
- * otherwise (a child run's output); one that reads nothing is not there yet (retried).
+ * the execution's record and timeline, and inside a for_each body from its items (the item, and
+ * body outputs kept with it). A reference names this run's execution unless it says otherwise (a
+ * child run's output); one that reads nothing is not there yet (retried).
  */
 export async function contextValues(
   mirror: Pick<ExecutionMirror, 'readValues'>,
   executionId: number,
   context: NodeContext,
-): Promise<{ trigger: unknown; nodes: Record<string, unknown> }> {
+  items?: Pick<ExecutionItems, 'read'>,
+): Promise<{ trigger: unknown; nodes: Record<string, unknown>; item?: unknown; index?: number }> {
   const { refs } = context;
-  if (!refs) return { trigger: context.trigger, nodes: context.nodes };
-  const wanted = Object.entries(refs.nodes ?? {}).map(([id, r]) => ({ id, execution: r.execution ?? executionId, node: r.node }));
+  const item = context.index !== undefined ? { item: context.item ?? null, index: context.index } : {};
+  if (!refs) return { trigger: context.trigger, nodes: context.nodes, ...item };
+  const all = Object.entries(refs.nodes ?? {});
+  const wanted = all.filter(([, r]) => !r.item).map(([id, r]) => ({ id, execution: r.execution ?? executionId, node: r.node }));
+  const kept = all.filter(([, r]) => r.item).map(([id, r]) => ({ id, item: r.item!, key: r.node }));
   const read = await patiently(() => mirror.readValues(executionId, wanted, refs.trigger === true));
   const nodes = { ...context.nodes };
   for (const w of wanted) {
@@ -29,7 +35,16 @@ export async function contextValues(
       throw ApplicationFailure.retryable(`The output of node ${w.node} is not in execution ${w.execution}'s timeline yet`, CODE.execution_not_ready);
     nodes[w.id] = read.outputs.get(key);
   }
-  return { trigger: refs.trigger ? (read.trigger ?? null) : context.trigger, nodes };
+  if (!kept.length && !refs.item) return { trigger: refs.trigger ? (read.trigger ?? null) : context.trigger, nodes, ...item };
+  if (!items) throw ApplicationFailure.nonRetryable('A for_each item’s values were asked for outside a loop', CODE.validation_failed);
+  const fromItems = await patiently(() => items.read(refs.item ? [refs.item] : [], kept));
+  for (const k of kept) {
+    const key = `${itemId(k.item)}:${k.key}`;
+    if (!fromItems.kept.has(key)) throw ApplicationFailure.retryable(`The output of node ${k.key} is not kept with its item yet`, CODE.execution_not_ready);
+    nodes[k.id] = fromItems.kept.get(key);
+  }
+  const itemValue = refs.item ? { item: fromItems.inputs.get(itemId(refs.item)) ?? null, index: refs.item.index } : item;
+  return { trigger: refs.trigger ? (read.trigger ?? null) : context.trigger, nodes, ...itemValue };
 }
 
 /**

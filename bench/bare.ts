@@ -69,6 +69,7 @@ async function main() {
       noop: async () => null,
       get: async (url: string) => (await fetch(url)).status,
       getJson: async (url: string) => (await fetch(url)).json(),
+      transform: async (item: number) => ({ twice: item * 2, at: item }),
     },
     ...WORKER_TUNING,
   });

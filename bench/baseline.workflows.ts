@@ -1,5 +1,5 @@
 // Hand-written Temporal workflows: the baselines the engine is measured against.
-import { proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
+import { executeChild, proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 
 interface BaselineActivities {
   noop(): Promise<null>;
@@ -7,6 +7,8 @@ interface BaselineActivities {
   get(url: string): Promise<number>;
   /** The same GET, answering the parsed JSON body: what a webhook that responds with its HTTP call's answer needs. */
   getJson(url: string): Promise<unknown>;
+  /** What a transform body does to one item, in plain code. */
+  transform(item: number): Promise<{ twice: number; at: number }>;
 }
 
 const { noop, get, getJson } = proxyActivities<BaselineActivities>({ startToCloseTimeout: '30s' });
@@ -37,4 +39,33 @@ export async function bareSleep(ms: number): Promise<void> {
 /** A webhook's run, hand-written: one HTTP GET (a regular activity, or a local one) whose answer is the result. */
 export async function bareHook(url: string, useLocal = false): Promise<unknown> {
   return useLocal ? local.getJson(url) : getJson(url);
+}
+
+/**
+ * A fan-out as the Temporal samples write one: child workflows over pages of items, one page
+ * after the other, each running its items `concurrency` at a time (a local activity each for
+ * `transform`, a GET activity each for `http`). What a for_each node does, bare.
+ */
+export async function bareForEach(total: number, pageSize: number, concurrency: number, kind: 'transform' | 'http', url: string): Promise<number> {
+  let done = 0;
+  for (let from = 0; from < total; from += pageSize) {
+    done += await executeChild(bareForEachPage, { args: [from, Math.min(total, from + pageSize), concurrency, kind, url] });
+  }
+  return done;
+}
+
+/** One page of bareForEach: items [from, to), `concurrency` in flight. */
+export async function bareForEachPage(from: number, to: number, concurrency: number, kind: 'transform' | 'http', url: string): Promise<number> {
+  let next = from;
+  let done = 0;
+  const lane = async () => {
+    while (next < to) {
+      const item = next++;
+      if (kind === 'transform') await local.transform(item);
+      else await get(`${url}/item/${item}`);
+      done++;
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, lane));
+  return done;
 }

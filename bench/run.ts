@@ -32,6 +32,7 @@ const benchmarks: Benchmark[] = [
   { name: 'cluster', file: 'cluster.bench.ts' },
   { name: 'peer', file: 'peer.bench.ts', onRequest: true },
   { name: 'breakdown', file: 'breakdown.ts', onRequest: true },
+  { name: 'for-each', file: 'for-each.bench.ts' },
 ];
 /** Benchmarks run only when named whose figures latest.md keeps in a section of their own. */
 const SECTIONS: Record<string, string> = {

@@ -108,6 +108,11 @@ const schema = z.object({
   /** Model calls allowed in one agent turn; the turn then ends with a message saying so. */
   SVC_AGENT_MAX_MODEL_CALLS: z.coerce.number().int().min(1).max(100).default(10),
   /**
+   * Tool calls one model answer may carry: an answer with more ends its turn with 502
+   * `tool_call_limit` before any of them runs (each call costs a worker's time and a history step).
+   */
+  SVC_AGENT_MAX_TOOL_CALLS: z.coerce.number().int().min(1).max(1000).default(20),
+  /**
    * How long a pending action of the agent's gate waits for a decision before it expires (a
    * durable timer in the session workflow); a session may set its own `gate_ttl_s` at creation.
    */
@@ -248,6 +253,25 @@ const schema = z.object({
   SVC_RUN_WORKFLOW_MAX_DEPTH: z.coerce.number().int().min(1).max(12).default(10),
   /** Child runs one run may start in all, its children's children included; more fail with `child_run_limit`. */
   SVC_RUN_WORKFLOW_MAX_CHILD_RUNS: z.coerce.number().int().min(1).max(100_000).default(100),
+  /** Items one for_each list may hold; a longer list fails the node with `too_many_items` before any item runs. */
+  SVC_FOR_EACH_MAX_ITEMS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
+  /**
+   * Items the loops of one run may list in all, nested loops included (a loop inside a loop lists
+   * its items once per outer item); a list that would pass it fails its node with `too_many_items`.
+   */
+  SVC_FOR_EACH_MAX_RUN_ITEMS: z.coerce.number().int().min(1).max(10_000_000).default(100_000),
+  /**
+   * History events a loop's items workflow lets a run of it reach before it continues as new
+   * (it stops starting items in time for the ones in flight to end under it). Temporal warns at
+   * 10,240 events a run; Temporal's own suggestion to continue as new comes first when earlier.
+   */
+  SVC_FOR_EACH_HISTORY_EVENTS: z.coerce.number().int().min(500).max(10_000).default(8_000),
+  /**
+   * Runs started by schedules that may be in progress at once for one user (the owner of their
+   * workflows, all schedules together): a run a schedule starts beyond it ends at once as
+   * `failed` with `schedule_run_limit`, whatever the schedule's overlap policy.
+   */
+  SVC_SCHEDULE_MAX_RUNNING_PER_USER: z.coerce.number().int().min(1).max(100_000).default(10),
   /** Run pure nodes (transform, condition, switch, fail) as Temporal local activities. */
   SVC_LOCAL_PURE_NODES: bool.default(true),
   /**
@@ -276,6 +300,20 @@ const schema = z.object({
     }),
   /** Redirects an outbound call made for a user follows before it fails (each hop is checked again). */
   SVC_EGRESS_MAX_REDIRECTS: z.coerce.number().int().min(0).max(20).default(5),
+  /**
+   * The most bytes of an answer's body an outbound call made for a user reads (an `http_request`
+   * node's target, a model's answer, streamed or not, a probe): reading stops there and the call
+   * fails with `response_too_large`, so a huge or endless answer costs at most this much memory.
+   */
+  SVC_EGRESS_RESPONSE_LIMIT: byteSize
+    .pipe(
+      z
+        .number()
+        .int()
+        .min(1024, 'must be at least 1kb')
+        .max(1024 * 1024 * 1024, 'must be at most 1024mb'),
+    )
+    .default(10 * 1024 * 1024),
   /** How long a connection test waits for the target. */
   SVC_PROBE_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   /**

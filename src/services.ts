@@ -5,6 +5,7 @@ import type { NativeConnection } from '@temporalio/worker';
 import { AgentActionStore } from './agent/agent-action.store.js';
 import { ApprovalPages } from './approvals/approval-pages.js';
 import { ApprovalService } from './approvals/approval.service.js';
+import { checkInSandbox } from './approvals/editable-fields.js';
 import { AgentGateService } from './agent/agent.gate.js';
 import { AgentService } from './agent/agent.service.js';
 import { TurnStreamHub } from './agent/agent.stream.js';
@@ -17,6 +18,7 @@ import { ConnectionService } from './connections/connection.service.js';
 import { openOrm } from './db/orm.js';
 import { Sql } from './db/sql.js';
 import { ExecutionMirror } from './executions/execution.mirror.js';
+import { ExecutionItems } from './executions/execution-items.store.js';
 import { ExecutionService } from './executions/execution.service.js';
 import { ErrorWorkflows } from './executions/error-workflow.js';
 import { EventService } from './events/event.service.js';
@@ -79,6 +81,8 @@ export interface Services {
   workflowFiles: WorkflowFilesService;
   /** The executions and execution_nodes tables, for the API and the worker alike. */
   executionMirror: ExecutionMirror;
+  /** The items of for_each loops. */
+  executionItems: ExecutionItems;
   executions: ExecutionService;
   /** Starts the runs of error workflows that failed runs queued. */
   errorWorkflows: ErrorWorkflows;
@@ -212,6 +216,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const acting = new ActingUsers(sql, auth);
   const { entities, records, recordEvents } = createRecordServices(platform, endpoints);
   const executionMirror = new ExecutionMirror(sql, temporal.executionWorkflowPrefix);
+  const executionItems = new ExecutionItems(sql);
   const connections = new ConnectionService(sql, keys, egress);
   const schedules = new WorkflowSchedules(temporal);
   const workflows = new WorkflowService(sql, schedules, executionMirror, { connections, entities, acting });
@@ -226,10 +231,11 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     errorWorkflows,
     config.SVC_HISTORY_INLINE_BYTES,
     config,
+    executionItems,
   );
   const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
   const publicUrl = new PublicUrl(config.SVC_PUBLIC_URL, config.PORT);
-  const approvals = new ApprovalService(sql, agentActions, temporal, keys, acting, auth, publicUrl, metrics);
+  const approvals = new ApprovalService(sql, agentActions, temporal, keys, acting, auth, publicUrl, checkInSandbox(platform.expressions), metrics);
   return {
     ...platform,
     auth,
@@ -239,6 +245,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     workflows,
     workflowFiles: new WorkflowFilesService(sql, workflows, schedules, connections, logger),
     executionMirror,
+    executionItems,
     executions,
     errorWorkflows,
     licenses: new LicenseService(stores.licenses, licenseWebhooks),

@@ -90,7 +90,11 @@ describe('approve with edited arguments', () => {
     const proposed = await adminGate('proposed');
     openai.script({ text: 'Created.' });
     const asProposed = await colleague.client.post(`${A}/actions/${proposed}/approve`);
-    expect(asProposed.body.data.outcome, asProposed.text).toBe('answered');
+    expect(asProposed.body.data, asProposed.text).toMatchObject({
+      outcome: 'decided',
+      turn: 'answered',
+      action: { status: 'approved', outcome: { ok: true } },
+    });
     expect(await inVault('proposed')).toBe(1);
     // The same editor writing the arguments: they would run as the editor, who may not create in
     // the vault, so the approval is refused before anything is decided.
@@ -298,6 +302,33 @@ describe('a decision that reached the workflow without being stored', () => {
   });
 });
 
+describe('tool calls that share an id', () => {
+  it('runs an approved action although the model gave its call the id of another call of the same answer', async () => {
+    const id = await session();
+    openai.script(
+      {
+        toolCalls: [
+          { id: 'dup', name: 'records_search', args: { entity: 'note' } },
+          { id: 'dup', name: 'records_create', args: { entity: 'note', fields: { title: 'same-id' } } },
+        ],
+      },
+      { text: 'Searched, then created.' },
+    );
+    const res = await say(id, 'search then create');
+    expect(res.body.data.outcome, res.text).toBe('gate_pending');
+    const actionId = res.body.data.pending_action.action_id;
+    const approved = await owner.client.post(`${A}/actions/${actionId}/approve`);
+    expect(approved.body.data, approved.text).toMatchObject({ outcome: 'answered', assistant_message: 'Searched, then created.' });
+    expect(await titles('same-id')).toBe(1);
+    expect((await owner.client.get(`${A}/actions/${actionId}`)).body.data).toMatchObject({ status: 'approved', outcome: { ok: true } });
+    // Each result went back to the model under its own call's id.
+    const sent = openai.requests.at(-1)!.body.messages;
+    const calls = sent.findLast((m: any) => m.role === 'assistant' && m.tool_calls).tool_calls.map((c: any) => c.id);
+    expect(new Set(calls).size).toBe(2);
+    expect(sent.filter((m: any) => m.role === 'tool').map((m: any) => m.tool_call_id)).toEqual(expect.arrayContaining(calls));
+  });
+});
+
 describe('who may decide', () => {
   it('owner (the default): only the owner; an administrator sees it but may not decide, others do not see it', async () => {
     const { actionId } = await gate('owner-policy');
@@ -322,13 +353,76 @@ describe('who may decide', () => {
     expect(await titles('four-eyes')).toBe(0);
     const res = await colleague.client.post(`${A}/actions/${actionId}/approve`, { note: 'checked' });
     expect(res.status, res.text).toBe(200);
-    expect(res.body.data.outcome).toBe('answered');
+    expect(res.body.data).toMatchObject({ outcome: 'decided', turn: 'answered', action: { action_id: actionId, status: 'approved', note: 'checked' } });
     expect(await titles('four-eyes')).toBe(1);
     expect((await owner.client.get(`${A}/actions/${actionId}`)).body.data).toMatchObject({
       status: 'approved',
       decided_by: { login: colleague.login },
       note: 'checked',
     });
+  });
+
+  it("others: the approver is answered the decision and the tool's outcome, not what the turn then did with the owner's rights", async () => {
+    // Only administrators see the vault; the administrator's session asks a colleague to approve.
+    const vault = await app.admin.post(`${M}/entities`, {
+      slug: 'safe',
+      name: 'Safe',
+      schema: { fields: { title: { type: 'string', required: true } } },
+      capabilities: { view: 'svc_manage_entities', create: 'svc_manage_entities' },
+    });
+    expect(vault.status, vault.text).toBe(201);
+    expect((await app.admin.post(`${M}/records/safe`, { title: 'the-admin-only-secret' })).status).toBe(201);
+    expect((await colleague.client.get(`${M}/records/safe`)).status).toBe(403);
+    for (const stream of [false, true]) {
+      const id = await session({ approval: 'others' }, app.admin);
+      const title = `approved-by-colleague-${stream}`;
+      openai.script({ toolCalls: [{ name: 'records_create', args: { entity: 'note', fields: { title } } }] });
+      const gated = await say(id, 'create a note', app.admin);
+      const actionId = gated.body.data.pending_action.action_id as string;
+      // After the approved tool the model reads the vault, with the administrator's rights, and talks about it.
+      openai.script({ toolCalls: [{ name: 'records_search', args: { entity: 'safe' } }] }, { text: 'The safe holds the-admin-only-secret.' });
+      const res = await colleague.client.post(`${A}/actions/${actionId}/approve`, { note: 'fine', stream });
+      expect(res.status, res.text).toBe(200);
+      const data = stream ? parseSse(res.text).at(-1)!.data : res.body.data;
+      if (stream) expect(parseSse(res.text).map((e) => e.event)).toEqual(['done']);
+      expect(data).toMatchObject({
+        outcome: 'decided',
+        turn: 'answered',
+        action: {
+          action_id: actionId,
+          tool: 'records_create',
+          status: 'approved',
+          decided_by: { login: colleague.login },
+          note: 'fine',
+          outcome: { ok: true },
+        },
+      });
+      expect(data.action.outcome.result_summary).toContain(title);
+      expect(res.text).not.toContain('the-admin-only-secret');
+      expect(res.text).not.toContain('records_search');
+      expect(await titles(title)).toBe(1);
+      // The owner sees the whole turn in the session.
+      const history = (await app.admin.get(`${A}/sessions/${id}`)).body.data.messages;
+      expect(history.find((m: any) => m.role === 'tool' && m.tool === 'records_search').result_summary).toContain('the-admin-only-secret');
+      expect(history.at(-1)).toMatchObject({ role: 'assistant', content: 'The safe holds the-admin-only-secret.' });
+    }
+  });
+
+  it('others: a turn that stops at another gate after the decision is answered with that action, which the approver decides too', async () => {
+    const id = await session({ approval: 'others' });
+    openai.script({ toolCalls: [{ name: 'records_create', args: { entity: 'note', fields: { title: 'gate-one' } } }] });
+    const first = (await say(id, 'two steps')).body.data.pending_action.action_id;
+    openai.script({ toolCalls: [{ name: 'records_create', args: { entity: 'note', fields: { title: 'gate-two' } } }] });
+    const res = await colleague.client.post(`${A}/actions/${first}/approve`);
+    expect(res.body.data, res.text).toMatchObject({
+      outcome: 'decided',
+      turn: 'gate_pending',
+      pending_action: { tool: 'records_create', args: { fields: { title: 'gate-two' } } },
+    });
+    openai.script({ text: 'Both done.' });
+    const second = await colleague.client.post(`${A}/actions/${res.body.data.pending_action.action_id}/reject`, { stream: true });
+    expect(parseSse(second.text).at(-1)!.data).toMatchObject({ outcome: 'decided', turn: 'answered', action: { status: 'rejected' } });
+    expect(second.text).not.toContain('Both done.');
   });
 
   it('any: the owner or a holder of svc_agent_approve, not a user without it', async () => {

@@ -24,7 +24,10 @@ const say = (id: string, content: string, client = editor.client) => client.post
 const notes = async () => Number((await app.sql<{ n: string }>('select count(*) as n from records.e_note'))[0]!.n);
 
 beforeAll(async () => {
-  app = await startTestApp({ worker: true, env: { SVC_AGENT_PRICES: JSON.stringify({ 'gpt-test': { in: 1, out: 2 } }), SVC_AGENT_MAX_MODEL_CALLS: '4' } });
+  app = await startTestApp({
+    worker: true,
+    env: { SVC_AGENT_PRICES: JSON.stringify({ 'gpt-test': { in: 1, out: 2 } }), SVC_AGENT_MAX_MODEL_CALLS: '4', SVC_AGENT_MAX_TOOL_CALLS: '3' },
+  });
   [openai, anthropic] = await Promise.all([startFakeOpenAi(), startFakeAnthropic()]);
   openaiId = await connection('openai', `${openai.url}`);
   anthropicId = await connection('anthropic', anthropic.url);
@@ -53,6 +56,17 @@ describe('sessions', () => {
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect(res.body.error).toBe('invalid_request');
     }
+  });
+
+  it('answers a connection not shared with the caller exactly as one that does not exist', async () => {
+    const unshared = await connection('openai', openai.url);
+    const answer = async (id: number) => {
+      const res = await editor.client.post(`${A}/sessions`, { provider_id: id, model_id: 'gpt-test' });
+      return { status: res.status, body: JSON.parse(res.text.replaceAll(String(id), '<id>')) };
+    };
+    const [notShared, missing] = await Promise.all([answer(unshared), answer(unshared + 100_000)]);
+    expect(notShared).toEqual(missing);
+    expect(notShared).toMatchObject({ status: 400, body: { error: 'invalid_request', data: { field: 'provider_id' } } });
   });
 
   it('is visible to its owner and administrators only; subscribers may not use the agent', async () => {
@@ -102,7 +116,10 @@ describe('turns', () => {
   it('runs a read tool at once, then answers (Anthropic)', async () => {
     await app.admin.post(`${M}/records/note`, { title: 'first' });
     const id = await session(anthropicId, editor.client, 'claude-test');
-    anthropic.script({ toolCalls: [{ name: 'records_search', args: { entity: 'note', eql: "title = 'first'" } }] }, { text: 'There is one note: first.' });
+    anthropic.script(
+      { toolCalls: [{ name: 'records_search', args: { entity: 'note', eql: 'title = :title', params: { title: 'first' } } }] },
+      { text: 'There is one note: first.' },
+    );
     const res = await say(id, 'Which notes are there?');
     expect(res.status, res.text).toBe(200);
     expect(res.body.data).toMatchObject({
@@ -111,7 +128,11 @@ describe('turns', () => {
       telemetry: { tokens_in: 26, tokens_out: 10, cost_usd: 0 },
     });
     expect(res.body.data.tools_called).toHaveLength(1);
-    expect(res.body.data.tools_called[0]).toMatchObject({ name: 'records_search', args: { entity: 'note', eql: "title = 'first'" } });
+    expect(res.body.data.tools_called[0]).toMatchObject({
+      name: 'records_search',
+      args: { entity: 'note', eql: 'title = :title', params: { title: 'first' } },
+    });
+    expect(res.body.data.tools_called[0].result_summary).toContain('"total":1');
     expect(res.body.data.tools_called[0].result_summary).toContain('first');
     const second = anthropic.requests.at(-1)!;
     expect(second.headers['x-api-key']).toBe('sk-test-cred-1234');
@@ -287,6 +308,45 @@ describe('turns', () => {
     expect(res.body.data.outcome).toBe('answered');
     expect(res.body.data.assistant_message).toContain('limit of 4 model calls');
     expect(res.body.data.tools_called).toHaveLength(4);
+  });
+
+  it('ends a turn whose model answer asks for more tool calls than SVC_AGENT_MAX_TOOL_CALLS, running none of them', async () => {
+    const id = await session(openaiId);
+    const search = { name: 'entities_list', args: {} };
+    openai.script({ toolCalls: [search, search, search, search] });
+    const res = await say(id, 'four at once');
+    expect(res.status, res.text).toBe(502);
+    expect(res.body).toMatchObject({ error: 'tool_call_limit', data: { tools_called: [] } });
+    expect(res.body.message).toMatch(/4 tool calls in one answer; at most 3/);
+    const view = (await editor.client.get(`${A}/sessions/${id}`)).body.data;
+    expect(view.messages.filter((m: any) => m.role === 'tool')).toEqual([]);
+    expect(view.messages.at(-1).telemetry.error).toMatchObject({ code: 'tool_call_limit' });
+    // The session stays usable, and three calls in one answer are run.
+    openai.script({ toolCalls: [search, search, search] }, { text: 'Three lists.' });
+    const next = await say(id, 'three then');
+    expect(next.status, next.text).toBe(200);
+    expect(next.body.data).toMatchObject({ outcome: 'answered', assistant_message: 'Three lists.' });
+    expect(next.body.data.tools_called).toHaveLength(3);
+  });
+
+  it('stores sane token counts whatever the provider reports, and its GET keeps answering', async () => {
+    const id = await session(openaiId);
+    openai.script({ text: 'Odd usage.', usage: { in: 1.5, out: 1e308 } });
+    const res = await say(id, 'count this');
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data.telemetry).toMatchObject({ tokens_in: 2, tokens_out: 1_000_000_000 });
+    openai.script({ text: 'Odder usage.', usage: { in: -3, out: 'many' } });
+    expect((await say(id, 'and this')).body.data.telemetry).toMatchObject({ tokens_in: 0, tokens_out: 0 });
+    // A count stored before counts were made sane does not break the session either.
+    await app.sql(
+      `insert into agent_messages (session_id, step_key, turn_id, role, content, telemetry) values ($1, 'model:legacy:0', gen_random_uuid(), 'assistant', 'old', $2)`,
+      [id, JSON.stringify({ tokens_in: 1.5, tokens_out: 1e308, cost_usd: 'x' })],
+    );
+    const view = await editor.client.get(`${A}/sessions/${id}`);
+    expect(view.status, view.text).toBe(200);
+    expect(view.body.data.totals).toMatchObject({ tokens_in: 4, tokens_out: 2_000_000_000 });
+    openai.script({ text: 'Still here.' });
+    expect((await say(id, 'go on')).status).toBe(200);
   });
 
   it('refuses an oversized message with 413', async () => {

@@ -315,6 +315,27 @@ describe('edited fields', () => {
     expect((await approve(manager, actionId, { fields: { amount: 1000 } })).body.data).toMatchObject({ status: 'approved', fields: { amount: 1000 } });
     expect(nodeOf(await finished(run), 'pay').output).toEqual({ paid: 1000 });
   });
+
+  it('against a pattern that backtracks without end: checked off the API’s thread and refused at the expression time limit, the API answering meanwhile', async () => {
+    // A hostile editor's schema: `^(a|a)*$` takes about twice as long for each character more.
+    const run = await start(
+      await expenseWorkflow({
+        fields: { code: 'aaaa' },
+        editable: { type: 'object', properties: { code: { type: 'string', pattern: '^(a|a)*$' } } },
+      }),
+    );
+    const { action_id: actionId } = await actionOf(run);
+    const checking = approve(manager, actionId, { fields: { code: `${'a'.repeat(40)}!` } });
+    // The process still serves other requests while the edit is checked.
+    expect((await manager.client.get(`${A}/${actionId}`)).body.data.status).toBe('pending');
+    const refused = await checking;
+    expect(refused.status, refused.text).toBe(400);
+    expect(refused.body.data.errors).toEqual([{ field: 'fields', message: expect.stringMatching(/could not be checked/) }]);
+    expect((await manager.client.get(`${A}/${actionId}`)).body.data).toMatchObject({ status: 'pending', approvals: 0, fields: { code: 'aaaa' } });
+    // A value the pattern answers at once is checked as usual.
+    expect((await approve(manager, actionId, { fields: { code: 'b' } })).body.data.errors).toEqual([expect.objectContaining({ field: 'fields.code' })]);
+    expect((await approve(manager, actionId, { fields: { code: 'aa' } })).body.data).toMatchObject({ status: 'approved', fields: { code: 'aa' } });
+  });
 });
 
 /** A connection of its own holding the action's row lock: a decision or the expiry queues behind it. */

@@ -42,6 +42,7 @@ const matrix: Record<string, 'P' | 'A' | 'E' | 'D'> = {
   'DELETE /api/workflow/v1/connections/{id}': 'D',
   'GET /api/workflow/v1/executions': 'A',
   'GET /api/workflow/v1/executions/{id}': 'A',
+  'GET /api/workflow/v1/executions/{id}/nodes/{node_id}/items': 'A',
   'POST /api/workflow/v1/executions/{id}/replay': 'E',
   'POST /api/workflow/v1/expressions/evaluate': 'E',
   'POST /api/workflow/v1/executions/{id}/cancel': 'E',
@@ -169,6 +170,7 @@ describe('authorization matrix', () => {
       ['PATCH', `/api/workflow/v1/workflows/${id}`],
       ['POST', `/api/workflow/v1/workflows/${id}/run`],
       ['GET', `/api/workflow/v1/executions/${started.executionId}`],
+      ['GET', `/api/workflow/v1/executions/${started.executionId}/nodes/a/items`],
     ] as const) {
       const res = await other.client.request(method, path, method === 'GET' ? {} : { body: method === 'PATCH' ? { title: 'x' } : {} });
       expect(res.status, `${method} ${path}`).toBe(404);

@@ -172,6 +172,48 @@ describe('durability, in order', { shuffle: false }, () => {
     }, 120_000);
   });
 
+  describe('a worker killed in the middle of a loop', () => {
+    it('loses no item and runs no completed item again; the items in flight run again on the new worker', async () => {
+      const paths = Array.from({ length: 40 }, (_, i) => (i >= 20 && i < 24 ? `/slow-loop-${i}` : `/loop-${i}`));
+      const workflow = (
+        await app.admin.post(W, {
+          title: 'Loop across a worker kill',
+          trigger: { type: 'manual' },
+          nodes: [
+            {
+              id: 'each',
+              type: 'for_each',
+              config: { items: '{{ trigger.paths }}', concurrency: 4, body: { nodes: [call('get', '{{ item }}')] } },
+            },
+          ],
+        })
+      ).body.data;
+      const worker = startWorker();
+      const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: { paths } })).body.data.execution_id;
+      // Killed once items 0 to 19 are recorded and 20 to 23 (slow) are in flight.
+      await eventually(
+        async () => {
+          const [row] = await app.sql<{ n: number }>(`select count(*)::int as n from execution_items where execution_id = $1 and status = 'success'`, [run]);
+          return row!.n >= 20 && paths.slice(20, 24).every((p) => target.count(p) > 0);
+        },
+        60_000,
+        'twenty items recorded and four in flight',
+      );
+      await kill(worker);
+      startWorker();
+      const done = await finished(run, app.admin, 120_000);
+      expect(done.status).toBe('success');
+      expect(done.timeline[0].output.results.map((r: { body: { path: string } }) => r.body.path)).toEqual(paths);
+      // Completed items never ran again; the ones in flight did, as a node in flight does.
+      for (const [i, path] of paths.entries()) {
+        if (i >= 20 && i < 24) expect(target.count(path), path).toBeGreaterThanOrEqual(1);
+        else expect(target.count(path), path).toBe(1);
+      }
+      const listed = (await app.admin.get(`/api/workflow/v1/executions/${run}/nodes/each/items?per_page=50`)).body.data;
+      expect(listed.items.map((i: { status: string }) => i.status)).toEqual(paths.map(() => 'success'));
+    }, 180_000);
+  });
+
   describe('a worker started while PostgreSQL is unreachable', () => {
     it('waits for it instead of exiting, then runs what it is given', async () => {
       // A stand-in for PostgreSQL's address: it drops every connection (a server restarting) until

@@ -85,6 +85,39 @@ describe('EgressPolicy.fetch', () => {
     expect(inside.seen.slice(seenBefore)).toEqual([]);
   });
 
+  it('does not tell in its refusal what a name resolved to', async () => {
+    const named = new EgressPolicy(parseEgressAllow(''), 5, async () => [
+      { address: '10.20.30.40', family: 4 },
+      { address: 'fd12:3456::7', family: 6 },
+    ]);
+    try {
+      const refusal = await named.fetch(new URL('http://db.internal.example:5432/'), {}).catch((err: unknown) => err);
+      expect(refusal).toBeInstanceOf(EgressDeniedError);
+      const message = (refusal as Error).message;
+      expect(message).toContain('db.internal.example');
+      for (const address of ['10.20.30.40', 'fd12:3456::7']) expect(message).not.toContain(address);
+    } finally {
+      await named.close();
+    }
+  });
+
+  it('reaches an address SVC_EGRESS_ALLOW names through any name that resolves to it, and only there', async () => {
+    // The address connected to is what is checked: a name leading to the named address (and port)
+    // is let through, the same name leading elsewhere is not.
+    const to = (address: string) => new EgressPolicy(parseEgressAllow(`127.0.0.2:${allowed.port}`), 5, async () => [{ address, family: 4 }]);
+    const right = to('127.0.0.2');
+    const wrong = to('127.0.0.1');
+    try {
+      expect((await right.fetch(new URL(`http://api.internal.example:${allowed.port}/named`), {})).status).toBe(200);
+      expect(allowed.seen.at(-1)).toMatchObject({ url: '/named', headers: { host: `api.internal.example:${allowed.port}` } });
+      await denied(right.fetch(new URL(`http://api.internal.example:${other.port}/other-port`), {}));
+      await denied(wrong.fetch(new URL(`http://api.internal.example:${inside.port}/`), {}));
+    } finally {
+      await Promise.all([right.close(), wrong.close()]);
+    }
+    expect(inside.seen.slice(seenBefore)).toEqual([]);
+  });
+
   it('resolves a name when it connects and connects to the address it checked (DNS rebinding)', async () => {
     let answers = 0;
     // A name server that answers an allowed address first and loopback after.

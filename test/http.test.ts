@@ -1,11 +1,13 @@
+import { deflateSync, gzipSync } from 'node:zlib';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 let app: TestApp;
+const logs: string[] = [];
 
 beforeAll(async () => {
-  app = await startTestApp({ env: { SVC_BODY_LIMIT: '64kb' } });
+  app = await startTestApp({ env: { SVC_BODY_LIMIT: '64kb' }, logs });
 });
 afterAll(async () => app?.close());
 
@@ -46,6 +48,40 @@ describe('envelope and conventions', () => {
     const res = await app.admin.request('POST', '/api/auth/v1/app-passwords', { raw: 'name=x', contentType: 'text/plain' });
     expect(res.status).toBe(415);
     expect(res.body.error).toBe('unsupported_media_type');
+  });
+
+  it('answers 400, with no stack in the log, for a body whose Content-Encoding it is not in, on public routes too', async () => {
+    const json = JSON.stringify({ name: 'compressed' });
+    const before = logs.length;
+    for (const encoding of ['gzip', 'deflate', 'br', 'x-gzip']) {
+      for (const [client, path, raw, contentType] of [
+        [app.admin, '/api/auth/v1/app-passwords', json, 'application/json'],
+        [app.anonymous, '/api/workflow/v1/hooks/no-such-hook', json, 'application/json'],
+        [app.anonymous, '/api/portal/v1/licenses/ABCD-EFGH/activate', 'domain=example.com', 'application/x-www-form-urlencoded'],
+        // Truncated: a real gzip header, then nothing.
+        [app.admin, '/api/auth/v1/app-passwords', gzipSync(json).subarray(0, 12), 'application/json'],
+      ] as const) {
+        const res = await client.request('POST', path, { raw, contentType, headers: { 'content-encoding': encoding }, unchecked: true });
+        expect(res.status, `${encoding} ${path}: ${res.text}`).toBeGreaterThanOrEqual(400);
+        expect(res.status, `${encoding} ${path}: ${res.text}`).toBeLessThan(500);
+        expect(res.body).toMatchObject({ status: 'fail', error: expect.stringMatching(/^(invalid_request|unsupported_media_type)$/) });
+        expect(res.text).not.toMatch(/at |node_modules|zlib|Z_DATA|header check/i);
+      }
+    }
+    const written = logs.slice(before).join('\n');
+    expect(written).not.toMatch(/"level":50|unhandled error|"stack"/);
+    // A body really compressed the way it says is read.
+    for (const [encoding, compress] of [
+      ['gzip', gzipSync],
+      ['deflate', deflateSync],
+    ] as const) {
+      const res = await app.admin.request('POST', '/api/auth/v1/app-passwords', {
+        raw: compress(JSON.stringify({ name: `really ${encoding}` })),
+        contentType: 'application/json',
+        headers: { 'content-encoding': encoding },
+      });
+      expect(res.status, res.text).toBe(201);
+    }
   });
 
   it('answers 413 for a body over the limit', async () => {

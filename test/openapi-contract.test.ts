@@ -307,6 +307,8 @@ export function onEvent(event: Stream, turn: Turn): string {
       return (done.expired_actions ?? []).map((a: AgentExpiredAction) => a.action_id).join(',');
     }
     default:
+      // A decider who is not the session's owner is answered the decision, not the turn.
+      if (turn.outcome === 'decided') return turn.action.status;
       return turn.outcome === 'answered' ? turn.assistant_message : turn.pending_action.action_id;
   }
 }

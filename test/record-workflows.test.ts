@@ -74,13 +74,79 @@ describe('record nodes', () => {
       trigger: { type: 'manual' },
       nodes: [
         { id: 'make', type: 'record_create', config: { entity: 'lead', fields: { name: '{{ trigger.name }}', score: '{{ trigger.score }}' } } },
-        { id: 'find', type: 'record_query', config: { entity: 'lead', eql: "name = '{{ trigger.name }}'", per_page: 5 } },
+        { id: 'find', type: 'record_query', config: { entity: 'lead', eql: 'name = :name', params: { name: '{{ trigger.name }}' }, per_page: 5 } },
       ],
       edges: [{ from: 'make', to: 'find' }],
     });
     const run = await app.admin.post(`${W}/${workflow.body.data.id}/run?wait=true&timeout_ms=90000`, { payload: { name: 'Grace', score: 12 } });
     expect(run.body.data.status).toBe('success');
     expect(run.body.data.output).toMatchObject({ total: 1, items: [{ name: 'Grace', score: 12 }] });
+  });
+
+  it('binds record_query params as values: a webhook caller cannot widen the filter', async () => {
+    // Orders of two customers; a webhook marks one order paid, found by its order_id.
+    const entity = await app.admin.post('/api/management/v1/entities', {
+      slug: 'shop_order',
+      name: 'Order',
+      schema: { fields: { order_id: { type: 'string', required: true }, status: { type: 'enum', values: ['pending', 'paid'] } } },
+    });
+    expect(entity.status, entity.text).toBe(201);
+    for (const id of ['A-1', 'B-2', 'C-3']) expect((await app.admin.post(`${R}/shop_order`, { order_id: id, status: 'pending' })).status).toBe(201);
+    const pay = (config: Record<string, unknown>) => ({
+      title: `Pay ${JSON.stringify(config).slice(0, 40)}`,
+      status: 'active',
+      trigger: { type: 'webhook', config: { respond: 'last_node' } },
+      nodes: [
+        { id: 'find', type: 'record_query', config: { entity: 'shop_order', per_page: 10, ...config } },
+        { id: 'found', type: 'transform', config: { value: { ids: '{{ [nodes.find.items.order_id] }}', total: '{{ nodes.find.total }}' } } },
+      ],
+      edges: [{ from: 'find', to: 'found' }],
+    });
+    const hook = async (workflow: { slug: string; webhook: { secret: string } }, orderId: string) => {
+      const res = await app.anonymous.post(
+        `/api/workflow/v1/hooks/${workflow.slug}`,
+        { order_id: orderId },
+        { headers: { 'x-webhook-secret': workflow.webhook.secret } },
+      );
+      expect(res.status, res.text).toBe(200);
+      return res.body.data.output as { ids: string[]; total: number };
+    };
+    const hostile = "zzz' or status = 'pending";
+    const bound = await app.admin.post(W, pay({ eql: 'order_id = :order_id', params: { order_id: '{{ trigger.order_id }}' } }));
+    expect(bound.status, bound.text).toBe(201);
+    expect(await hook(bound.body.data, 'B-2')).toEqual({ ids: ['B-2'], total: 1 });
+    expect(await hook(bound.body.data, hostile)).toEqual({ ids: [], total: 0 });
+    // What params prevent: the same filter spliced together from the payload matches every pending order.
+    const spliced = await app.admin.post(W, pay({ eql: "order_id = '{{ trigger.order_id }}'" }));
+    expect((await hook(spliced.body.data, hostile)).total).toBe(3);
+  });
+
+  it('refuses a record_query whose params and eql do not match when the workflow is saved, and at run time', async () => {
+    const save = (config: Record<string, unknown>) =>
+      app.admin.post(W, { title: 'Params', trigger: { type: 'manual' }, nodes: [{ id: 'q', type: 'record_query', config: { entity: 'lead', ...config } }] });
+    for (const [config, field, message] of [
+      [{ eql: 'name = :name' }, 'nodes.0.config.params', /no value for the parameter :name/],
+      [{ eql: 'name = :name', params: { name: 'x', nmae: 'y' } }, 'nodes.0.config.params.nmae', /not used by the expression/],
+      [{ params: { name: 'x' } }, 'nodes.0.config.params.name', /there is no eql/],
+      [{ eql: ':name = 1', params: { name: 'x' } }, 'nodes.0.config.eql', /stands where a field name goes/],
+      [{ eql: 'name = :name', params: { 'bad-name': 1, name: 'x' } }, 'nodes.0.config.params.bad-name', /parameter name/],
+    ] as const) {
+      const res = await save(config);
+      expect(res.status, JSON.stringify(config)).toBe(400);
+      const problem = res.body.data.errors.find((e: { field: string }) => e.field === field);
+      expect(problem?.message, `${JSON.stringify(config)}: ${res.text}`).toMatch(message);
+    }
+    // A filter built by an expression is checked when the node runs: invalid_eql, not retried.
+    const late = await save({ eql: '{{ trigger.filter }}', params: { name: '{{ trigger.name }}' } });
+    expect(late.status, late.text).toBe(201);
+    const run = await app.admin.post(`${W}/${late.body.data.id}/run?wait=true&timeout_ms=90000`, { payload: { filter: 'score = :name', name: 'x' } });
+    expect(run.body.data.status).toBe('failed');
+    const view = (await app.admin.get(`/api/workflow/v1/executions/${run.body.data.execution_id}`)).body.data;
+    expect(view.timeline[0]).toMatchObject({
+      status: 'failed',
+      attempts: 1,
+      error: { code: 'invalid_eql', message: expect.stringContaining('score takes an integer') },
+    });
   });
 
   it('fails the node without retrying when the record is invalid', async () => {

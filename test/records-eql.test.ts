@@ -233,6 +233,45 @@ describe('EQL errors', () => {
   });
 });
 
+describe('bound parameters', () => {
+  const list = (eql: string, params: unknown) =>
+    app.admin.get(`${root}/records/contact?per_page=200&fields=email&eql=${encodeURIComponent(eql)}&params=${encodeURIComponent(JSON.stringify(params))}`);
+
+  it('binds :name values from params, lists inside in (...)', async () => {
+    const ada = people.find((p) => p.name === 'Ada')!;
+    const res = await list('name = :name', { name: 'Ada' });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data.items.map((r: { email: string }) => r.email)).toEqual([ada.email]);
+    const named = people.filter((p) => p.name !== null).map((p) => p.name);
+    const several = await list('name in (:names) and age >= :min', { names: named, min: 30 });
+    expect(several.status, several.text).toBe(200);
+    expect(several.body.data.total).toBe(people.filter((p) => p.name !== null && p.age !== null && p.age >= 30).length);
+    expect((await list('name in (:names)', { names: [] })).body.data.total).toBe(0);
+  });
+
+  it('keeps a value with quotes and EQL in it one value', async () => {
+    for (const value of ["x' or name != 'x", "' or 1=1 --", "Ada' or true"]) {
+      const res = await list('name = :name', { name: value });
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.data.total, value).toBe(0);
+    }
+  });
+
+  it('refuses a missing, unused or mistyped parameter and params that are not a JSON object', async () => {
+    const missing = await list('name = :name', {});
+    expect(missing.body).toMatchObject({ error: 'invalid_eql', data: { position: 7, reason: expect.stringMatching(/no value for the parameter :name/) } });
+    const unused = await list('name = :name', { name: 'Ada', nmae: 'x' });
+    expect(unused.body).toMatchObject({ error: 'validation_failed', data: { errors: [{ field: 'params.nmae' }] } });
+    const typed = await list('age = :age', { age: '42' });
+    expect(typed.body).toMatchObject({ error: 'invalid_eql', data: { position: 6, reason: 'age takes an integer' } });
+    for (const params of ['[1]', 'not json', '"x"']) {
+      const res = await app.admin.get(`${root}/records/contact?eql=${encodeURIComponent('name = :n')}&params=${encodeURIComponent(params)}`);
+      expect(res.status, params).toBe(400);
+      expect(res.body.data.errors[0].field).toBe('params');
+    }
+  });
+});
+
 describe('injection attempts', () => {
   const attempts = [
     "name = ''; drop table records.e_contact; --'",

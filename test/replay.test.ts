@@ -23,7 +23,7 @@ const sets = readdirSync(root, { withFileTypes: true })
 describe('recorded histories replay on the current workflow code', () => {
   it('has histories of every workflow type', () => {
     const files = sets.flatMap((set) => Object.keys(JSON.parse(readFileSync(join(root, set, 'workflow-ids.json'), 'utf8'))));
-    for (const type of ['runGraph', 'agentSession', 'deliverLicenseWebhook'])
+    for (const type of ['runGraph', 'agentSession', 'deliverLicenseWebhook', 'forEachItems'])
       expect(
         files.some((f) => f.includes(`.${type}.json`)),
         type,

@@ -76,6 +76,30 @@ const settled = (id: number) =>
     `execution ${id} to end`,
   );
 
+/** An administrator's workflow, shared with Alice, that fails with what it read from the vault. */
+const vaultFailure = (title: string) =>
+  app.admin.post(`${W}/workflows`, {
+    title,
+    trigger: { type: 'manual' },
+    shared_with: [alice.id],
+    nodes: [
+      { id: 'read', type: 'record_query', config: { entity: 'vault' } },
+      { id: 'boom', type: 'fail', config: { message: 'failing with {{ nodes.read.items[0].secret }}', code: 'vault_read' } },
+    ],
+    edges: [{ from: 'read', to: 'boom' }],
+  });
+
+/** A failed execution once its error workflow's run is linked to it. */
+const failedAndHandled = (id: number) =>
+  eventually(
+    async () => {
+      const v = await view(app.admin, id);
+      return v.error_workflow_execution_id ? v : undefined;
+    },
+    90_000,
+    'the error workflow to start',
+  );
+
 describe("a run's data", () => {
   it('is shown to the people it acted for and to administrators', async () => {
     const mine = await view(app.admin, adminRun);
@@ -146,16 +170,7 @@ describe("a run's data", () => {
   });
 
   it("is withheld from the executions list too: a failed run's error message and data are the run's data", async () => {
-    const failing = await app.admin.post(`${W}/workflows`, {
-      title: 'fails with the vault',
-      trigger: { type: 'manual' },
-      shared_with: [alice.id],
-      nodes: [
-        { id: 'read', type: 'record_query', config: { entity: 'vault' } },
-        { id: 'boom', type: 'fail', config: { message: 'failing with {{ nodes.read.items[0].secret }}', code: 'vault_read' } },
-      ],
-      edges: [{ from: 'read', to: 'boom' }],
-    });
+    const failing = await vaultFailure('fails with the vault');
     const run = await app.admin.post(`${W}/workflows/${failing.body.data.id}/run?wait=true&timeout_ms=90000`, { payload: {} });
     expect(run.body.data.error.message).toContain(SECRET);
     const listed = async (client: TestUser['client'] | TestApp['admin']) =>
@@ -164,6 +179,45 @@ describe("a run's data", () => {
     const seen = await listed(alice.client);
     expect(seen.code).toBe('vault_read');
     expect(JSON.stringify(seen)).not.toContain(SECRET);
+  });
+
+  it("is withheld from an error workflow whose people do not hold the failed run's rights", async () => {
+    // Alice's own handler, which she may read in full.
+    const handler = await alice.client.post(`${W}/workflows`, {
+      title: "alice's error handler",
+      trigger: { type: 'manual' },
+      nodes: [{ id: 'note', type: 'transform', config: { value: '{{ trigger.error.code }}' } }],
+      edges: [],
+    });
+    expect(handler.status, handler.text).toBe(201);
+    const failing = await vaultFailure('fails with the vault, handled');
+    const failingId = failing.body.data.id as number;
+    // Alice, whom the workflow is shared with, points its failures at her handler; the
+    // administrator edits the workflow afterwards, so its runs act for the administrator alone.
+    expect((await alice.client.patch(`${W}/workflows/${failingId}`, { error_workflow_id: handler.body.data.id })).status).toBe(200);
+    expect((await app.admin.patch(`${W}/workflows/${failingId}`, { title: 'fails with the vault, handled (v3)' })).status).toBe(200);
+    const run = await app.admin.post(`${W}/workflows/${failingId}/run?wait=true&timeout_ms=90000`, { payload: {} });
+    expect(run.body.data.error.message, run.text).toContain(SECRET);
+    const failed = await failedAndHandled(run.body.data.execution_id);
+    const handled = await settled(failed.error_workflow_execution_id);
+    expect(handled.status).toBe('success');
+    // What the handler was given is Alice's to read: her own run.
+    const seen = await view(alice.client, handled.id);
+    expect(seen.redacted).toBe(false);
+    expect(seen.trigger_payload).toMatchObject({ execution_id: failed.id, status: 'failed', failed_node_id: 'boom', error: { code: 'vault_read' } });
+    expect(JSON.stringify(seen)).not.toContain(SECRET);
+    // An administrator's handler holds the failed run's rights: it is given the message.
+    const adminHandler = await app.admin.post(`${W}/workflows`, {
+      title: "the administrator's error handler",
+      trigger: { type: 'manual' },
+      nodes: [{ id: 'note', type: 'transform', config: { value: '{{ trigger.error.message }}' } }],
+      edges: [],
+    });
+    expect((await app.admin.patch(`${W}/workflows/${failingId}`, { error_workflow_id: adminHandler.body.data.id })).status).toBe(200);
+    const again = await app.admin.post(`${W}/workflows/${failingId}/run?wait=true&timeout_ms=90000`, { payload: {} });
+    const failedAgain = await failedAndHandled(again.body.data.execution_id);
+    const handledByAdmin = await settled(failedAgain.error_workflow_execution_id);
+    expect(handledByAdmin.trigger_payload.error).toMatchObject({ code: 'vault_read', message: `failing with ${SECRET}` });
   });
 
   it("is withheld from the agent's executions_get of someone the run did not act for", async () => {

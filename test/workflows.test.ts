@@ -234,4 +234,26 @@ describe('listing', () => {
     // A subscriber may look but not run or change.
     expect((await viewer.client.post(`${W}/${id}/run`, { payload: {} })).status).toBe(403);
   });
+
+  it('lets an editor it is shared with edit a workflow, not archive, restore or purge it', async () => {
+    const owner = await app.createUser('editor');
+    const colleague = await app.createUser('editor');
+    const colleagueId = (await colleague.client.get('/api/auth/v1/me')).body.data.id;
+    const { id } = (await owner.client.post(W, { ...simple('Shared, not given away'), shared_with: [colleagueId] })).body.data;
+    expect((await colleague.client.patch(`${W}/${id}`, { description: 'edited by a colleague' })).status).toBe(200);
+    for (const path of [`${W}/${id}`, `${W}/${id}?force=true`]) {
+      const res = await colleague.client.delete(path);
+      expect(res.status, path).toBe(403);
+      expect(res.body).toMatchObject({ error: 'forbidden', message: expect.stringContaining("Only the workflow's owner") });
+    }
+    expect((await owner.client.get(`${W}/${id}`)).body.data.status).toBe('inactive');
+    expect((await owner.client.delete(`${W}/${id}`)).body.data).toEqual({ id, status: 'archived' });
+    expect((await colleague.client.post(`${W}/${id}/restore`)).status).toBe(403);
+    expect((await colleague.client.delete(`${W}/${id}?force=true`)).status).toBe(403);
+    expect((await owner.client.get(`${W}/${id}`)).body.data.status).toBe('archived');
+    // An administrator manages every workflow.
+    expect((await app.admin.post(`${W}/${id}/restore`)).body.data.status).toBe('inactive');
+    await app.admin.delete(`${W}/${id}`);
+    expect((await app.admin.delete(`${W}/${id}?force=true`)).body.data).toEqual({ id, status: 'purged' });
+  });
 });

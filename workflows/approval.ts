@@ -85,7 +85,8 @@ async function runDueTimer(awaits: NodeAwaits, opened: OpenedApproval, s: Schedu
 async function decide(awaits: NodeAwaits, node: GraphNode, runId: string, opened: OpenedApproval, s: Schedule, startedAt: number): Promise<RunNodeOutput> {
   for (;;) {
     const due = Math.min(s.deadline, s.nextReminder ?? Infinity, s.escalateAt ?? Infinity);
-    const wake = await awaits.other(() => condition(() => woken.has(opened.actionId), Math.max(1, due - Date.now())));
+    // While it waits the node holds no place among the run's nodes in flight.
+    const wake = await awaits.pause(() => awaits.other(() => condition(() => woken.has(opened.actionId), Math.max(1, due - Date.now()))));
     const now = Date.now();
     if (wake || now >= s.deadline) {
       woken.delete(opened.actionId);

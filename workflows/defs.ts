@@ -63,7 +63,7 @@ export interface RunGraphInput {
    * A run_workflow child whose payload is too large for history: the payload is the `payload` of
    * the calling node's evaluated input in the parent's timeline (`payload` is then null).
    */
-  payloadRef?: { execution: number; node: string };
+  payloadRef?: { execution: number; node: string; item?: ItemKey };
   /** The payload was too large for history: it is the trigger payload of the run's prepared record (`payload` is then null). */
   payloadInRecord?: true;
   /** Replay from a node: the outputs of the nodes it reuses (they do not run again). */
@@ -90,6 +90,16 @@ export interface RunGraphInput {
   firstStep?: { asked: number; answer: BeganExecution };
   /** A run_workflow child: the execution of the run that started it (its place in the tree, its people). */
   parentExecutionId?: number;
+  /**
+   * A for_each item's child run whose item is too large for history: the payload is `{item, index}`
+   * of that item, read from the loop's items (`payload` is then null).
+   */
+  payloadItem?: ItemKey;
+  /**
+   * A replay of a loop's failed items: the for_each node `node` (and every loop inside its body)
+   * reuses the results of the items that succeeded in `execution` and runs only the others.
+   */
+  itemsFrom?: { execution: number; node: string };
 }
 
 /** The Temporal workflow id of the child run a run_workflow node starts (reset points find children by it). */
@@ -99,10 +109,11 @@ export const childWorkflowId = (parentWorkflowId: string, nodeId: string) => `${
  * How the interpreter runs a node of a type, as the node registry says: an activity, a local
  * activity (pure and fast: no dispatch through the server), a durable timer (config
  * `duration_ms`), a child run of another stored workflow, a wait for an event (a signal raced
- * against a timer, `wait`) or an approval on the gate (a decision raced against its deadline,
- * `approval`).
+ * against a timer, `wait`), an approval on the gate (a decision raced against its deadline,
+ * `approval`), or a loop over items (for_each: its items run in child workflows of their own,
+ * see FOR_EACH_WORKFLOW).
  */
-export type NodeRunMode = 'activity' | 'local' | 'timer' | 'child' | 'wait' | 'approval';
+export type NodeRunMode = 'activity' | 'local' | 'timer' | 'child' | 'wait' | 'approval' | 'loop';
 
 export interface BeganExecution {
   executionId: number;
@@ -202,6 +213,8 @@ export interface OutputRef {
   execution?: number;
   /** JSON size of the value referred to. */
   bytes: number;
+  /** The output of a node of a for_each body: kept with that item (its `refs`), not in the timeline. */
+  item?: ItemKey;
 }
 
 /**
@@ -246,6 +259,7 @@ export function runModeOf(began: BeganExecution, type: string): NodeRunMode {
   if (mode) return mode;
   if (type === 'delay') return 'timer';
   if (type === 'run_workflow') return 'child';
+  if (type === 'for_each') return 'loop';
   return began.localPureNodes && (began.pureTypes ?? []).includes(type) ? 'local' : 'activity';
 }
 
@@ -277,6 +291,11 @@ export interface RunNodeInput {
   inlineBytes?: number;
   /** The run ends with this node: when it succeeds, its activity writes the run's outcome too (see BeganExecution.closeInNode). */
   closes?: RunCloses;
+  /**
+   * The node is one of a for_each body, run for this item: it has no timeline entry of its own
+   * (the item is the record), and an output too large for history is kept with the item.
+   */
+  item?: ItemKey;
 }
 
 /** The outcome of a run that ends with a node's success: what its finish would write, the last output being the node's. */
@@ -294,7 +313,10 @@ export interface RunCloses {
 export interface NodeContext {
   trigger: unknown;
   nodes: Record<string, unknown>;
-  refs?: { trigger?: true; nodes?: Record<string, OutputRef> };
+  /** Inside a for_each body: the item and its index (`refs.item`: the item is read from the loop's items). */
+  item?: unknown;
+  index?: number;
+  refs?: { trigger?: true; nodes?: Record<string, OutputRef>; item?: ItemKey };
 }
 
 export interface RunNodeOutput {
@@ -308,6 +330,10 @@ export interface RunNodeOutput {
   bytes?: number;
   /** The activity wrote the run's outcome with the node's entry (it was told the node `closes` the run). */
   closed?: { executionId: number };
+  /** Attempts the node took (a for_each body's node: the item records the most of its nodes'). */
+  attempts?: number;
+  /** The node succeeded with failures it recorded and went on from (a loop whose items failed with on_item_error "continue"): the run ends `partial`. */
+  partial?: boolean;
 }
 
 /**
@@ -347,6 +373,135 @@ export const ERROR_BRANCH_PATCH = 'error-branch';
 
 /** Activity ids of node activities; replay-from-node finds a node's events by this id. */
 export const nodeActivityId = (nodeId: string) => `node:${nodeId}`;
+
+// ---- Loops over items (for_each) ------------------------------------------------------------
+
+/**
+ * The Temporal workflow type that runs a for_each node's items: a child of the run (or of the
+ * outer loop's items, for a loop inside a body), which runs them `concurrency` at a time, a page
+ * at a time, records their results in batches and continues as new before its history nears
+ * Temporal's limits. The items themselves are rows of the execution's item table, never a list in
+ * history.
+ */
+export const FOR_EACH_WORKFLOW = 'forEachItems';
+
+/** The items of one loop run: a for_each node of an execution, inside the outer items `scope` (their indexes, outermost first; [] for a loop of the graph). */
+export interface LoopKey {
+  execution: number;
+  node: string;
+  scope: number[];
+}
+
+/** One item of a loop run. */
+export interface ItemKey extends LoopKey {
+  index: number;
+}
+
+/** A for_each node's configuration as stored (strings may still hold `{{ }}`). */
+export interface ForEachConfig {
+  items: unknown;
+  body?: { nodes: GraphNode[]; edges: GraphEdge[]; output_node?: string };
+  workflow_id?: number;
+  concurrency?: number;
+  on_item_error?: 'fail' | 'continue';
+}
+
+/** What the first step of a loop answers: its items are listed, and how many still have to run. */
+export interface BegunLoop {
+  loop: LoopKey;
+  /** A `workflow_id` body: the workflow each item runs, checked visible to the run's people. */
+  workflowId?: number;
+  total: number;
+  /** Items without a result to reuse: the ones the items workflow runs. */
+  pending: number;
+  /** How long the items workflow's history may grow before it continues as new (SVC_FOR_EACH_HISTORY_EVENTS). */
+  historyEvents?: number;
+}
+
+/** How a loop's items ended, as its items workflow reports it to the loop's last step. */
+export interface LoopOutcome {
+  /** With on_item_error "fail": the first item that failed (no item started after it). */
+  failure?: ItemFailure;
+  /** An item failed with on_item_error "continue", or an item's body went on from a failure. */
+  partial: boolean;
+}
+
+export interface ItemFailure extends NodeError {
+  index: number;
+}
+
+/** An item's result as the items workflow reports it to be recorded. */
+export interface ItemResult {
+  index: number;
+  status: 'success' | 'failed';
+  /** The output, inline (absent when `kept` or `child` says where it is, or when the body's output node was skipped). */
+  output?: unknown;
+  /** The output is that body node's, kept with the item (too large for history). */
+  kept?: string;
+  /** The output is the last output of this child execution (a `workflow_id` body). */
+  child?: number;
+  /** Why it failed; `node_id` names the body node that failed. */
+  error?: NodeError & { node_id?: string };
+  attempts: number;
+  /** Workflow time the item started, ms since the epoch, and how long it took. */
+  startedAt: number;
+  durationMs: number;
+}
+
+/** A batch of items of a body of pure nodes only, run in one local activity (see runPureItems). */
+export interface PureItems {
+  loop: LoopKey;
+  /** The for_each node, its body included. */
+  node: GraphNode;
+  items: { index: number; item?: unknown }[];
+  /** What the body sees from outside the loop. */
+  context: NodeContext;
+}
+
+/** How a batch of pure items went; their results are recorded by the activity itself. */
+export interface PureOutcome {
+  /** The first item that failed, in index order. */
+  failure?: ItemFailure;
+  failed: number;
+  /** An item's body went on from a failure it handled (on_error "continue"). */
+  partial: boolean;
+}
+
+/** Arguments of one run of a loop's items workflow (and of each run it continues as). */
+export interface ForEachInput {
+  loop: LoopKey;
+  /** The for_each node, its body included. */
+  node: GraphNode;
+  /** What the body sees from outside the loop: the trigger payload and the outer nodes it names, inline or by reference. */
+  context: NodeContext;
+  runModes: Record<string, NodeRunMode>;
+  /** The run's bounds; the items workflow divides them among the items in flight. */
+  bounds: RunBounds;
+  /** The body is another workflow: its id (checked visible to the run's people when the loop began). */
+  workflowId?: number;
+  /** A replay of failed items: loops inside the body reuse the items that succeeded in this execution. */
+  reuseFrom?: number;
+  /** The history budget of each of its runs (FOR_EACH_HISTORY_EVENTS when absent). */
+  historyEvents?: number;
+  /** Carried from the runs before this one (continue-as-new): the last index started, how it went. */
+  after?: number;
+  outcome?: LoopOutcome;
+}
+
+/** Temporal workflow id of a loop's items workflow: under its parent's id, with a separator node ids cannot hold. */
+export const forEachWorkflowId = (parentWorkflowId: string, nodeId: string, index?: number) =>
+  index === undefined ? `${parentWorkflowId}/${nodeId}` : `${parentWorkflowId}/${index}/${nodeId}`;
+
+/** Temporal workflow id of the child run a `workflow_id` body starts for one item. */
+export const itemRunWorkflowId = (itemsWorkflowId: string, index: number) => `${itemsWorkflowId}/${index}`;
+
+/**
+ * A loop's items workflow continues as new once its history has this many events (unless
+ * SVC_FOR_EACH_HISTORY_EVENTS says otherwise), or earlier when Temporal suggests it; it stops
+ * starting items early enough that the ones in flight end before then. Temporal warns at 10,240
+ * events and stops a run at 51,200.
+ */
+export const FOR_EACH_HISTORY_EVENTS = 8_000;
 
 // ---- Chat agent -------------------------------------------------------------------------------
 

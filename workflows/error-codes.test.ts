@@ -61,10 +61,12 @@ describe('retries of node failures', () => {
 
   it('retries a service answer in a node exactly when its status is a 5xx', () => {
     // An AppError reaching a node is classified by the catalogue; that classification is the one
-    // the status used to imply. provider_auth_failed (502) is the exception: it is a provider's
-    // refusal of the credential, never an AppError a node throws, and it is final.
+    // the status used to imply. The 502s below are the exceptions: a provider's refusal of the
+    // credential, an answer from outside larger than the service reads, a model's answer with
+    // more tool calls than it runs; none is an AppError a node throws, and asking again gets the same.
+    const refusedAnswers = ['provider_auth_failed', 'response_too_large', 'tool_call_limit'];
     for (const [code, spec] of all) {
-      if (spec.status === null || code === 'provider_auth_failed') continue;
+      if (spec.status === null || refusedAnswers.includes(code)) continue;
       const retried = spec.retried === true || spec.retried === 'per_failure';
       expect(retried, code).toBe(spec.status >= 500);
     }

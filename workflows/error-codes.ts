@@ -127,11 +127,39 @@ export const ERROR_CODES = {
     meaning: 'A `run_workflow` child would nest deeper than `SVC_RUN_WORKFLOW_MAX_DEPTH` or start more children than `SVC_RUN_WORKFLOW_MAX_CHILD_RUNS`.',
     retried: false,
   },
+  items_not_array: {
+    status: null,
+    meaning: 'A `for_each` node’s `items` did not evaluate to an array (the message says what it was); make the expression yield a list.',
+    retried: false,
+  },
+  too_many_items: {
+    status: null,
+    meaning:
+      'A `for_each` list is longer than `SVC_FOR_EACH_MAX_ITEMS`, or the loops of the run would list more than `SVC_FOR_EACH_MAX_RUN_ITEMS` items in all; nothing of it ran.',
+    retried: false,
+  },
+  item_failed: {
+    status: null,
+    meaning:
+      'An item of a `for_each` node with `on_item_error: "fail"` failed (the message names its index and error); no item started after it. Its items are listed at `GET /executions/{id}/nodes/{node_id}/items`.',
+    retried: false,
+  },
   http_error: {
     status: null,
     meaning:
       'An `http_request` node got a non-2xx answer or could not reach its target (`details.status` or `details.reason`); 429, 5xx and network failures are retried.',
     retried: 'per_failure',
+  },
+  response_too_large: {
+    status: 502,
+    meaning:
+      'An answer from outside (an `http_request` node’s target, a model provider) was larger than `SVC_EGRESS_RESPONSE_LIMIT`; reading stopped at the limit. Never retried: ask for less.',
+    retried: false,
+  },
+  schedule_run_limit: {
+    status: null,
+    meaning:
+      'A run a schedule started was not run: the workflow’s owner already had `SVC_SCHEDULE_MAX_RUNNING_PER_USER` runs started by schedules in progress.',
   },
   timeout: { status: null, meaning: 'The node ran longer than its `timeout_ms`; it is retried under its `retry` policy.', retried: true },
   node_failed: {
@@ -223,6 +251,11 @@ export const ERROR_CODES = {
     meaning:
       'The model provider failed: unreachable, timed out, kept answering 429 or 5xx, or sent a malformed answer; the session stays usable, so try again.',
     retried: 'per_failure',
+  },
+  tool_call_limit: {
+    status: 502,
+    meaning:
+      'The model asked for more tool calls in one answer than `SVC_AGENT_MAX_TOOL_CALLS`; none of them ran and the answer was not kept. The session stays usable.',
   },
   provider_auth_failed: { status: 502, meaning: 'The model provider refused the connection’s credential; update the connection.', retried: false },
   provider_unavailable: {

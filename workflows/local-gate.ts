@@ -56,6 +56,11 @@ export interface NodeAwaits {
   local<T>(start: () => Promise<T>): Promise<T>;
   /** Anything else: a regular activity, a child, a timer, a condition. */
   other<T>(start: () => Promise<T>): Promise<T>;
+  /**
+   * A wait that carries nothing (for a signal or a timer): the node gives its place among the
+   * run's nodes in flight back while it lasts, and takes one again before it goes on.
+   */
+  pause<T>(wait: () => Promise<T>): Promise<T>;
   /** Answer outputs by reference when larger (set for runs that keep large values out of history). */
   inlineBytes?: number;
 }

@@ -3,6 +3,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   ChildWorkflowFailure,
+  condition,
   executeChild,
   isCancellation,
   patched,
@@ -31,7 +32,6 @@ import {
   nodeActivityId,
   nodeModeOf,
   runModeOf,
-  type BeganExecution,
   type FailureKept,
   type NodeFinishedMemo,
   type GraphNode,
@@ -45,10 +45,12 @@ import {
 } from './defs.js';
 import { GraphState } from './graph.js';
 import { LocalGate, type NodeAwaits } from './local-gate.js';
-import { RunValues } from './run-values.js';
+import { RunValues, jsonBytes } from './run-values.js';
 import { CODE } from './error-codes.js';
-import { handledFailures, notRunNodes, runStatus, seedRun, type InterruptedNode } from './run-state.js';
+import { handledFailures, notRunNodes, runStatus, seedRun } from './run-state.js';
 import { runApproval } from './approval.js';
+import { runLoop } from './for-each.js';
+import { boundsOf, contextOf, local, other, type ItemScope, type Scope } from './run-scope.js';
 import { runWaitForEvent } from './wait-for-event.js';
 
 const control = proxyActivities<ControlActivities>({
@@ -78,7 +80,7 @@ function activityOptions(node: GraphNode): ActivityOptions {
 }
 
 /** The failure a node ended with, as the timeline and the execution record show it. */
-function nodeErrorOf(err: unknown): NodeError {
+export function nodeErrorOf(err: unknown): NodeError {
   let cause: unknown = err;
   while (cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) cause = cause.cause ?? cause;
   if (cause instanceof ApplicationFailure) {
@@ -98,39 +100,8 @@ function keptInTimeline(err: unknown): boolean {
 }
 
 /** One run's state: the graph, what its nodes answered, and how the run ends so far. */
-interface Run {
+interface Run extends Scope {
   input: RunGraphInput;
-  began: BeganExecution;
-  /**
-   * Runs begun on earlier code (their first step's recorded answer has no `history`) mark every
-   * node with memos, as they were written; a lean run only nodes Temporal's events do not mark.
-   */
-  lean: boolean;
-  nodes: Map<string, GraphNode>;
-  state: GraphState;
-  /** The trigger payload and the nodes' outputs, inline or by reference. */
-  values: RunValues;
-  /**
-   * Orders the results of parallel local activities the same way live and on replay. Runs begun
-   * before it (their first step granted no bounds) await each result as they always did.
-   */
-  gate?: LocalGate;
-  failure: RunGraphResult['error'];
-  partial: boolean;
-  /** Nodes whose failure the run handled (on_error "continue" or "branch"): their output is `{error}`. */
-  handled: string[];
-  cancelled: unknown;
-  /** Workflow time each node started; the nodes a cancel interrupted. */
-  startedAt: Map<string, number>;
-  interrupted: InterruptedNode[];
-  /** How each node that started runs, decided when it starts (see modeOf). */
-  modes: Map<string, NodeRunMode>;
-  /** Short calls run as local activities: how many are in flight, and the workflow task the last one began or ended in. */
-  calls: { inFlight: number; task: number };
-  /** The node started as the run's last (closeInNode): when it succeeds its activity ends the record. */
-  closing?: string;
-  /** The record that node's activity ended. */
-  closed?: { executionId: number };
 }
 
 /** Begins the execution record and the run's state, seeded with the outputs of a replay's seed. */
@@ -148,13 +119,14 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
     nodes: new Map(graph.nodes.map((n) => [n.id, n])),
     state: new GraphState(graph),
     values: new RunValues(input.payload, began.bounds, input.payloadRef !== undefined || input.payloadInRecord === true),
-    ...(began.bounds ? { gate: new LocalGate() } : {}),
+    ...(began.bounds ? { gate: new LocalGate(), pauses: { waiting: 0 } } : {}),
     failure: undefined,
     partial: false,
     handled: [],
     cancelled: undefined,
     startedAt: new Map(),
     interrupted: [],
+    ...(input.itemsFrom ? { itemsFrom: input.itemsFrom } : {}),
     modes: new Map(),
     calls: { inFlight: 0, task: -1 },
   };
@@ -165,34 +137,40 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
 }
 
 /** A delay node: a durable timer between its recorded start and end. */
-async function runTimer(run: Run, node: GraphNode): Promise<RunNodeOutput> {
+async function runTimer(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
+  // A body's delay has no entry of its own to record.
+  if (run.item) return other(run, () => sleep(Number(node.config.duration_ms))).then(() => ({ output: { waited_ms: Number(node.config.duration_ms) } }));
   const startedAt = Date.now();
   await local(run, () => localControl.recordNodeStart(node, workflowInfo().runId));
-  await other(run, () => sleep(Number(node.config.duration_ms)));
+  await pause(run, () => other(run, () => sleep(Number(node.config.duration_ms))));
   const output = { waited_ms: Number(node.config.duration_ms) };
   await local(run, () => localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'success', output, startedAt }));
   return { output };
 }
 
 /** A sub-workflow node: a child run of the referenced workflow, its outcome recorded as the node's. */
-async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
+async function runChild(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
+  if (run.item) return runItemChild(run, run.item, node);
   const startedAt = Date.now();
   const child = await other(run, () => control.prepareChildRun(node, run.values.contextFor(node), workflowInfo().runId, boundsOf(run)));
   try {
-    const result = await other(run, () =>
-      executeChild(RUN_GRAPH_WORKFLOW, {
-        workflowId: childWorkflowId(workflowInfo().workflowId, node.id),
-        // Answers recorded before children knew their parent carry no parentExecutionId.
-        args: [
-          {
-            workflowId: child.workflowId,
-            payload: child.payload ?? null,
-            trigger: 'child',
-            ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
-            ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
-          } satisfies RunGraphInput,
-        ],
-      }),
+    // A child run may last as long as its own waits: meanwhile this node holds no place.
+    const result = await pause(run, () =>
+      other(run, () =>
+        executeChild(RUN_GRAPH_WORKFLOW, {
+          workflowId: childWorkflowId(workflowInfo().workflowId, node.id),
+          // Answers recorded before children knew their parent carry no parentExecutionId.
+          args: [
+            {
+              workflowId: child.workflowId,
+              payload: child.payload ?? null,
+              trigger: 'child',
+              ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
+              ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
+            } satisfies RunGraphInput,
+          ],
+        }),
+      ),
     );
     const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
     if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
@@ -215,16 +193,44 @@ async function runChild(run: Run, node: GraphNode): Promise<RunNodeOutput> {
   }
 }
 
+/**
+ * A run_workflow node of a for_each body: the child is named after the item, and its payload and
+ * output stay with the item when too large for history (the body has no timeline entries).
+ */
+async function runItemChild(run: Scope, item: ItemScope, node: GraphNode): Promise<RunNodeOutput> {
+  const inlineBytes = run.began.bounds!.inlineBytes;
+  const child = await other(run, () => control.prepareItemChildRun(node, contextOf(run, node), item.key, inlineBytes));
+  const result = await other(run, () =>
+    executeChild(RUN_GRAPH_WORKFLOW, {
+      workflowId: `${item.itemsWorkflowId}/${item.key.index}/${node.id}`,
+      args: [
+        {
+          workflowId: child.workflowId,
+          payload: child.payload ?? null,
+          trigger: 'child',
+          parentExecutionId: child.parentExecutionId,
+          ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
+        } satisfies RunGraphInput,
+      ],
+    }),
+  );
+  if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
+  const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
+  if (!result.lastOutputRef && jsonBytes(output) <= inlineBytes) return { output };
+  return other(run, () => control.keepItemOutput(item.key, node.id, output, result.lastOutputRef));
+}
+
 /** Any other node: one activity, local for the node types the run was told to run locally. */
-async function runActivity(run: Run, node: GraphNode): Promise<RunNodeOutput> {
+function runActivity(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
   const { activityId: _id, heartbeatTimeout: _hb, ...localOptions } = activityOptions(node);
+  if (run.item) return runItemActivity(run, run.item, node, localOptions);
   const input = { node, context: run.values.contextFor(node), ...boundsOf(run), ...closesOf(run, node) };
   if (runsLocally(run, node)) return local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input));
   return other(run, () => proxyActivities<NodeActivities>(activityOptions(node)).runNode(input));
 }
 
 /** What the run's last node writes with its entry when it succeeds: the run's outcome then. */
-function closesOf(run: Run, node: GraphNode): { closes?: RunCloses } {
+function closesOf(run: Scope, node: GraphNode): { closes?: RunCloses } {
   if (run.closing !== node.id) return {};
   const handled = run.handled.length ? { handled: handledFailures(run.handled, run.nodes, run.values.inline()) } : {};
   return { closes: { status: run.partial ? 'partial' : 'success', skipped: notRunNodes(run.state, run.nodes, false), ...handled } };
@@ -232,83 +238,120 @@ function closesOf(run: Run, node: GraphNode): { closes?: RunCloses } {
 
 /**
  * Whether `id`, about to start, is the run's last node: nothing else runs or waits, and no edge
- * leaves it, so once it succeeds nothing else can start and the run ends as closesOf says.
+ * leaves it, so once it succeeds nothing else can start and the run ends as closesOf says. Only a
+ * graph run's own nodes (not a for_each item's) end its record.
  */
-const lastToRun = (run: Run, id: string, othersInFlight: number) =>
-  run.began.closeInNode === true && othersInFlight === 0 && !run.began.graph.edges.some((e) => e.from === id);
+const lastToRun = (run: Scope, id: string, othersInFlight: number) =>
+  !run.item && run.modes !== undefined && run.began.closeInNode === true && othersInFlight === 0 && !run.began.graph.edges.some((e) => e.from === id);
+
+/**
+ * A node of a for_each body: the activity is told its item (no timeline entry; a large output is
+ * kept with the item) and answers its attempts. Its activity id is Temporal's own: the same node
+ * runs for many items at once, and an id must be unique among a run's pending activities.
+ */
+function runItemActivity(run: Scope, item: ItemScope, node: GraphNode, localOptions: ActivityOptions): Promise<RunNodeOutput> {
+  const input = { node, context: contextOf(run, node), ...boundsOf(run), item: item.key };
+  const { activityId: _id, ...options } = activityOptions(node);
+  return runsLocally(run, node)
+    ? local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input))
+    : other(run, () => proxyActivities<NodeActivities>(options).runNode(input));
+}
 
 /** How a node module of its own (a wait, an approval) awaits: through the run's gate, with its bounds. */
-const awaitsOf = (run: Run): NodeAwaits => ({
+const awaitsOf = (run: Scope): NodeAwaits => ({
   local: (start) => local(run, start),
   other: (start) => other(run, start),
+  pause: (wait) => pause(run, wait),
   ...boundsOf(run),
 });
 
-/** A local activity of the run, through its gate when it has one (see LocalGate). */
-const local = <T>(run: Run, start: () => Promise<T>): Promise<T> => (run.gate ? run.gate.local(start) : start());
-/** Any other await of a node (an activity, a child, a timer), through the run's gate when it has one. */
-const other = <T>(run: Run, start: () => Promise<T>): Promise<T> => (run.gate ? run.gate.other(start) : start());
-
-/** What a run that keeps large values out of history asks of activities that answer a value. */
-const boundsOf = (run: Run): { inlineBytes?: number } => (run.began.bounds ? { inlineBytes: run.began.bounds.inlineBytes } : {});
+/**
+ * A node's wait for a signal or a timer, during which it holds no place among the run's nodes in
+ * flight (runAll counts `pauses.waiting` out); once it ends, the node waits for a place again, so
+ * its next steps stay within `maxRunning`. Runs without pauses (begun before them) wait as before.
+ */
+async function pause<T>(run: Scope, wait: () => Promise<T>): Promise<T> {
+  const { pauses } = run;
+  if (!pauses) return wait();
+  pauses.waiting++;
+  pauses.wake?.();
+  try {
+    return await wait();
+  } finally {
+    pauses.waiting--;
+    const limit = run.began.bounds?.maxRunning ?? Infinity;
+    if (run.active! - pauses.waiting > limit) await condition(() => run.active! - pauses.waiting <= limit);
+  }
+}
 
 /**
  * Runs one node the way its type runs. Not async itself: each way's promise is the one the caller
  * awaits, so a node's continuation takes as many steps as it always did and nodes that finish in
  * the same workflow task go on in the order they always did.
  */
-function runNode(run: Run, node: GraphNode): Promise<RunNodeOutput> {
+function runNode(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
   const mode = modeOf(run, node);
   if (mode === 'timer') return runTimer(run, node);
   if (mode === 'child') return runChild(run, node);
+  if (mode === 'loop') return runLoop(run, node);
+  // A wait's signal and an approval's decision reach the run's own workflow, not a loop's items: refused at save.
+  if (run.item && (mode === 'wait' || mode === 'approval')) {
+    return Promise.reject(ApplicationFailure.nonRetryable(`A ${node.type} node cannot run inside a for_each body`, CODE.validation_failed));
+  }
   // Waits hold the run in workflow code of their own; they see the same expression context as an activity.
   if (mode === 'wait') return runWaitForEvent(node, run.values.contextFor(node), workflowInfo().runId, awaitsOf(run));
   if (mode === 'approval') return runApproval(node, run.values.contextFor(node), workflowInfo().runId, awaitsOf(run));
   return runActivity(run, node);
 }
 
-/** How a node runs: as its start decided (startCall), else as the run's first step said for its type. */
-const modeOf = (run: Run, node: GraphNode): NodeRunMode => run.modes.get(node.id) ?? nodeModeOf(run.began, node);
+/**
+ * How a node runs: as its start decided (startCall), else as the run's first step said for its
+ * type (a for_each body's nodes: their items workflow was told each type's mode).
+ */
+const modeOf = (run: Scope, node: GraphNode): NodeRunMode => run.modes?.get(node.id) ?? nodeModeOf(run.began, node);
 
-const runsLocally = (run: Run, node: GraphNode) => modeOf(run, node) === 'local';
+const runsLocally = (run: Scope, node: GraphNode) => modeOf(run, node) === 'local';
 
 /** A regular activity's own events mark its start and end in the history of a lean run. */
-const markedByTemporal = (run: Run, node: GraphNode) => run.lean && modeOf(run, node) === 'activity';
+const markedByTemporal = (run: Scope, node: GraphNode) => run.lean && modeOf(run, node) === 'activity';
 
 /**
- * Decides how a node runs as it starts. A short call (a side effect the run's first step allows
- * to run locally) runs as a local activity only when no other such call is in flight and none
- * began or ended in this workflow task: a local activity's result is recorded when the task that
- * ran it completes, so at most one performed call at a time may be unrecorded, and a worker that
- * dies repeats only that one, as it would repeat a regular activity whose completion it never
- * reported. Otherwise it runs as a regular activity, whose scheduling completes the task (and so
- * records the calls before it). Deterministic: workflow task boundaries (the history's length)
- * fall at the same points on replay. Answers whether it is a local call.
+ * Decides how a graph run's node runs as it starts. A short call (a side effect the run's first
+ * step allows to run locally) runs as a local activity only when no other such call is in flight
+ * and none began or ended in this workflow task: a local activity's result is recorded when the
+ * task that ran it completes, so at most one performed call at a time may be unrecorded, and a
+ * worker that dies repeats only that one, as it would repeat a regular activity whose completion
+ * it never reported. Otherwise it runs as a regular activity, whose scheduling completes the task
+ * (and so records the calls before it). Deterministic: workflow task boundaries (the history's
+ * length) fall at the same points on replay. Answers whether it is a local call.
  */
-function startCall(run: Run, node: GraphNode): boolean {
+function startCall(run: Scope, node: GraphNode): boolean {
+  const { modes, calls } = run;
+  if (!modes || !calls) return false;
   let mode = nodeModeOf(run.began, node);
   const call = mode === 'local' && runModeOf(run.began, node.type) !== 'local';
-  if (call && (run.calls.inFlight > 0 || run.calls.task === workflowInfo().historyLength)) mode = 'activity';
-  run.modes.set(node.id, mode);
+  if (call && (calls.inFlight > 0 || calls.task === workflowInfo().historyLength)) mode = 'activity';
+  modes.set(node.id, mode);
   if (mode !== 'local' || !call) return false;
-  run.calls.inFlight++;
-  run.calls.task = workflowInfo().historyLength;
+  calls.inFlight++;
+  calls.task = workflowInfo().historyLength;
   return true;
 }
 
 /** A local call ended (in this workflow task): the next one waits for a task of its own. */
-function endCall(run: Run, call: boolean): void {
-  if (!call) return;
+function endCall(run: Scope, call: boolean): void {
+  if (!call || !run.calls) return;
   run.calls.inFlight--;
   run.calls.task = workflowInfo().historyLength;
 }
 
 /** A local node marked once, when it ends (see BeganExecution.localMarkedAtEnd). */
-const markedAtEnd = (run: Run, node: GraphNode) => run.lean && run.began.localMarkedAtEnd === true && runsLocally(run, node);
+const markedAtEnd = (run: Scope, node: GraphNode) => run.lean && run.began.localMarkedAtEnd === true && runsLocally(run, node);
 
 /** A marker in history: a reset knows this node finished in this workflow task. */
-function markFinished(run: Run, node: GraphNode): void {
-  if (markedByTemporal(run, node)) return;
+function markFinished(run: Scope, node: GraphNode): void {
+  // A body's nodes are no reset points: their item is the record.
+  if (run.item || markedByTemporal(run, node)) return;
   const memo = { [NODE_FINISHED_MEMO]: { node: node.id, local: runsLocally(run, node) } satisfies NodeFinishedMemo };
   // Its start is named in the same memo: one command where two were.
   if (markedAtEnd(run, node)) return upsertMemo({ [NODE_STARTED_MEMO]: node.id, [NODE_HISTORY_MEMO]: LEAN_HISTORY, ...memo });
@@ -317,8 +360,8 @@ function markFinished(run: Run, node: GraphNode): void {
 }
 
 /** A marker in history: replay-from-node resets to the workflow task that started this node. */
-function markStarted(run: Run, node: GraphNode): void {
-  if (markedByTemporal(run, node) || markedAtEnd(run, node)) return;
+function markStarted(run: Scope, node: GraphNode): void {
+  if (run.item || markedByTemporal(run, node) || markedAtEnd(run, node)) return;
   upsertMemo(run.lean ? { [NODE_STARTED_MEMO]: node.id, [NODE_HISTORY_MEMO]: LEAN_HISTORY } : { [NODE_STARTED_MEMO]: node.id });
 }
 
@@ -327,14 +370,14 @@ function markStarted(run: Run, node: GraphNode): void {
  * When its data was too large for history the activity kept the whole `{error}` as the node's
  * output in the timeline and history carries a cut copy: later nodes read the whole by reference.
  */
-function handle(run: Run, id: string, error: NodeError, err: unknown): void {
+function handle(run: Scope, id: string, error: NodeError, err: unknown): void {
   run.handled.push(id);
   if (run.began.bounds && keptInTimeline(err)) run.values.set(id, { ref: { node: id, bytes: 0 } }, { last: false });
   else run.values.set(id, { output: { error } }, { last: false, kept: false });
 }
 
 /** Runs one node and records what it answered, how it failed, or that a cancel interrupted it. */
-async function runOne(run: Run, id: string): Promise<void> {
+export async function runOne(run: Scope, id: string): Promise<void> {
   const node = run.nodes.get(id)!;
   const call = startCall(run, node);
   markStarted(run, node);
@@ -343,6 +386,8 @@ async function runOne(run: Run, id: string): Promise<void> {
     const result = await runNode(run, node);
     endCall(run, call);
     if (result.closed) run.closed = result.closed;
+    if (result.partial) run.partial = true;
+    if (run.item && result.attempts !== undefined) run.item.attempts = Math.max(run.item.attempts, result.attempts);
     run.values.set(id, result);
     run.state.complete(id, result.branch);
     markFinished(run, node);
@@ -372,26 +417,40 @@ async function runOne(run: Run, id: string): Promise<void> {
 /**
  * Starts every node as soon as it is ready, until none runs and none is ready (or the run failed
  * or was cancelled). A run with bounds keeps at most `maxRunning` nodes in flight; the others
- * wait in the order they became ready.
+ * wait in the order they became ready. A scope with shared `slots` (a for_each item's body) also
+ * needs one of those to start a node, and waits for one to be given back when none is left.
  */
-async function runAll(run: Run): Promise<void> {
+export async function runAll(run: Scope): Promise<void> {
   const running = new Map<string, Promise<void>>();
   const waiting: string[] = [];
   const limit = run.began.bounds?.maxRunning ?? Infinity;
+  const { slots, pauses } = run;
+  // Nodes that only wait hold no place (see pause).
+  const inFlight = () => running.size - (pauses?.waiting ?? 0);
   for (;;) {
     if (!run.failure && !run.cancelled) {
       waiting.push(...run.state.ready());
-      while (waiting.length && running.size < limit) {
+      while (waiting.length && inFlight() < limit && (!slots || slots.take())) {
         const id = waiting.shift()!;
         if (lastToRun(run, id, running.size + waiting.length)) run.closing = id;
         running.set(
           id,
-          runOne(run, id).finally(() => running.delete(id)),
+          runOne(run, id).finally(() => {
+            running.delete(id);
+            run.active = running.size;
+            slots?.release();
+          }),
         );
+        run.active = running.size;
       }
     }
-    if (running.size === 0) break;
-    await Promise.race(running.values());
+    const blocked = slots !== undefined && waiting.length > 0 && !run.failure && !run.cancelled;
+    if (running.size === 0 && !blocked) break;
+    // An item's body mostly runs one node at a time: awaited alone, without a race's promises.
+    if (run.item && running.size === 1 && !blocked) await running.values().next().value;
+    else if (pauses && waiting.length) await Promise.race([...running.values(), new Promise<void>((resolve) => (pauses.wake = resolve))]);
+    else await Promise.race(blocked ? [...running.values(), slots.freed()] : running.values());
+    if (pauses) pauses.wake = undefined;
   }
 }
 

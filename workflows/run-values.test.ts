@@ -64,3 +64,16 @@ describe('RunValues with bounds', () => {
     expect(values.lastOutput()).toEqual({ lastOutputRef: { node: 'b', bytes: 999 } });
   });
 });
+
+describe('RunValues.fork', () => {
+  it('shares the trigger and outputs held so far, under the fork’s bounds; its own outputs stay its own', () => {
+    const bounds = { inlineBytes: 1024, contextBytes: 1024, maxRunning: 4 };
+    const outer = new RunValues({ tag: 't' }, bounds);
+    outer.set('a', { output: { v: 1 } });
+    const item = outer.fork({ ...bounds, contextBytes: 2048 });
+    item.set('b', { output: 2 });
+    expect(item.outcome('a')).toMatchObject({ output: { v: 1 } });
+    expect(outer.has('b')).toBe(false);
+    expect(item.contextFor({ config: { x: '{{ trigger.tag & nodes.a.v & nodes.b }}' } })).toEqual({ trigger: { tag: 't' }, nodes: { a: { v: 1 }, b: 2 } });
+  });
+});

@@ -39,8 +39,27 @@ export class RunValues {
     private readonly bounds: RunBounds | undefined,
     /** The trigger payload is not in the run's input (a child's large payload): activities read it. */
     private readonly triggerByRef = false,
+    /** Its size, when known already (a fork). */
+    triggerBytes?: number,
   ) {
-    this.triggerBytes = bounds && !triggerByRef ? jsonBytes(trigger) : 0;
+    this.triggerBytes = triggerBytes ?? (bounds && !triggerByRef ? jsonBytes(trigger) : 0);
+  }
+
+  /**
+   * A copy holding the same trigger payload and outputs, under other bounds: a for_each item's
+   * body runs on one, so it sees the outer nodes, and its own nodes' outputs stay its own.
+   */
+  fork(bounds: RunBounds): RunValues {
+    const copy = new RunValues(this.trigger, bounds, this.triggerByRef, this.triggerBytes);
+    for (const [id, held] of this.held) copy.held.set(id, held);
+    return copy;
+  }
+
+  /** A node's outcome as held: inline, or by reference; undefined when it has none. */
+  outcome(id: string): { output?: unknown; ref?: OutputRef; bytes?: number } | undefined {
+    const held = this.held.get(id);
+    if (!held) return undefined;
+    return 'ref' in held ? { ref: held.ref } : { output: held.value, bytes: held.bytes };
   }
 
   /**

@@ -36,7 +36,10 @@ export async function runWaitForEvent(node: GraphNode, context: RunNodeInput['co
   const wait = await awaits.local(() => bookkeeping.registerWait({ node, context }, runId));
   try {
     let event = wait.event;
-    if (!event && (await awaits.other(() => condition(() => delivered.has(wait.waitId), wait.timeoutMs)))) event = delivered.get(wait.waitId)!.event;
+    // While it waits the node holds no place among the run's nodes in flight.
+    if (!event && (await awaits.pause(() => awaits.other(() => condition(() => delivered.has(wait.waitId), wait.timeoutMs))))) {
+      event = delivered.get(wait.waitId)!.event;
+    }
     const inline = awaits.inlineBytes !== undefined ? { inlineBytes: awaits.inlineBytes } : {};
     return await awaits.local(() => bookkeeping.endWait({ node, runId, waitId: wait.waitId, startedAt, ...(event ? { event } : {}), ...inline }));
   } catch (err) {

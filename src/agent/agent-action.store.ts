@@ -282,7 +282,7 @@ export class AgentActionStore {
   vote(
     actionId: string,
     vote: { userId: number; approved: boolean; note: string | null; edits: Record<string, unknown> | undefined },
-    merge: (current: Record<string, unknown>) => Record<string, unknown>,
+    merge: (current: Record<string, unknown>) => Promise<Record<string, unknown>>,
     deliver: (row: { temporal_workflow_id: string; temporal_run_id: string }) => Promise<void>,
   ): Promise<VoteRefused | { refused: false; status: AgentActionStatus; approvals: number; ageSeconds: number }> {
     return this.sql.transaction(async (tx) => {
@@ -305,7 +305,7 @@ export class AgentActionStore {
       if (row!.status !== 'pending') return { refused: true, status: row!.status as DecisionRefused['status'], expires_at: row!.expires_at };
       const [voted] = await tx.query('select 1 from agent_action_votes where action_id = ? and user_id = ?', [actionId, vote.userId]);
       if (voted) return { refused: true, status: 'voted', expires_at: row!.expires_at };
-      const fields = vote.approved && vote.edits ? merge(row!.fields) : row!.fields;
+      const fields = vote.approved && vote.edits ? await merge(row!.fields) : row!.fields;
       await tx.query('insert into agent_action_votes (action_id, user_id, decision, note, fields) values (?, ?, ?, ?, ?)', [
         actionId,
         vote.userId,

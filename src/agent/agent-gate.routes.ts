@@ -3,7 +3,7 @@ import { defineRoute, type AnyRoute, type RouteErrors } from '../http/route.js';
 import { pageOf, pagination } from '../http/pagination.js';
 import { AGENT_ACTION_STATUSES } from '../../workflows/defs.js';
 import { agentAccess as access, agentRoot as root, turnErrors } from './agent.routes.js';
-import { actionView, gateAction, turnEvents, turnResponse } from './agent.schemas.js';
+import { actionView, decisionEvents, decisionResponse, gateAction } from './agent.schemas.js';
 import { workflowActionView } from '../approvals/approval.schemas.js';
 import type { ApprovalService } from '../approvals/approval.service.js';
 import { streamTurn, type TurnStreamPorts } from './agent.sse.js';
@@ -37,7 +37,7 @@ export function agentGateRoutes(services: { agentGate: AgentGateService; approva
         (verb === 'approve'
           ? "`args` replaces the model's arguments; it is validated against the tool's schema and as the tool would check it, with the approver's rights (400 `validation_failed` naming each field, 403 `forbidden` naming a missing capability; the action stays pending), both versions are kept, and the model is told the arguments were edited. "
           : '') +
-        "Same response shape as a message (an event stream with `stream: true`). An action is decided once (409 `action_already_decided` after) and not after it expired (409 `action_expired`). Who may decide follows the session's approval policy. " +
+        "To the session's owner, the same response as a message (an event stream with `stream: true`). To anyone else `outcome: decided`: the action as decided, with the tool's outcome, and where the turn went (`turn`, and the next `pending_action` when it waits at another gate), not the rest of the turn, which runs with the owner's rights (its later tool calls and the model's answer are in the owner's session). An action is decided once (409 `action_already_decided` after) and not after it expired (409 `action_expired`). Who may decide follows the session's approval policy. " +
         'A workflow approval (`source: "workflow"`) is decided here too, by its approvers: each decides once (409 `approver_already_decided`), the people its run acts for only with `self_approval` (403 otherwise, administrators included), ' +
         (verb === 'approve'
           ? "`fields` changes its editable fields (400 `validation_failed` naming each field the node's `editable` schema refuses; the action stays pending), "
@@ -58,7 +58,11 @@ export function agentGateRoutes(services: { agentGate: AgentGateService; approva
       bodyOptional: true,
       errors: decisionErrors,
       responses: {
-        200: { description: 'The turn outcome, or with `stream: true` the turn as an event stream', data: turnResponse, eventStream: turnEvents },
+        200: {
+          description: "The turn outcome (for a decider who is not the session's owner, the decision), or with `stream: true` an event stream",
+          data: decisionResponse,
+          eventStream: decisionEvents,
+        },
         202: {
           description: 'A workflow approval: the decision is recorded and the approval is answered as it now stands; its run goes on by itself',
           data: workflowActionView,
@@ -85,7 +89,8 @@ export function agentGateRoutes(services: { agentGate: AgentGateService; approva
           return { handled: true };
         }
         const turn = await agentGate.decide(principal, params.action_id, decision);
-        return { data: outcomeData(await turn.outcome) };
+        const outcome = await turn.outcome;
+        return { data: turn.decided ? await turn.decided(outcome) : outcomeData(outcome) };
       },
     });
   return [

@@ -7,12 +7,18 @@ import { toIso } from '../db/sql.js';
 import { AppError, conflict, notFound, validationFailed, type FieldProblem } from '../platform/errors.js';
 import type { TemporalHandle } from '../temporal/connection.js';
 import { agentDecisionUpdate } from '../../workflows/agent.updates.js';
-import { agentSessionWorkflowId, type AgentActionStatus, type AgentApprovalPolicy } from '../../workflows/defs.js';
+import {
+  AGENT_ACTION_NOT_APPROVED,
+  agentSessionWorkflowId,
+  type AgentActionStatus,
+  type AgentApprovalPolicy,
+  type AgentTurnOutcome,
+} from '../../workflows/defs.js';
 import { loadSession } from './agent.store.js';
 import { isRefused, type ActionWithSession, type AgentActionStore, type WorkflowActionRow } from './agent-action.store.js';
 import type { ApprovalService, WorkflowActionView } from '../approvals/approval.service.js';
 import { agentTools, type AgentToolPorts } from './agent.tools.js';
-import { acceptedTurn, countOutcome, type AcceptedTurn } from './agent.turns.js';
+import { acceptedTurn, countOutcome, failure, type AcceptedTurn, type DecidedData } from './agent.turns.js';
 import type { Metrics } from '../platform/metrics.js';
 import { capabilities } from '../auth/capabilities.js';
 
@@ -54,6 +60,26 @@ function actionView(row: ActionWithSession) {
   };
 }
 export type ActionView = ReturnType<typeof actionView>;
+
+/**
+ * What a decider who is not the session's owner is answered once the turn reaches its next
+ * outcome: the action as decided, with the decided tool's outcome, and where the turn went. Not
+ * the turn itself: after the decided tool it runs with the owner's rights (a search the decider
+ * could not make, the model's text about it), which is the owner's to see in the session. A
+ * decision the tool activity refused is the same 409 the owner would get, without the turn's
+ * data.
+ */
+function decidedView(action: ActionView, outcome: AgentTurnOutcome): DecidedData {
+  if (outcome.outcome === 'failed' && outcome.error.code === AGENT_ACTION_NOT_APPROVED) {
+    failure({ ...outcome, tools_called: [], telemetry: { tokens_in: 0, tokens_out: 0, wall_ms: 0, cost_usd: 0 } });
+  }
+  return {
+    outcome: 'decided',
+    action,
+    turn: outcome.outcome,
+    ...(outcome.outcome === 'gate_pending' ? { pending_action: outcome.pending_action } : {}),
+  };
+}
 
 /** The approver's arguments against the tool's own schema, strictly: an unknown field is named too. */
 function validateEditedArgs(tool: string, args: Record<string, unknown>): Record<string, unknown> {
@@ -175,10 +201,13 @@ export class AgentGateService {
     const edited = decision.args ? validateEditedArgs(action.tool, decision.args) : undefined;
     // Edited arguments run with the approver's rights (see agentRunTool): checked with them.
     if (edited) await checkAsTheToolWould(action.tool, this.tools, principal, edited);
+    // Only the session's owner follows the turn (its events, its outcome); anyone else gets the decision.
+    const owner = action.owner_id === principal.id;
     try {
-      const turn = await this.claimAndSend(action.session_id, actionId, decision, edited, principal, streamChannel);
+      const turn = await this.claimAndSend(action.session_id, actionId, decision, edited, principal, owner ? streamChannel : undefined);
       this.metrics?.agentActions.inc({ status: decision.approved ? 'approved' : 'rejected' });
       this.metrics?.agentDecisionSeconds.observe({ decision: decision.approved ? 'approved' : 'rejected' }, action.age_seconds);
+      if (!owner) turn.decided = async (outcome) => decidedView(actionView(await this.visibleAction(principal, actionId)), outcome);
       return countOutcome(turn, this.metrics);
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;

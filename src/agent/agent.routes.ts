@@ -19,6 +19,8 @@ export const turnErrors = {
   provider_error: 'The model provider failed: unreachable, timed out, kept answering 429/5xx or sent a malformed answer; the session stays usable',
   provider_auth_failed: 'The model provider refused the credential; the session stays usable',
   egress_denied: { status: 502, when: "The egress policy refused the model provider's address; nothing was sent" },
+  response_too_large: "The model's answer was larger than SVC_EGRESS_RESPONSE_LIMIT; it was not read past the limit",
+  tool_call_limit: 'The model asked for more tool calls in one answer than SVC_AGENT_MAX_TOOL_CALLS; none ran',
 } satisfies RouteErrors;
 
 /** Sessions and their messages; the gate's routes are in agent-gate.routes.ts. */

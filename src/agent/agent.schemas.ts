@@ -32,64 +32,6 @@ named(pendingAction, 'AgentPendingAction', {
 const toolCalled = named(z.object({ name: z.string(), args, result_summary: z.string() }), 'AgentToolCalled', {
   description: 'A tool the model called in the turn',
 });
-export const turnResponse = z.discriminatedUnion('outcome', [
-  named(z.object({ outcome: z.literal('answered'), assistant_message: z.string(), tools_called: z.array(toolCalled), telemetry }), 'AgentTurnAnswered', {
-    description: 'The model answered',
-  }),
-  named(z.object({ outcome: z.literal('gate_pending'), pending_action: pendingAction }), 'AgentTurnGatePending', {
-    description: 'The model asked for a side effect; the turn waits for a decision on it',
-  }),
-]);
-named(turnResponse, 'AgentTurnOutcome', { description: 'How a turn ended, answered as JSON (a failed turn is an error answer)' });
-
-const truncated = named(
-  z.object({ truncated: z.literal(true), preview: z.string().describe('The start of the JSON text of the data') }),
-  'AgentTruncatedEventData',
-  { description: 'Data too large to stream (over 7000 bytes), cut to its start' },
-);
-const expiredAction = named(z.object({ action_id: z.string(), tool: z.string(), summary: z.string(), expired_at: z.string() }), 'AgentExpiredAction', {
-  description: 'A pending action that expired undecided',
-});
-const doneFields = {
-  telemetry,
-  tools_called: z.array(toolCalled),
-  expired_actions: z
-    .array(expiredAction)
-    .optional()
-    .describe('Message turns: the actions that expired since the previous message (the model was told and went on)'),
-};
-const done = z.discriminatedUnion('outcome', [
-  named(z.object({ outcome: z.literal('answered'), assistant_message: z.string(), ...doneFields }), 'AgentDoneAnswered', { description: 'The model answered' }),
-  named(z.object({ outcome: z.literal('gate_pending'), pending_action: pendingAction, ...doneFields }), 'AgentDoneGatePending', {
-    description: 'The turn waits for a decision on the pending action',
-  }),
-  named(z.object({ outcome: z.literal('failed'), error: z.object({ code: z.string(), message: z.string() }), ...doneFields }), 'AgentDoneFailed', {
-    description: 'The turn failed; `error.code` is the code the JSON answer would have had (`provider_error`, say)',
-  }),
-]);
-named(done, 'AgentDoneData', { description: 'How the turn ended, with its telemetry; always the last event' });
-
-/**
- * The events of a streamed turn (`stream: true`), in the order they can come: `token`, `tool_call`
- * and `tool_result` while the turn runs, `gate_pending` when it waits for a decision, `done`
- * always last. `agent.sse.ts` writes them; their data is JSON text.
- */
-export const turnEvents: EventStreamSpec = {
-  name: 'AgentStreamEvent',
-  description:
-    'One event of a streamed turn (`stream: true`): `token`, `tool_call` and `tool_result` while the turn runs, `gate_pending` when it waits for a decision, `done` always last. On the wire each is `event: <name>` and a `data:` line of JSON.',
-  events: {
-    token: z.union([named(z.object({ delta: z.string() }), 'AgentTokenData', { description: 'A piece of the answer text' }), truncated]),
-    tool_call: z.union([named(z.object({ tool: z.string(), args }), 'AgentToolCallData', { description: 'The model calls a tool' }), truncated]),
-    tool_result: z.union([
-      named(z.object({ tool: z.string(), result: z.unknown() }), 'AgentToolResultData', { description: 'What a tool answered' }),
-      truncated,
-    ]),
-    gate_pending: pendingAction,
-    done,
-  },
-};
-
 const user = z.object({ id: z.number().int(), login: z.string() });
 
 /** One gated action: the inbox item, the audit entry and the action itself. Never rewritten once decided. */
@@ -117,6 +59,106 @@ export const actionView = z.object({
     .describe("The tool's outcome (for a rejection or an expiry: what the model was told); null until then"),
 });
 named(actionView, 'AgentAction', { description: 'A gated action: the inbox item, the audit entry and the action itself' });
+
+export const turnResponse = z.discriminatedUnion('outcome', [
+  named(z.object({ outcome: z.literal('answered'), assistant_message: z.string(), tools_called: z.array(toolCalled), telemetry }), 'AgentTurnAnswered', {
+    description: 'The model answered',
+  }),
+  named(z.object({ outcome: z.literal('gate_pending'), pending_action: pendingAction }), 'AgentTurnGatePending', {
+    description: 'The model asked for a side effect; the turn waits for a decision on it',
+  }),
+]);
+named(turnResponse, 'AgentTurnOutcome', { description: 'How a turn ended, answered as JSON (a failed turn is an error answer)' });
+
+/**
+ * What a decider who is not the session's owner is answered: the decision and the decided tool's
+ * outcome, not what the turn went on to do with the owner's rights (its later tool calls and the
+ * model's text, which can carry what those calls read); the owner sees all of it in the session.
+ */
+const decidedFields = {
+  action: actionView.describe('The action as decided, with the tool’s outcome (as GET /actions/{action_id} shows it)'),
+  turn: z
+    .enum(['answered', 'gate_pending', 'failed'])
+    .describe("Where the owner's turn went after the decision; what it did is the owner's to see (GET /sessions/{id})"),
+  pending_action: pendingAction.optional().describe('With `turn: gate_pending`: the next action waiting for a decision, which the caller may decide too'),
+};
+const decided = named(z.object({ outcome: z.literal('decided'), ...decidedFields }), 'AgentTurnDecided', {
+  description: "Answered to a decider who is not the session's owner: the decision and the decided tool's outcome, not the rest of the owner's turn",
+});
+export const decisionResponse = z.discriminatedUnion('outcome', [...turnResponse.options, decided]);
+named(decisionResponse, 'AgentDecisionOutcome', {
+  description: "How a turn went on after a decision: as for a message to the session's owner; `decided` to anyone else",
+});
+
+const truncated = named(
+  z.object({ truncated: z.literal(true), preview: z.string().describe('The start of the JSON text of the data') }),
+  'AgentTruncatedEventData',
+  { description: 'Data too large to stream (over 7000 bytes), cut to its start' },
+);
+const expiredAction = named(z.object({ action_id: z.string(), tool: z.string(), summary: z.string(), expired_at: z.string() }), 'AgentExpiredAction', {
+  description: 'A pending action that expired undecided',
+});
+const doneFields = {
+  telemetry,
+  tools_called: z.array(toolCalled),
+  expired_actions: z
+    .array(expiredAction)
+    .optional()
+    .describe('Message turns: the actions that expired since the previous message (the model was told and went on)'),
+};
+const done = z.discriminatedUnion('outcome', [
+  named(z.object({ outcome: z.literal('answered'), assistant_message: z.string(), ...doneFields }), 'AgentDoneAnswered', { description: 'The model answered' }),
+  named(z.object({ outcome: z.literal('gate_pending'), pending_action: pendingAction, ...doneFields }), 'AgentDoneGatePending', {
+    description: 'The turn waits for a decision on the pending action',
+  }),
+  named(z.object({ outcome: z.literal('failed'), error: z.object({ code: z.string(), message: z.string() }), ...doneFields }), 'AgentDoneFailed', {
+    description: 'The turn failed; `error.code` is the code the JSON answer would have had (`provider_error`, say)',
+  }),
+]);
+named(done, 'AgentDoneData', { description: 'How the turn ended, with its telemetry; always the last event' });
+const decisionDone = z.discriminatedUnion('outcome', [
+  ...done.options,
+  named(z.object({ outcome: z.literal('decided'), ...decidedFields }), 'AgentDoneDecided', {
+    description: "To a decider who is not the session's owner: the decision and the decided tool's outcome",
+  }),
+]);
+named(decisionDone, 'AgentDecisionDoneData', {
+  description: "How the turn ended: as for a message to the session's owner (with its telemetry); `decided` to anyone else",
+});
+
+/**
+ * The events of a streamed turn (`stream: true`), in the order they can come: `token`, `tool_call`
+ * and `tool_result` while the turn runs, `gate_pending` when it waits for a decision, `done`
+ * always last. `agent.sse.ts` writes them; their data is JSON text.
+ */
+export const turnEvents: EventStreamSpec = {
+  name: 'AgentStreamEvent',
+  description:
+    'One event of a streamed turn (`stream: true`): `token`, `tool_call` and `tool_result` while the turn runs, `gate_pending` when it waits for a decision, `done` always last. On the wire each is `event: <name>` and a `data:` line of JSON.',
+  events: {
+    token: z.union([named(z.object({ delta: z.string() }), 'AgentTokenData', { description: 'A piece of the answer text' }), truncated]),
+    tool_call: z.union([named(z.object({ tool: z.string(), args }), 'AgentToolCallData', { description: 'The model calls a tool' }), truncated]),
+    tool_result: z.union([
+      named(z.object({ tool: z.string(), result: z.unknown() }), 'AgentToolResultData', { description: 'What a tool answered' }),
+      truncated,
+    ]),
+    gate_pending: pendingAction,
+    done,
+  },
+};
+
+/**
+ * The events of a streamed decision: those of a message turn to the session's owner. Anyone
+ * else gets no `token`, `tool_call` or `tool_result` (the turn's later steps run with the
+ * owner's rights), only `gate_pending` when the turn waits at another gate and `done` with
+ * the decision.
+ */
+export const decisionEvents: EventStreamSpec = {
+  name: 'AgentDecisionStreamEvent',
+  description:
+    "One event of a streamed decision (`stream: true`): to the session's owner the turn's events as for a message; to anyone else only `gate_pending` (when the turn waits at another gate) and `done` with `outcome: decided`.",
+  events: { ...turnEvents.events, done: decisionDone },
+};
 
 /** What the gate holds: an agent's gated tool call, or a workflow run's approval (`source`). */
 export const gateAction = z.discriminatedUnion('source', [actionView, workflowActionView]);

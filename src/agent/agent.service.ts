@@ -50,14 +50,13 @@ export class AgentService {
     // Every session is a workflow that stays open: how fast one user may open them is bounded.
     const quota = await this.limiter.hit(`agent-sessions:${principal.id}`, this.config.SVC_AGENT_MAX_SESSIONS_PER_HOUR, 3600);
     if (!quota.allowed) throw rateLimited(quota.retryAfterSeconds);
-    const connection = await this.connections.get(input.provider_id).catch((err: unknown) => {
-      if (err instanceof AppError && err.status === 404) throw invalidRequest(`provider_id ${input.provider_id} is not a connection`, { field: 'provider_id' });
-      throw err;
-    });
-    // A session uses its provider for its owner: the connection must be theirs to use.
-    if (!(await this.connections.usableBy([connection.id], [principal.id])).has(connection.id)) {
-      throw invalidRequest(`provider_id ${input.provider_id} is not a connection you may use (its owner has not shared it with you)`, { field: 'provider_id' });
+    // A session uses its provider for its owner: the connection must be theirs to use. One answer
+    // for a connection that does not exist and one not shared with the caller, so that another
+    // user's connection ids cannot be told from unused ones.
+    if (!(await this.connections.usableBy([input.provider_id], [principal.id])).has(input.provider_id)) {
+      throw invalidRequest(`provider_id ${input.provider_id} is not a connection you may use (yours, or one shared with you)`, { field: 'provider_id' });
     }
+    const connection = await this.connections.get(input.provider_id);
     if (!(MODEL_CONNECTION_TYPES as readonly string[]).includes(connection.type)) {
       throw invalidRequest(`provider_id ${input.provider_id} is a connection of type ${connection.type}; a model provider is of type openai or anthropic`, {
         field: 'provider_id',

@@ -13,7 +13,7 @@ export interface TurnStreamPorts {
 }
 import type { AgentTurnOutcome } from '../../workflows/defs.js';
 import { publish, turnChannel, type StreamEvent } from './agent.stream.js';
-import type { AcceptedTurn } from './agent.turns.js';
+import type { AcceptedTurn, DecidedData } from './agent.turns.js';
 import { CODE } from '../../workflows/error-codes.js';
 
 /** What the `done` event carries: the outcome as the JSON answer would give it, plus the telemetry. */
@@ -22,6 +22,21 @@ function doneData(outcome: AgentTurnOutcome) {
   if (outcome.outcome === 'answered') return { ...base, assistant_message: outcome.assistant_message };
   if (outcome.outcome === 'gate_pending') return { ...base, pending_action: outcome.pending_action };
   return { ...base, error: outcome.error };
+}
+
+/** The `done` of a decider who is not the session's owner: the decision, or the error it ended with. */
+async function decidedDone(
+  turn: AcceptedTurn,
+  outcome: AgentTurnOutcome,
+  services: TurnStreamPorts,
+): Promise<Record<string, unknown> & { pending_action?: unknown }> {
+  try {
+    return (await turn.decided!(outcome)) as DecidedData & Record<string, unknown>;
+  } catch (err) {
+    if (!(err instanceof AppError)) services.logger.error({ err }, 'agent decision failed');
+    const error = err instanceof AppError ? { code: err.code, message: err.message } : { code: CODE.internal_error, message: 'The turn failed unexpectedly' };
+    return { outcome: 'failed', error, tools_called: [], telemetry: { tokens_in: 0, tokens_out: 0, wall_ms: 0, cost_usd: 0 } };
+  }
 }
 
 /**
@@ -78,9 +93,11 @@ async function streamOpenTurn(
   open = true;
   for (const event of early.splice(0)) write(event.event, event.data);
   let outcome: AgentTurnOutcome;
+  let settled = true;
   try {
     outcome = await turn.outcome;
   } catch (err) {
+    settled = false;
     // Headers are out, so even a late refusal (a 409 that lost the race in AgentService.accepted)
     // is told in `done`.
     if (!(err instanceof AppError)) services.logger.error({ err }, 'agent turn failed');
@@ -93,7 +110,13 @@ async function streamOpenTurn(
   clearTimeout(timer);
   await unsubscribe();
   const more = moreDone ? await moreDone(turnId).catch(() => ({})) : {};
-  if (outcome.outcome === 'gate_pending') write('gate_pending', outcome.pending_action);
-  write('done', { ...doneData(outcome), ...more });
+  const decided = turn.decided && settled ? await decidedDone(turn, outcome, services) : undefined;
+  if (decided) {
+    if (decided.pending_action) write('gate_pending', decided.pending_action);
+    write('done', decided);
+  } else {
+    if (outcome.outcome === 'gate_pending') write('gate_pending', outcome.pending_action);
+    write('done', { ...doneData(outcome), ...more });
+  }
   res.end();
 }

@@ -7,7 +7,7 @@ import type { Sql } from '../db/sql.js';
 import type { AuthService } from '../auth/auth.service.js';
 import type { UsersService } from '../auth/users.service.js';
 import type { AgentActionStatus, AgentApprovalPolicy, AgentToolCall } from '../../workflows/defs.js';
-import type { ChatMessage } from '../providers/index.js';
+import { MAX_TOKENS_PER_CALL, type ChatMessage } from '../providers/provider.js';
 
 export interface SessionRow {
   id: string;
@@ -163,10 +163,18 @@ export async function loadSession(sql: Sql, id: string): Promise<SessionRow | un
  * Tokens and cost of a session so far: the model calls' own telemetry (rows `model:*`), not the
  * closing and error rows, which repeat their turn's totals.
  */
+/** A stored token count as SQL: a JSON number rounded into 0..MAX_TOKENS_PER_CALL, anything else 0. */
+const SANE_TOKENS = (key: string) =>
+  `case when jsonb_typeof(telemetry->'${key}') = 'number' then least(greatest(round((telemetry->>'${key}')::numeric), 0), ${MAX_TOKENS_PER_CALL}) else 0 end`;
+/** The most one model call is counted to cost (USD): what MAX_TOKENS_PER_CALL would cost at a dollar a token. */
+const MAX_COST_PER_CALL = 2 * MAX_TOKENS_PER_CALL;
+
 export async function sessionUsage(sql: Sql, sessionId: string): Promise<{ tokens_in: number; tokens_out: number; cost_usd: number }> {
+  // Counts stored before they were made sane may be any JSON (1.5, 1e308, a string): each is
+  // read as tokenCount reads a provider's, so a bad answer once stored cannot break the session.
   const [row] = await sql.query<{ tokens_in: string; tokens_out: string; cost_usd: string }>(
-    `select coalesce(sum((telemetry->>'tokens_in')::bigint), 0) as tokens_in, coalesce(sum((telemetry->>'tokens_out')::bigint), 0) as tokens_out,
-            coalesce(sum((telemetry->>'cost_usd')::numeric), 0) as cost_usd
+    `select coalesce(sum(${SANE_TOKENS('tokens_in')}), 0) as tokens_in, coalesce(sum(${SANE_TOKENS('tokens_out')}), 0) as tokens_out,
+            coalesce(sum(case when jsonb_typeof(telemetry->'cost_usd') = 'number' then least(greatest((telemetry->>'cost_usd')::numeric, 0), ${MAX_COST_PER_CALL}) end), 0) as cost_usd
        from agent_messages where session_id = ? and step_key like 'model:%' and telemetry is not null`,
     [sessionId],
   );

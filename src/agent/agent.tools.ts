@@ -39,19 +39,29 @@ export interface AgentTool<A = any> extends ToolDefinition<A> {
 
 const entity = z.string().min(1).max(63);
 const fields = z.record(z.string(), z.unknown());
+/** A value an EQL `:name` parameter takes. */
+const eqlScalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 
 const definitions: ToolDefinition[] = [
   {
     name: 'records_search',
-    description: "Lists records of an entity, optionally filtered by an EQL expression (e.g. `stage = 'lead' and age > 30`) and sorted (`field:asc`).",
+    description:
+      'Lists records of an entity, optionally filtered by an EQL expression and sorted (`field:asc`). Put values in `params` and name them in the expression as `:name`, e.g. eql `stage = :stage and age > :age` with params `{"stage": "lead", "age": 30}` (a list parameter goes inside `in (...)`): a value in `params` is always one value, whatever characters it holds.',
     args: z.object({
       entity,
       eql: z.string().max(2000).optional(),
+      params: z.record(z.string(), z.union([eqlScalar, z.array(eqlScalar).max(500)])).optional(),
       sort: z.string().max(500).optional(),
       per_page: z.number().int().min(1).max(50).optional(),
     }),
-    summarize: (a) => `search ${a.entity}${a.eql ? ` where ${a.eql}` : ''}`,
-    run: (s, owner, a) => s.records.list(owner, a.entity, { ...(a.eql ? { eql: a.eql } : {}), ...(a.sort ? { sort: a.sort } : {}), perPage: a.per_page ?? 20 }),
+    summarize: (a) => `search ${a.entity}${a.eql ? ` where ${a.eql}` : ''}${a.params ? ` with ${JSON.stringify(a.params).slice(0, 300)}` : ''}`,
+    run: (s, owner, a) =>
+      s.records.list(owner, a.entity, {
+        ...(a.eql ? { eql: a.eql } : {}),
+        ...(a.params ? { params: a.params } : {}),
+        ...(a.sort ? { sort: a.sort } : {}),
+        perPage: a.per_page ?? 20,
+      }),
   },
   {
     name: 'records_get',

@@ -8,6 +8,19 @@ import { answersWith, isHttpErrorCode, CODE } from '../../workflows/error-codes.
 /** A turn the workflow accepted; `outcome` settles when the turn reaches its next outcome. */
 export interface AcceptedTurn {
   outcome: Promise<AgentTurnOutcome>;
+  /**
+   * Set when the caller decided an action of someone else's session: what they are answered
+   * instead of the outcome (the decision, not the rest of the owner's turn; agent.gate.ts).
+   */
+  decided?: (outcome: AgentTurnOutcome) => Promise<DecidedData>;
+}
+
+/** The answer to a decider who is not the session's owner (`AgentTurnDecided`). */
+export interface DecidedData {
+  outcome: 'decided';
+  action: Record<string, unknown>;
+  turn: AgentTurnOutcome['outcome'];
+  pending_action?: Extract<AgentTurnOutcome, { outcome: 'gate_pending' }>['pending_action'];
 }
 
 /**
@@ -71,6 +84,11 @@ export function outcomeData(outcome: AgentTurnOutcome) {
     return { outcome: 'answered' as const, assistant_message: outcome.assistant_message, tools_called: outcome.tools_called, telemetry: outcome.telemetry };
   }
   if (outcome.outcome === 'gate_pending') return { outcome: 'gate_pending' as const, pending_action: outcome.pending_action };
+  return failure(outcome);
+}
+
+/** A failed turn as the error it answers. */
+export function failure(outcome: Extract<AgentTurnOutcome, { outcome: 'failed' }>): never {
   const { code, message } = outcome.error;
   const data = { tools_called: outcome.tools_called, telemetry: outcome.telemetry };
   if (code === CODE.not_found || code === CODE.forbidden || code === AGENT_ACTION_NOT_APPROVED) throw new AppError(code, message, data);

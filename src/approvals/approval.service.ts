@@ -11,7 +11,7 @@ import type { TemporalHandle } from '../temporal/connection.js';
 import { approvalDecidedSignal } from '../../workflows/run.signals.js';
 import { isRefused, type AgentActionStore, type VoteRow, type WorkflowActionRow } from '../agent/agent-action.store.js';
 import { signApprovalToken, type Signer } from './approval-tokens.js';
-import { applyEdits, type EditableSchema } from './editable-fields.js';
+import { applyEdits, type EditableSchema, type SchemaCheck } from './editable-fields.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -107,6 +107,8 @@ export class ApprovalService {
     private readonly people: Pick<ActingUsers, 'members'>,
     private readonly auth: Pick<AuthService, 'principal'>,
     private readonly publicUrl: PublicUrl,
+    /** Where an approver's edits are checked against the node's `editable` schema (the expression sandbox's threads). */
+    private readonly schemaCheck: SchemaCheck,
     private readonly metrics?: Pick<Metrics, 'workflowApprovals' | 'workflowApprovalSeconds'>,
   ) {}
 
@@ -187,8 +189,8 @@ export class ApprovalService {
       result = await this.actions.vote(
         row.action_id,
         { userId: principal.id, approved: decision.approved, note: decision.note ?? null, edits },
-        (current) => {
-          const applied = applyEdits(editable, current, edits ?? {});
+        async (current) => {
+          const applied = await applyEdits(editable, current, edits ?? {}, this.schemaCheck);
           if ('problems' in applied) throw validationFailed(applied.problems);
           return applied.fields;
         },

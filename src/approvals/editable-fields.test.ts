@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { applyEdits, editableSchemaProblem, editsFromForm, fieldInput, inputKindOf, type EditableSchema } from './editable-fields.js';
+import {
+  applyEdits as applyEditsWith,
+  checkInThisThread,
+  editableSchemaProblem,
+  editsFromForm,
+  fieldInput,
+  inputKindOf,
+  type EditableSchema,
+} from './editable-fields.js';
 
 const schema: EditableSchema = {
   type: 'object',
@@ -23,21 +31,28 @@ describe('editable schemas', () => {
   });
 });
 
+// The schemas here are the test's own: checked on this thread.
+const applyEdits = (...args: [EditableSchema | null, Record<string, unknown>, Record<string, unknown>]) => applyEditsWith(...args, checkInThisThread);
+
 describe('an approver’s edits', () => {
   const current = { amount: 1800, purpose: 'Conference', category: 'travel' };
 
-  it('are merged when the editable part still satisfies the schema', () => {
-    expect(applyEdits(schema, current, { amount: 1500, refundable: true })).toEqual({ fields: { ...current, amount: 1500, refundable: true } });
+  it('are merged when the editable part still satisfies the schema', async () => {
+    expect(await applyEdits(schema, current, { amount: 1500, refundable: true })).toEqual({ fields: { ...current, amount: 1500, refundable: true } });
   });
 
-  it('name each field the schema refuses, or that is not editable', () => {
-    expect(applyEdits(schema, current, { amount: 9000 })).toEqual({ problems: [{ field: 'fields.amount', message: expect.any(String) }] });
-    expect(applyEdits(schema, current, { category: 'holiday' })).toEqual({
+  it('name each field the schema refuses, or that is not editable', async () => {
+    expect(await applyEdits(schema, current, { amount: 9000 })).toEqual({ problems: [{ field: 'fields.amount', message: expect.any(String) }] });
+    expect(await applyEdits(schema, current, { category: 'holiday' })).toEqual({
       problems: [{ field: 'fields.category', message: expect.stringMatching(/travel/) }],
     });
-    expect(applyEdits(schema, current, { purpose: 'x' })).toEqual({ problems: [{ field: 'fields.purpose', message: expect.stringMatching(/not editable/) }] });
-    expect(applyEdits(null, current, { amount: 1 })).toEqual({ problems: [{ field: 'fields.amount', message: expect.stringMatching(/no editable fields/) }] });
-    expect(applyEdits(schema, {}, {})).toEqual({ problems: [{ field: 'fields.amount', message: 'is required' }] });
+    expect(await applyEdits(schema, current, { purpose: 'x' })).toEqual({
+      problems: [{ field: 'fields.purpose', message: expect.stringMatching(/not editable/) }],
+    });
+    expect(await applyEdits(null, current, { amount: 1 })).toEqual({
+      problems: [{ field: 'fields.amount', message: expect.stringMatching(/no editable fields/) }],
+    });
+    expect(await applyEdits(schema, {}, {})).toEqual({ problems: [{ field: 'fields.amount', message: 'is required' }] });
   });
 });
 

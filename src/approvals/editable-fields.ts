@@ -1,6 +1,7 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import * as addFormatsModule from 'ajv-formats';
-import type { FieldProblem } from '../platform/errors.js';
+import { validationFailed, type FieldProblem } from '../platform/errors.js';
+import { ExpressionLimitError, type ExpressionSandbox } from '../nodes/expression-sandbox.js';
 
 // What an approver may change of an approval's fields: the keys the node's `editable` JSON Schema
 // lists under `properties`, and only so that the editable part of the fields still satisfies the
@@ -57,7 +58,7 @@ export function editableSchemaProblem(schema: unknown, options: { templates?: bo
 /** The names of the fields an approver may change. */
 export const editableKeys = (schema: EditableSchema | null): string[] => (schema ? Object.keys(schema.properties) : []);
 
-function problemOf(error: ErrorObject): FieldProblem {
+function problemOf(error: NonNullable<SchemaErrors>[number]): FieldProblem {
   if (error.keyword === 'required') return { field: `fields.${String(error.params.missingProperty)}`, message: 'is required' };
   if (error.keyword === 'additionalProperties') return { field: `fields.${String(error.params.additionalProperty)}`, message: 'is not an editable field' };
   const path = error.instancePath.split('/').slice(1).join('.');
@@ -66,16 +67,45 @@ function problemOf(error: ErrorObject): FieldProblem {
   return { field: path ? `fields.${path}` : 'fields', message: error.message ?? 'is invalid' };
 }
 
+/** A JSON Schema's verdict on a value: null when it holds, else what Ajv reports. */
+export type SchemaErrors = Pick<ErrorObject, 'keyword' | 'instancePath' | 'params' | 'message'>[] | null;
+
+/**
+ * Checks a value against an `editable` schema. Its `pattern`s are the workflow author's regular
+ * expressions, which can backtrack for hours on a short value: the service checks in the
+ * expression sandbox's threads, under their time limit (ExpressionSandbox.validateSchema), never on
+ * a thread that serves requests. `checkInThisThread` is for tests of trusted schemas.
+ */
+export type SchemaCheck = (schema: EditableSchema, value: Record<string, unknown>) => Promise<SchemaErrors>;
+
+export const checkInThisThread: SchemaCheck = async (schema, value) => {
+  const validate = validatorOf(schema);
+  return validate(value) ? null : validate.errors!;
+};
+
+/** The service's check: on the sandbox's threads; past their limits the edits are refused (400 naming `fields`), nothing stored. */
+export const checkInSandbox =
+  (sandbox: Pick<ExpressionSandbox, 'validateSchema'>): SchemaCheck =>
+  async (schema, value) => {
+    try {
+      return await sandbox.validateSchema(schema, value);
+    } catch (err) {
+      const why = err instanceof ExpressionLimitError ? err.message : `the check failed (${(err as Error).message})`;
+      throw validationFailed([{ field: 'fields', message: `could not be checked against the approval's editable schema: ${why}` }]);
+    }
+  };
+
 /**
  * Merges an approver's `edits` into `current` and checks them: each edited key must be editable,
- * and the editable part of the result must satisfy the schema. Answers the merged fields, or the
- * problems (each naming `fields.<key>`).
+ * and the editable part of the result must satisfy the schema (checked by `check`). Answers the
+ * merged fields, or the problems (each naming `fields.<key>`).
  */
-export function applyEdits(
+export async function applyEdits(
   schema: EditableSchema | null,
   current: Record<string, unknown>,
   edits: Record<string, unknown>,
-): { fields: Record<string, unknown> } | { problems: FieldProblem[] } {
+  check: SchemaCheck,
+): Promise<{ fields: Record<string, unknown> } | { problems: FieldProblem[] }> {
   const keys = editableKeys(schema);
   const problems: FieldProblem[] = Object.keys(edits)
     .filter((k) => !keys.includes(k))
@@ -88,8 +118,8 @@ export function applyEdits(
   if (JSON.stringify(fields).length > MAX_FIELDS_BYTES)
     return { problems: [{ field: 'fields', message: `must be at most ${MAX_FIELDS_BYTES} bytes of JSON` }] };
   const editable = Object.fromEntries(keys.filter((k) => Object.hasOwn(fields, k)).map((k) => [k, fields[k]]));
-  const validate = validatorOf(schema!);
-  if (!validate(editable)) return { problems: [...new Map(validate.errors!.map(problemOf).map((p) => [`${p.field}:${p.message}`, p])).values()] };
+  const errors = await check(schema!, editable);
+  if (errors) return { problems: [...new Map(errors.map(problemOf).map((p) => [`${p.field}:${p.message}`, p])).values()] };
   return { fields };
 }
 

@@ -1,5 +1,5 @@
 import type { Response } from 'undici';
-import { EgressDeniedError, TooManyRedirectsError } from '../platform/egress.js';
+import { EgressDeniedError, ResponseTooLargeError, TooManyRedirectsError } from '../platform/egress.js';
 import { parseBoundedJson } from '../platform/json-depth.js';
 import type { ResolvedConnection } from './connection.service.js';
 
@@ -19,8 +19,6 @@ export class HttpCallError extends Error {
     this.name = 'HttpCallError';
   }
 }
-
-const MAX_BODY_BYTES = 10 * 1024 * 1024;
 
 /** Joins a connection's base URL and a relative path without losing the base's own path. */
 export function joinUrl(base: string, path: string, query?: Record<string, unknown>): URL {
@@ -47,12 +45,14 @@ function describe(err: unknown, url: URL, timeoutMs: number): HttpCallError {
 
 /**
  * One HTTP request with the connection's credential applied (to its own origin only), within the
- * egress policy (EgressDeniedError passes through), and a bounded wait.
+ * egress policy (EgressDeniedError passes through), and a bounded wait. The answer's body is read
+ * up to the policy's SVC_EGRESS_RESPONSE_LIMIT (ResponseTooLargeError passes through); with
+ * `readBody: false` it is not read at all (`body` is null).
  */
 export async function httpCall(
   connection: ResolvedConnection,
   request: { method: string; path: string; headers?: Record<string, string>; query?: Record<string, unknown>; body?: unknown },
-  options: { timeoutMs: number; signal?: AbortSignal },
+  options: { timeoutMs: number; signal?: AbortSignal; readBody?: boolean },
 ): Promise<HttpResult> {
   const url = joinUrl(connection.baseUrl, request.path, request.query);
   const headers: Record<string, string> = { accept: 'application/json, */*;q=0.5' };
@@ -71,8 +71,17 @@ export async function httpCall(
     if (err instanceof TooManyRedirectsError) throw new HttpCallError(`${err.message} from ${url.host}`, 'too_many_redirects');
     throw describe(err, url, options.timeoutMs);
   }
-  const buffer = Buffer.from(await response.arrayBuffer());
-  if (buffer.length > MAX_BODY_BYTES) throw new HttpCallError(`Response from ${url.host} is larger than ${MAX_BODY_BYTES} bytes`, 'network');
+  if (options.readBody === false) {
+    await response.body?.cancel().catch(() => undefined);
+    return { status: response.status, headers: Object.fromEntries(response.headers), body: null };
+  }
+  let buffer: Buffer;
+  try {
+    buffer = Buffer.from(await response.arrayBuffer());
+  } catch (err) {
+    if (err instanceof ResponseTooLargeError) throw err;
+    throw describe(err, url, options.timeoutMs);
+  }
   const text = buffer.toString('utf8');
   let parsed: unknown = text;
   if ((response.headers.get('content-type') ?? '').includes('json') && text) {

@@ -14,7 +14,8 @@ export interface ProbeResult {
 export async function probe(connection: ResolvedConnection, timeoutMs: number): Promise<ProbeResult> {
   const path = connection.type === 'openai' || connection.type === 'anthropic' ? '/models' : '';
   try {
-    const result = await httpCall(connection, { method: 'GET', path }, { timeoutMs });
+    // Only the status counts: the body is never read, so a huge answer costs nothing.
+    const result = await httpCall(connection, { method: 'GET', path }, { timeoutMs, readBody: false });
     if (result.status >= 200 && result.status < 400) return { ok: true, status: result.status };
     const reason = result.status === 401 || result.status === 403 ? 'the target refused the credential' : 'the target answered with an error';
     return { ok: false, status: result.status, error: `HTTP ${result.status}: ${reason}` };

@@ -19,6 +19,8 @@ export const TABLE_OWNERS: Readonly<Record<string, string>> = {
   executions: 'src/executions/execution.mirror.ts',
   execution_nodes: 'src/executions/execution.mirror.ts',
   execution_child_runs: 'src/executions/execution.mirror.ts',
+  execution_items: 'src/executions/execution-items.store.ts',
+  execution_item_budgets: 'src/executions/execution-items.store.ts',
   idempotency_keys: 'src/executions/idempotency.store.ts',
   entities: 'src/records/entity.service.ts',
   licenses: 'src/licenses/license.store.ts',

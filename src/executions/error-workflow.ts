@@ -18,7 +18,10 @@ import type { TemporalHandle } from '../temporal/connection.js';
  * No loops: a run started as an error handler (trigger `error`), and every run of its tree of
  * `run_workflow` children, never starts an error workflow. The handler runs with the rights of
  * its own workflow's people (its owner and the author of its current version), not the failed
- * run's.
+ * run's. The failure's message and data are the failed run's data: the handler is given them when
+ * whoever chose it as the error workflow, or every person it acts for, holds the failed run's
+ * rights (src/executions/run-data-access.ts); otherwise its payload's `error` keeps the code and
+ * node and says the message is withheld.
  */
 
 /** The handler's run a failure queued: its prepared record and what its run starts with. */

@@ -3,6 +3,8 @@ import type { GraphNode, NodeError } from '../../workflows/defs.js';
 import { currentTraceId } from '../platform/tracing.js';
 import { CODE } from '../../workflows/error-codes.js';
 import { errorWorkflowPayload, type ErrorRun } from './error-workflow.js';
+import { holdsRunRights, withheldError } from './run-data-access.js';
+import type { Role } from '../auth/capabilities.js';
 
 /**
  * The execution mirror: the queryable copy of every run's history in PostgreSQL (`executions` and
@@ -315,8 +317,8 @@ export class ExecutionMirror {
    * workflow id is the replayed run's), reuses recorded outputs, or reuses the payload. Before a
    * run is claimed its people are those it will act for.
    */
-  async runPeople(executionId: number): Promise<{ ownerId: number; actingUserIds: number[] }[]> {
-    const rows = await this.sql.query<{ owner_id: number; people: number[] }>(
+  async runPeople(executionId: number, q: Queryable = this.sql): Promise<{ ownerId: number; actingUserIds: number[] }[]> {
+    const rows = await q.query<{ owner_id: number; people: number[] }>(
       `with recursive chain as (
          select e.id, e.replay_of, e.trigger_payload, e.temporal_workflow_id, 0 as depth from executions e where e.id = ?
          union all
@@ -394,11 +396,15 @@ export class ExecutionMirror {
       finished_at: Date | null;
       handler_id: number;
       handler_version: number;
+      chooser_id: number | null;
+      chooser_role: Role | null;
     }>(
-      `select e.id, e.workflow_id, w.slug, e.status, e.error, e.started_at, e.finished_at, h.id as handler_id, h.version as handler_version
+      `select e.id, e.workflow_id, w.slug, e.status, e.error, e.started_at, e.finished_at, h.id as handler_id, h.version as handler_version,
+              c.id as chooser_id, c.role as chooser_role
          from executions e
          join workflows w on w.id = e.workflow_id
          join users o on o.id = w.owner_id
+         left join users c on c.id = w.error_workflow_chosen_by
          join workflows h on h.id = w.error_workflow_id and h.status <> 'archived'
               and (o.role = 'administrator' or h.owner_id = w.owner_id or w.owner_id = any(h.shared_with))
          left join executions r on r.id = e.root_execution_id
@@ -406,7 +412,18 @@ export class ExecutionMirror {
       [failedId],
     );
     if (!failed) return undefined;
-    const payload = errorWorkflowPayload(failed);
+    // The failure's message and data are the failed run's data: the handler is given them only
+    // when whoever chose it as the error workflow, or every person it acts for (its owner, the
+    // author of its version), holds that run's rights. Otherwise it gets the code and the node.
+    const handlerPeople = await tx.query<{ id: number; role: Role }>(
+      `select u.id, u.role from workflows h join users u on u.id = h.owner_id where h.id = ?
+        union select u.id, u.role from workflow_versions v join users u on u.id = v.created_by where v.workflow_id = ? and v.version = ?`,
+      [failed.handler_id, failed.handler_id, failed.handler_version],
+    );
+    const failedPeople = await this.runPeople(failedId, tx);
+    const chooser = failed.chooser_id !== null && failed.chooser_role !== null ? { id: failed.chooser_id, role: failed.chooser_role } : undefined;
+    const entitled = (chooser !== undefined && holdsRunRights(chooser, failedPeople)) || handlerPeople.every((person) => holdsRunRights(person, failedPeople));
+    const payload = errorWorkflowPayload(entitled ? failed : { ...failed, error: withheldError(failed.error as { code: string; message: string } | null) });
     const [row] = await tx.query<{ id: string; temporal_workflow_id: string }>(
       `insert into executions (id, workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, triggered_by_execution_id, trace_id)
        select n.id, ?, ?, 'running', 'error', ?, ? || n.id, ?, ? from (select nextval('executions_id_seq') as id) n
@@ -515,11 +532,42 @@ export class ExecutionMirror {
   }
 
   /**
+   * Counts child runs against the budget of their tree at once (a loop's items each start one): true
+   * when all of them fit, or were counted already (a retried step). All or none are counted.
+   */
+  async claimChildRuns(rootId: number, childTemporalWorkflowIds: string[], budget: number): Promise<boolean> {
+    if (!childTemporalWorkflowIds.length) return true;
+    return this.sql.transaction(async (tx) => {
+      await tx.query('select 1 from executions where id = ? for no key update', [rootId]);
+      const [{ n, known }] = (await tx.query<{ n: number; known: number }>(
+        `select count(*)::int as n, count(*) filter (where temporal_workflow_id = any(?))::int as known from execution_child_runs where root_execution_id = ?`,
+        [childTemporalWorkflowIds, rootId],
+      )) as [{ n: number; known: number }];
+      if (n - known + childTemporalWorkflowIds.length > budget) return false;
+      await tx.query(`insert into execution_child_runs (root_execution_id, temporal_workflow_id) select ?, unnest(?::varchar[]) on conflict do nothing`, [
+        rootId,
+        childTemporalWorkflowIds,
+      ]);
+      return true;
+    });
+  }
+
+  /** What the worker needs of a run's record, by its id (a loop's items workflow runs for the execution of its parent run). */
+  async refOf(executionId: number): Promise<ExecutionRef | undefined> {
+    const [row] = await this.sql.query<RefRow>(
+      `select e.id, e.workflow_id, e.acting_user_ids, e.depth, e.root_execution_id, e.trigger, false as first_claim, w.owner_id
+         from executions e join workflows w on w.id = e.workflow_id where e.id = ?`,
+      [executionId],
+    );
+    return row ? refOf(row) : undefined;
+  }
+
+  /**
    * A record for a run nobody prepared one for (a schedule, a record event, a parent run). A child
    * run takes its place in its parent's tree: one deeper, the same root, the parent's people too.
    */
-  async insertStarted(record: NewRecord & { temporalWorkflowId: string; runId: string }): Promise<void> {
-    await this.sql.query(
+  async insertStarted(record: NewRecord & { temporalWorkflowId: string; runId: string }, q: Queryable = this.sql): Promise<void> {
+    await q.query(
       `insert into executions (workflow_id, workflow_version, status, trigger, trigger_payload, temporal_workflow_id, temporal_run_id,
                                parent_execution_id, root_execution_id, depth)
        select ?, ?, 'running', ?, ?, ?, ?, p.id, coalesce(p.root_execution_id, p.id), coalesce(p.depth + 1, 0)
@@ -535,6 +583,44 @@ export class ExecutionMirror {
         record.parentExecutionId ?? null,
       ],
     );
+  }
+
+  /**
+   * The record of a run a schedule started, unless the owner of its workflow already has `limit`
+   * runs started by schedules in progress: then the record is made ended at once (`failed`,
+   * `schedule_run_limit`) and the refusal is answered. Counting and inserting hold a lock per
+   * owner, so runs starting at the same moment cannot both take the last place.
+   */
+  async insertScheduled(record: NewRecord & { temporalWorkflowId: string; runId: string }, limit: number): Promise<NodeError | undefined> {
+    return this.sql.transaction(async (tx) => {
+      const [workflow] = await tx.query<{ owner_id: number }>('select owner_id from workflows where id = ?', [record.workflowId]);
+      if (workflow) await tx.query('select pg_advisory_xact_lock(hashtext(?))', [`scheduled-runs:${workflow.owner_id}`]);
+      const [{ n }] = (await tx.query<{ n: number }>(
+        `select count(*)::int as n from executions e join workflows w on w.id = e.workflow_id
+          where e.status = 'running' and e.trigger = 'schedule' and w.owner_id = ? and e.temporal_run_id is distinct from ?`,
+        [workflow?.owner_id ?? null, record.runId],
+      )) as [{ n: number }];
+      await this.insertStarted(record, tx);
+      if (n < limit) return undefined;
+      const error: NodeError = {
+        code: CODE.schedule_run_limit,
+        message: `The owner of this workflow has ${n} runs started by schedules in progress, the most allowed (SVC_SCHEDULE_MAX_RUNNING_PER_USER); this one was not run`,
+      };
+      await tx.query(`update executions set status = 'failed', finished_at = now(), error = ? where temporal_run_id = ? and status = 'running'`, [
+        json(error),
+        record.runId,
+      ]);
+      return error;
+    });
+  }
+
+  /** The refusal a schedule's run got from insertScheduled, if it got one (a retried first step asks). */
+  async scheduledRefusal(runId: string): Promise<NodeError | undefined> {
+    const [row] = await this.sql.query<{ error: NodeError }>(`select error from executions where temporal_run_id = ? and error->>'code' = ?`, [
+      runId,
+      CODE.schedule_run_limit,
+    ]);
+    return row?.error;
   }
 
   /**

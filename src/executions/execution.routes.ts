@@ -3,6 +3,7 @@ import { idempotencyHeaders, idempotencyOf, replayedHeader, replayedHeaders } fr
 import { named } from '../http/openapi.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
 import { MAX_ID, idParam, pageOf, pagination } from '../http/pagination.js';
+import { nodeIdPattern } from '../workflow-definitions/workflow.schemas.js';
 import type { ExecutionService } from './execution.service.js';
 
 const root = '/api/workflow/v1/executions';
@@ -39,6 +40,54 @@ const summary = z.object({
     .describe('Why the replay exists: the API request it came from, or the reason an operator gave a reset in the Temporal Web UI or CLI'),
 });
 named(summary, 'ExecutionSummary', { description: 'An execution as lists show it' });
+const itemCounts = z.object({
+  total: z.number().int(),
+  pending: z.number().int().describe('Not run yet, or running'),
+  succeeded: z.number().int(),
+  failed: z.number().int(),
+  skipped: z.number().int().describe('Never ran: the loop stopped at a failed item'),
+  cancelled: z.number().int().describe('Never ran: the run was cancelled'),
+});
+named(itemCounts, 'LoopItemCounts', { description: "A for_each node's items by status" });
+const itemStatuses = ['pending', 'success', 'failed', 'skipped', 'cancelled'] as const;
+const loopItem = z.object({
+  scope: z
+    .array(z.number().int())
+    .describe('For a loop inside a for_each body: the indexes of the outer items this item ran in, outermost first; `[]` for a loop of the graph itself'),
+  index: z.number().int().describe('Its place in the list, from 0'),
+  status: z
+    .enum(itemStatuses)
+    .describe('`pending`: not run yet or running; `skipped`: never ran, the loop stopped at a failed item; `cancelled`: never ran, the run was cancelled'),
+  input: z.unknown().describe('The item'),
+  output: z
+    .unknown()
+    .describe("The body's output for it (its one sink node's, or `output_node`'s; null when that node was skipped), or the child run's output"),
+  error: nodeError.extend({ node_id: z.string().optional().describe('The body node that failed') }).nullable(),
+  attempts: z.number().int().describe('The most attempts any node of its body took'),
+  started_at: z.string().nullable(),
+  finished_at: z.string().nullable(),
+  duration_ms: z.number().int().nullable(),
+  reused: z.boolean().describe('Carried over from the replayed execution (a replay of failed items), not run again'),
+});
+named(loopItem, 'LoopItem', {
+  description: 'One item of a for_each node: its input, its result, attempts and times',
+  examples: [
+    {
+      scope: [],
+      index: 3,
+      status: 'failed',
+      input: { id: 'lead-4', email: 'ada@example.com' },
+      output: null,
+      error: { code: 'http_error', message: 'HTTP 500 from POST /records', node_id: 'create' },
+      attempts: 3,
+      started_at: '2025-01-01T12:00:01.000Z',
+      finished_at: '2025-01-01T12:00:04.700Z',
+      duration_ms: 3700,
+      reused: false,
+    },
+  ],
+});
+
 const detail = summary.extend({
   redacted: z
     .boolean()
@@ -78,6 +127,9 @@ const detail = summary.extend({
       output: z.unknown().describe('A failure the run handled (on_error `continue` or `branch`) shows the output `{error}` it became'),
       error: nodeError.nullable(),
       reused: z.boolean().describe('Carried over from the replayed execution, not run again'),
+      items: itemCounts
+        .optional()
+        .describe('A for_each node only: its items by status, as they move while it runs (each item is listed at GET /executions/{id}/nodes/{node_id}/items)'),
     }),
   ),
 });
@@ -147,6 +199,13 @@ const replayPlan = z.object({
       was: z.string().describe('How the node ended in the replayed execution (`success`, `failed`, `skipped`, `cancelled`), or `not_run`'),
     }),
   ),
+  items: z
+    .object({
+      reused: z.number().int().describe('Items that succeeded: their results are kept (when the list gives them the same input again)'),
+      run: z.number().int().describe('Items that failed or never ran: they run again'),
+    })
+    .optional()
+    .describe("With `only_failed_items`: what becomes of the loop's items"),
 });
 named(replayPlan, 'ReplayPlan', {
   description: 'What a replay would do: which nodes it runs, reuses and leaves skipped, and whether it is a reset or a new run',
@@ -206,6 +265,40 @@ export function executionRoutes({ executions }: { executions: ExecutionService }
       handler: async ({ params, principal }) => ({ data: await executions.view(principal, params.id) }),
     }),
     defineRoute({
+      method: 'get',
+      path: `${root}/{id}/nodes/{node_id}/items`,
+      operationId: 'listExecutionItems',
+      summary: "A for_each node's items, by index, with their inputs, results, attempts and times",
+      description:
+        'Visible to whoever may see the execution. `status` filters; a loop inside a for_each body ran once per outer item: `scope` (the outer indexes, outermost first, comma-separated: `3` or `3,7`) picks the items of one of those runs, and without it every run is listed, by scope then index. 404 when the node is not a for_each node of the version that ran.',
+      tag: 'executions',
+      access: 'authenticated',
+      params: idParam.extend({ node_id: z.string().regex(nodeIdPattern, 'a node id') }),
+      query: z.strictObject({
+        status: z.enum(itemStatuses).optional(),
+        scope: z
+          .string()
+          .regex(/^\d{1,9}(,\d{1,9}){0,7}$/, 'outer item indexes, comma-separated')
+          .transform((v) => v.split(',').map(Number))
+          .optional()
+          .describe('The outer items a nested loop ran in: their indexes, outermost first, comma-separated'),
+        ...pagination(200, 50),
+      }),
+      responses: {
+        200: {
+          description: 'A page of items',
+          data: pageOf(loopItem).extend({
+            redacted: z
+              .boolean()
+              .describe(
+                "True when the caller may see the run but not its data (as the execution's `redacted`): each item's `input` and `output` are null and its error's message is withheld",
+              ),
+          }),
+        },
+      },
+      handler: async ({ params, query, principal }) => ({ data: await executions.listItems(principal, params.id, params.node_id, query) }),
+    }),
+    defineRoute({
       method: 'post',
       path: `${root}/{id}/cancel`,
       operationId: 'cancelExecution',
@@ -239,6 +332,12 @@ export function executionRoutes({ executions }: { executions: ExecutionService }
         from_node_id: z.string().min(1).max(64).optional(),
         with_payload: z.unknown().optional(),
         dry_run: z.boolean().optional().describe('Answer what the replay would do, and start nothing'),
+        only_failed_items: z
+          .boolean()
+          .optional()
+          .describe(
+            'With `from_node_id` naming a for_each node: a new run in which that loop runs again only its items that did not succeed (failed, or never ran), keeps the result of every item that succeeded (`reused: true` in its item listing), and goes on downstream with the merged results',
+          ),
       }),
       bodyOptional: true,
       headers: idempotencyHeaders,

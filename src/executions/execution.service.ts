@@ -15,6 +15,8 @@ import { resetPointFailure, splitSeed, type ReplayMode } from './replay.js';
 import { planReplay, resetKeepsPlan, type ReplayPlan } from './replay-plan.js';
 import type { ErrorRun, ErrorWorkflows } from './error-workflow.js';
 import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
+import { itemView, type ExecutionItems, type ItemCounts, type ItemStatus } from './execution-items.store.js';
+import { everyNode } from '../workflow-definitions/graph-validator.js';
 import { CODE } from '../../workflows/error-codes.js';
 import type { Graph } from '../../workflows/defs.js';
 import { holdsRunRights, withheldError } from './run-data-access.js';
@@ -33,6 +35,8 @@ export interface Started {
 export interface ReplayRequest {
   from_node_id?: string | undefined;
   with_payload?: unknown;
+  /** With `from_node_id` naming a for_each node: its items that succeeded keep their results, only the others run again. */
+  only_failed_items?: boolean | undefined;
 }
 
 /** How a replay from a node is made: a Temporal reset to the point the node started, or a new run seeded with the plan. */
@@ -44,7 +48,7 @@ interface PreparedReplay {
   workflow: WorkflowRow;
   graph: Graph;
   payload: unknown;
-  from?: { plan: ReplayPlan; launch: ReplayLaunch };
+  from?: { plan: ReplayPlan; launch: ReplayLaunch; onlyFailedItems: boolean };
 }
 
 const iso = toIso;
@@ -68,6 +72,17 @@ function llmUsage(timeline: TimelineRow[]) {
     if (usage?.price_known !== true) total.price_known = false;
   }
   return { ...total, cost_usd: Math.round(total.cost_usd * 1e6) / 1e6 };
+}
+
+/** The for_each nodes among `ids`, and those nested in their bodies: the loops whose items a replay reusing `ids` carries over. */
+function loopsIn(graph: Graph, ids: readonly string[]): string[] {
+  const reused = new Set(ids);
+  return [...everyNode(graph.nodes.filter((n) => reused.has(n.id)))].filter(([n]) => n.type === 'for_each').map(([n]) => n.id);
+}
+
+/** A loop's counts as its timeline entry shows them (all zero before its items are listed). */
+function countsView(counts: ItemCounts | undefined) {
+  return counts ?? { total: 0, pending: 0, succeeded: 0, failed: 0, skipped: 0, cancelled: 0 };
 }
 
 /** How a Temporal run that ended without reaching its own last activity leaves its record. */
@@ -101,6 +116,8 @@ export class ExecutionService {
     private readonly inlineBytes = 16 * 1024,
     /** The settings the runs' first steps answer from: with them, a start carries its run's first step (see prepareFirstStep). */
     private readonly firstStep?: FirstStepSettings,
+    /** The items of for_each loops, for their listing and the counters of a loop's timeline entry. */
+    private readonly items?: ExecutionItems,
   ) {}
 
   /**
@@ -145,7 +162,7 @@ export class ExecutionService {
     triggeredBy?: number,
     idempotency?: Idempotency,
     /** A replay: why, and the timeline entries of the replayed execution to carry over, written with the record. */
-    replay?: { reason: string; reuse?: { from: number; nodeIds: string[] } },
+    replay?: { reason: string; reuse?: { from: number; nodeIds: string[]; loops?: string[] } },
   ): Promise<Started> {
     if (workflow.status === 'archived') throw conflict('workflow_archived', 'The workflow is archived; restore it to run it');
     const version = input.version ?? workflow.version;
@@ -171,6 +188,7 @@ export class ExecutionService {
           ...(triggeredBy !== undefined ? { triggeredBy } : {}),
         });
         if (reuse) await this.mirror.copyTimeline(reuse.from, row.id, reuse.nodeIds, tx);
+        if (reuse?.loops?.length) await this.items?.copy(reuse.from, row.id, reuse.loops, tx);
         return { ...row, launch: { kind: 'start', input: { ...runInput, ...this.prepareFirstStep(workflow, row.id, version) } } };
       },
       undefined,
@@ -346,6 +364,8 @@ export class ExecutionService {
     const [timeline, shown] = await Promise.all([this.mirror.timeline(executionId), this.mayViewRunData(principal, executionId)]);
     const withheld = <T>(value: T) => (shown ? value : null);
     const nodeError = (error: TimelineRow['error']) => (shown ? error : withheldError(error)) ?? null;
+    // A loop's entry shows its items' counts as they move (the items workflow records them in batches).
+    const itemCounts = this.items && timeline.some((t) => t.node_type === 'for_each') ? await this.items.countsByNode(executionId) : undefined;
     return {
       llm_usage: llmUsage(timeline),
       ...this.summary(row),
@@ -375,8 +395,26 @@ export class ExecutionService {
         error: nodeError(t.error),
         reused: t.reused,
         last_attempt_ms: t.last_attempt_ms ?? null,
+        ...(t.node_type === 'for_each' ? { items: countsView(itemCounts?.get(t.node_id)) } : {}),
       })),
     };
+  }
+
+  /**
+   * A page of a for_each node's items, by index, for whoever may see the execution. Items of a loop
+   * inside a body belong to outer items: `scope` (their indexes, outermost first) picks one outer
+   * item's; without it every item is listed, by scope then index. 404 when the node is not a
+   * for_each node of the version that ran.
+   */
+  async listItems(principal: Principal, executionId: number, nodeId: string, query: { scope?: number[]; status?: ItemStatus; page: number; per_page: number }) {
+    const row = await this.visible(principal, executionId);
+    const { graph } = await this.workflows.loadVersion(row.workflow_id, row.workflow_version);
+    const loop = [...everyNode(graph.nodes)].find(([n]) => n.id === nodeId)?.[0];
+    if (!loop || loop.type !== 'for_each' || !this.items) throw notFound('for_each node');
+    // Items are the run's data, shown on the execution view's terms: to the run's people, the shape to others.
+    const [{ rows, total }, shown] = await Promise.all([this.items.listPage(executionId, nodeId, query), this.mayViewRunData(principal, executionId)]);
+    const items = rows.map(itemView).map((i) => (shown ? i : { ...i, input: null, output: null, error: withheldError(i.error) }));
+    return { items, total, page: query.page, per_page: query.per_page, redacted: !shown };
   }
 
   /**
@@ -546,7 +584,8 @@ export class ExecutionService {
       return { mode: 'rerun' as const, from_node_id: null, run: nodes.map((n) => n.node_id), reused: [], skipped: [], nodes };
     }
     const { plan, launch } = from;
-    return { mode: launch.kind, from_node_id: plan.fromNodeId, run: plan.run, reused: plan.reused, skipped: plan.skipped, nodes: plan.nodes };
+    const items = from.onlyFailedItems && this.items ? { items: await this.items.replayCounts(executionId, plan.fromNodeId) } : {};
+    return { mode: launch.kind, from_node_id: plan.fromNodeId, run: plan.run, reused: plan.reused, skipped: plan.skipped, nodes: plan.nodes, ...items };
   }
 
   private async prepareReplay(principal: Principal, executionId: number, body: ReplayRequest): Promise<PreparedReplay> {
@@ -557,14 +596,23 @@ export class ExecutionService {
     const { graph } = await this.workflows.loadVersion(original.workflow_id, original.workflow_version);
     const payload = body.with_payload !== undefined ? body.with_payload : original.trigger_payload;
     const fromNode = body.from_node_id;
-    if (fromNode === undefined) return { original, workflow, graph, payload };
-    if (!graph.nodes.some((n) => n.id === fromNode))
-      throw invalidRequest(`Node ${fromNode} is not in version ${original.workflow_version} of the workflow`, { field: 'from_node_id' });
+    const onlyFailedItems = body.only_failed_items === true;
+    if (fromNode === undefined) {
+      if (onlyFailedItems)
+        throw invalidRequest('only_failed_items needs from_node_id: the for_each node whose failed items run again', { field: 'only_failed_items' });
+      return { original, workflow, graph, payload };
+    }
+    const node = graph.nodes.find((n) => n.id === fromNode);
+    if (!node) throw invalidRequest(`Node ${fromNode} is not in version ${original.workflow_version} of the workflow`, { field: 'from_node_id' });
+    if (onlyFailedItems && node.type !== 'for_each') {
+      throw invalidRequest(`Node ${fromNode} is a ${node.type} node; only_failed_items replays the items of a for_each node`, { field: 'only_failed_items' });
+    }
     const plan = planReplay(graph, await this.mirror.timeline(Number(original.id)), fromNode, original.id);
-    // A reset replays the recorded trigger payload: a new payload is always a new run.
-    const point = body.with_payload === undefined ? await this.resetPoint(original, fromNode) : undefined;
+    // A reset replays the recorded trigger payload: a new payload is always a new run. A loop's
+    // successful items are handed to a new run (a reset would run them all again).
+    const point = body.with_payload === undefined && !onlyFailedItems ? await this.resetPoint(original, fromNode) : undefined;
     const launch: ReplayLaunch = point && resetKeepsPlan(plan, point.completedNodes) ? { kind: 'reset', point } : { kind: 'rerun' };
-    return { original, workflow, graph, payload, from: { plan, launch } };
+    return { original, workflow, graph, payload, from: { plan, launch, onlyFailedItems } };
   }
 
   /** Where a reset would go back to for `fromNode`, or undefined when Temporal cannot reset there (no run, no history, no start of it). */
@@ -587,19 +635,33 @@ export class ExecutionService {
     const newPayload = payload !== original.trigger_payload ? ' with a new payload' : '';
     if (!from) return this.start(workflow, base, principal.id, idempotency, { reason: `replay of execution ${original.id}${newPayload}` });
     const { plan, launch } = from;
-    if (launch.kind === 'reset') return this.resetFrom(principal, original, plan.fromNodeId, launch.point, idempotency);
-    const reason = `replay of execution ${original.id} from node ${plan.fromNodeId}${newPayload}: a new run reusing ${plan.reused.length} node${plan.reused.length === 1 ? '' : 's'}`;
+    if (launch.kind === 'reset') return this.resetFrom(principal, original, prepared.graph, plan.fromNodeId, launch.point, idempotency);
+    const items = from.onlyFailedItems ? ' and the items of its loop that succeeded' : '';
+    const reason = `replay of execution ${original.id} from node ${plan.fromNodeId}${newPayload}: a new run reusing ${plan.reused.length} node${plan.reused.length === 1 ? '' : 's'}${items}`;
     return this.start(
       workflow,
-      { ...base, ...splitSeed(plan.seed, this.inlineBytes), ...(plan.seedErrors.length ? { seedErrors: plan.seedErrors } : {}), startAt: plan.fromNodeId },
+      {
+        ...base,
+        ...splitSeed(plan.seed, this.inlineBytes),
+        ...(plan.seedErrors.length ? { seedErrors: plan.seedErrors } : {}),
+        startAt: plan.fromNodeId,
+        ...(from.onlyFailedItems ? { itemsFrom: { execution: Number(original.id), node: plan.fromNodeId } } : {}),
+      },
       principal.id,
       idempotency,
-      { reason, reuse: { from: Number(original.id), nodeIds: plan.reused } },
+      { reason, reuse: { from: Number(original.id), nodeIds: plan.reused, loops: loopsIn(prepared.graph, plan.reused) } },
     );
   }
 
   /** A replay from `fromNode` by a Temporal reset of the original run to `point`, where that node started. */
-  private async resetFrom(principal: Principal, original: ExecutionRow, fromNode: string, point: ResetPoint, idempotency?: Idempotency): Promise<Started> {
+  private async resetFrom(
+    principal: Principal,
+    original: ExecutionRow,
+    graph: Graph,
+    fromNode: string,
+    point: ResetPoint,
+    idempotency?: Idempotency,
+  ): Promise<Started> {
     const reason = `replay of execution ${original.id} from node ${fromNode}`;
     const prepared = await this.prepare(
       original.workflow_id,
@@ -616,6 +678,7 @@ export class ExecutionService {
           triggeredBy: principal.id,
         });
         await this.mirror.copyTimeline(Number(original.id), id, point.completedNodes, tx);
+        await this.items?.copy(Number(original.id), id, loopsIn(graph, point.completedNodes), tx);
         const launch: Launch = { kind: 'reset', runId: original.temporal_run_id!, eventId: point.eventId, reason };
         return { id, temporalWorkflowId: original.temporal_workflow_id, launch };
       },

@@ -55,7 +55,15 @@ export function requestContext(logger: Logger, metrics: Pick<Metrics, 'httpReque
   };
 }
 
+/** An error of node:zlib's decompressors (raised while a request body is inflated). */
+function isDecompressionError(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  const errno = (err as { errno?: unknown })?.errno;
+  return err instanceof Error && typeof code === 'string' && typeof errno === 'number' && (/^Z_[A-Z_]+$/.test(code) || /^ERR__ERROR_/.test(code));
+}
+
 /** Maps any thrown value to the failure envelope; internals stay in the log. */
+
 export function toAppError(err: unknown): AppError | undefined {
   if (err instanceof AppError) return err;
   const e = err as { status?: number; type?: string; code?: string | number; message?: string; name?: string };
@@ -66,6 +74,11 @@ export function toAppError(err: unknown): AppError | undefined {
   // Body-parser failures (malformed JSON, bad form encoding) are http-errors with a 4xx status.
   if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
     return new AppError('invalid_request', 'Malformed request body');
+  }
+  // A body whose Content-Encoding (gzip, deflate, br) it is not in: the decompressor's error,
+  // the caller's mistake (zlib's codes are Z_*, brotli's ERR__*).
+  if (isDecompressionError(err)) {
+    return new AppError('invalid_request', 'The body is not compressed as its Content-Encoding says');
   }
   // Constraint violations (a race lost between a check and an insert), and values PostgreSQL
   // cannot hold that validation let through: the caller's 4xx, never a 500 carrying SQL text.

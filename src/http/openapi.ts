@@ -44,6 +44,20 @@ export function named<S extends z.ZodType>(schema: S, id: string, meta: { descri
   return schema;
 }
 
+/** Schemas that stand for a reference to a named schema (see schemaRef). */
+const references = new WeakMap<z.ZodType, string>();
+
+/**
+ * A schema documented as a reference to the named schema `name` (its request form in requests):
+ * for a schema that holds itself (a for_each body holds nodes), which zod cannot convert across
+ * the documented forms of its parts. It validates nothing by itself.
+ */
+export function schemaRef(name: string): z.ZodType {
+  const schema = z.unknown();
+  references.set(schema, name);
+  return schema;
+}
+
 /** Examples by schema name: zod leaves them out of the request form of a schema that transforms its input. */
 const examples = new Map<string, unknown[]>();
 
@@ -140,6 +154,12 @@ class SchemaSet {
       io,
       unrepresentable: 'any',
       override: (ctx) => {
+        const reference = references.get(ctx.zodSchema as unknown as z.ZodType);
+        if (reference) {
+          for (const key of Object.keys(ctx.jsonSchema)) delete (ctx.jsonSchema as Json)[key];
+          (ctx.jsonSchema as Json).$ref = `${SCHEMAS}${reference}${io === 'input' ? INPUT : ''}`;
+          return;
+        }
         const content = contents.get(ctx.zodSchema as unknown as z.ZodType);
         if (content) {
           Object.assign(ctx.jsonSchema, { contentMediaType: content.mediaType, contentSchema: this.convert(content.schema, 'input') });

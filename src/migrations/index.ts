@@ -10,6 +10,8 @@ import { Migration20261123000300AgentGate } from './Migration20261123000300Agent
 import { Migration20261124000100Isolation } from './Migration20261124000100Isolation.js';
 import { Migration20261125000500Waits } from './Migration20261125000500Waits.js';
 import { Migration20261125000600ErrorPaths } from './Migration20261125000600ErrorPaths.js';
+import { Migration20261125000700ForEach } from './Migration20261125000700ForEach.js';
+import { Migration20261125001000ErrorWorkflowChooser } from './Migration20261125001000ErrorWorkflowChooser.js';
 
 /** Every migration, in order. New migrations are appended here so bundled builds find them. */
 export const migrations: MigrationObject[] = [
@@ -24,4 +26,6 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261124000100Isolation', class: Migration20261124000100Isolation },
   { name: 'Migration20261125000500Waits', class: Migration20261125000500Waits },
   { name: 'Migration20261125000600ErrorPaths', class: Migration20261125000600ErrorPaths },
+  { name: 'Migration20261125000700ForEach', class: Migration20261125000700ForEach },
+  { name: 'Migration20261125001000ErrorWorkflowChooser', class: Migration20261125001000ErrorWorkflowChooser },
 ];

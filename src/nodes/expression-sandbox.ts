@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { ExpressionError, hasTemplates, type ExpressionContext } from './expressions.js';
+import type { SchemaErrors } from '../approvals/editable-fields.js';
 
 /**
  * An expression used more time or memory than an expression may: the node error
@@ -32,6 +33,8 @@ interface Job {
   template: unknown;
   /** A bare JSONata expression (no `{{ }}`), evaluated instead of the template. */
   expression?: string;
+  /** A JSON Schema check instead (an approval's `editable` schema, whose patterns are an author's). */
+  schemaCheck?: { schema: unknown; value: unknown };
   context: ExpressionContext;
   resolve(value: unknown): void;
   reject(err: Error): void;
@@ -75,7 +78,20 @@ export class ExpressionSandbox {
     return this.enqueue({ template: null, expression }, context);
   }
 
-  private enqueue(what: { template: unknown; expression?: string }, context: ExpressionContext): Promise<unknown> {
+  /**
+   * Checks `value` against a JSON Schema (draft 2020-12, with formats) on a sandbox thread, under
+   * the same time and memory limits: a schema's `pattern` is a regular expression its author wrote,
+   * which may backtrack for hours on a short value. Answers Ajv's errors, or null when it holds;
+   * ExpressionLimitError past the limits.
+   */
+  validateSchema(schema: unknown, value: unknown): Promise<SchemaErrors> {
+    return this.enqueue(
+      { template: null, schemaCheck: { schema, value } },
+      { trigger: null, nodes: {}, execution: { id: 0, workflow_id: 0 } },
+    ) as Promise<SchemaErrors>;
+  }
+
+  private enqueue(what: { template: unknown; expression?: string; schemaCheck?: Job['schemaCheck'] }, context: ExpressionContext): Promise<unknown> {
     if (this.closed) return Promise.reject(new Error('The expression sandbox is closed'));
     return new Promise((resolve, reject) => {
       this.queue.push({ id: this.nextId++, ...what, context, resolve, reject });
@@ -166,12 +182,26 @@ export class ExpressionSandbox {
       slot.timer = setTimeout(() => {
         // Past the deadline: terminating the thread stops the evaluation wherever it is.
         this.retire(slot);
-        job.reject(new ExpressionLimitError(`The node's expressions ran longer than ${this.limits.timeoutMs} ms`));
+        job.reject(
+          new ExpressionLimitError(
+            job.schemaCheck
+              ? `The check against the JSON Schema ran longer than ${this.limits.timeoutMs} ms`
+              : `The node's expressions ran longer than ${this.limits.timeoutMs} ms`,
+          ),
+        );
         this.dispatch();
       }, this.limits.timeoutMs);
       try {
         const { timeoutMs, resultBytes } = this.limits;
-        slot.worker.postMessage({ id: job.id, template: job.template, expression: job.expression, context: job.context, timeoutMs, resultBytes });
+        slot.worker.postMessage({
+          id: job.id,
+          template: job.template,
+          expression: job.expression,
+          schemaCheck: job.schemaCheck,
+          context: job.context,
+          timeoutMs,
+          resultBytes,
+        });
       } catch (err) {
         // The context holds something that is not plain data; such a run cannot be evaluated.
         this.settle(slot);

@@ -6,6 +6,8 @@
 import { parentPort } from 'node:worker_threads';
 import jsonata from 'jsonata';
 import { templateParts, wholeExpression } from '../../workflows/template-scan.mjs';
+import Ajv2020Module from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
 /**
  * JSONata's own guardrails, within the sandbox's deadline: its evaluation loop stops itself a
  * little before the thread would be terminated, and recursion and sequences are bounded too.
@@ -109,7 +111,38 @@ function largerThan(value, limit) {
 // a busy machine) never counts against an expression.
 parentPort.postMessage({ ready: true });
 
-parentPort.on('message', async ({ id, template, expression, context, timeoutMs, resultBytes }) => {
+/** JSON Schemas checked here, compiled once (as src/approvals/editable-fields.ts compiles them). */
+const Ajv2020 = Ajv2020Module.Ajv2020 ?? Ajv2020Module.default ?? Ajv2020Module;
+const addFormats = addFormatsModule.default ?? addFormatsModule;
+let ajv;
+const validators = new Map();
+
+/** Ajv's errors of `value` against `schema`, or null: its patterns run here, where the deadline stops them. */
+function checkSchema({ schema, value }) {
+  if (!ajv) {
+    ajv = new Ajv2020({ allErrors: true, strict: false });
+    addFormats(ajv);
+  }
+  const key = JSON.stringify(schema);
+  let validate = validators.get(key);
+  if (!validate) {
+    validate = ajv.compile(schema);
+    if (validators.size >= 200) validators.delete(validators.keys().next().value);
+    validators.set(key, validate);
+  }
+  if (validate(value)) return null;
+  return validate.errors.map(({ keyword, instancePath, params, message }) => ({ keyword, instancePath, params, message }));
+}
+
+parentPort.on('message', async ({ id, template, expression, schemaCheck, context, timeoutMs, resultBytes }) => {
+  if (schemaCheck) {
+    try {
+      parentPort.postMessage({ id, ok: true, value: checkSchema(schemaCheck) });
+    } catch (err) {
+      parentPort.postMessage({ id, ok: false, message: `The JSON Schema could not be checked: ${err?.message ?? err}` });
+    }
+    return;
+  }
   try {
     const value = expression === undefined ? await resolve(template, context, timeoutMs) : await evaluate(expression, context, timeoutMs);
     if (largerThan(value, resultBytes)) throw new ExpressionFailure(`The node's evaluated configuration is larger than ${resultBytes} bytes`, true);

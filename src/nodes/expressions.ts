@@ -18,6 +18,9 @@ export interface ExpressionContext {
   trigger: unknown;
   nodes: Record<string, unknown>;
   execution: { id: number; workflow_id: number };
+  /** Inside a for_each body: the item and its index. */
+  item?: unknown;
+  index?: number;
 }
 
 /**

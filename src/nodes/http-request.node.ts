@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { z } from 'zod';
 import { HttpCallError, httpCall } from '../connections/http-call.js';
-import { EgressDeniedError } from '../platform/egress.js';
+import { EgressDeniedError, ResponseTooLargeError } from '../platform/egress.js';
 import type { NodeType } from './node-type.js';
 import { CODE } from '../../workflows/error-codes.js';
 
@@ -25,7 +25,7 @@ export const httpRequestNode: NodeType<HttpConfig> = {
   localWhenShort: true,
   needsConnection: true,
   description:
-    "config `{method, path, headers?, query?, body?}` against the connection's `base_url` with its credential. Output `{status, headers, body}` (body parsed when JSON). Non-2xx fails the node with `http_error`.",
+    "config `{method, path, headers?, query?, body?}` against the connection's `base_url` with its credential. Output `{status, headers, body}` (body parsed when JSON). Non-2xx fails the node with `http_error`; an answer larger than SVC_EGRESS_RESPONSE_LIMIT with `response_too_large`.",
   configSchema: config,
   run: async ({ config: c, connection, node, signal }) => {
     const target = await connection();
@@ -35,6 +35,8 @@ export const httpRequestNode: NodeType<HttpConfig> = {
     } catch (err) {
       // The egress policy's refusal and answers that can never be read are final; the network's trouble is retried.
       if (err instanceof EgressDeniedError) throw ApplicationFailure.nonRetryable(err.message, CODE.egress_denied);
+      // The same target would answer as much again: refused, not retried.
+      if (err instanceof ResponseTooLargeError) throw ApplicationFailure.nonRetryable(err.message, CODE.response_too_large, { limit: err.limit });
       if (err instanceof HttpCallError) {
         const final = err.reason === 'too_many_redirects' || err.reason === 'invalid_response' || err.reason === 'invalid_url';
         throw ApplicationFailure.create({ message: err.message, type: CODE.http_error, nonRetryable: final, details: [{ reason: err.reason }] });

@@ -1,10 +1,11 @@
 import { z } from 'zod';
-import { documentAs, named, pascal } from '../http/openapi.js';
+import { documentAs, named, pascal, schemaRef } from '../http/openapi.js';
 import { approvalNode } from './approval.node.js';
 import { conditionNode } from './condition.node.js';
 import { delayNode } from './delay.node.js';
 import { emitEventNode } from './emit-event.node.js';
 import { failNode } from './fail.node.js';
+import { forEachNode } from './for-each.node.js';
 import { httpRequestNode } from './http-request.node.js';
 import { llmPromptNode } from './llm-prompt.node.js';
 import type { NodeRunMode } from '../../workflows/defs.js';
@@ -32,6 +33,7 @@ export const nodeTypes: ReadonlyMap<string, NodeType<any>> = new Map(
     waitForEventNode,
     emitEventNode,
     approvalNode,
+    forEachNode,
   ].map((n) => [n.type, n as NodeType<any>]),
 );
 
@@ -51,10 +53,13 @@ export const shortLocalTypes = (): string[] => [...nodeTypes.values()].filter((n
  * unknown type or a wrong configuration before the request is sent.
  */
 export function documentedNode(node: z.ZodObject): z.ZodType {
+  // A for_each body holds nodes: its configuration is documented with a reference to this union.
+  const anyNode = schemaRef('Node');
   const branches = [...nodeTypes.values()].map((t) => {
     const name = pascal(t.type);
+    const documented = t.documentedConfig?.(anyNode) ?? t.configSchema;
     // The config is stored as it was sent (its `{{ }}` evaluated at run time): answers show the request form.
-    const config = documentAs(z.record(z.string(), z.unknown()), t.configSchema.meta({ id: `${name}NodeConfig`, description: t.description }), 'input');
+    const config = documentAs(z.record(z.string(), z.unknown()), documented.meta({ id: `${name}NodeConfig`, description: t.description }), 'input');
     return node
       .extend({
         type: z.literal(t.type),

@@ -44,9 +44,10 @@ export interface NodeType<C = unknown> {
    * How the workflow runs it when not as an activity: `timer`, a durable timer of the config's
    * `duration_ms`; `child`, a child run of the stored workflow its config names (`workflow_id`,
    * `payload`); `wait`, a wait for an event (workflows/wait-for-event.ts); `approval`, an action on
-   * the gate (workflows/approval.ts). Such a type has no `run`.
+   * the gate (workflows/approval.ts); `loop`, a loop over items (for_each: its body runs per item
+   * in child workflows, workflows/for-each.ts). Such a type has no `run`.
    */
-  runsAs?: 'timer' | 'child' | 'wait' | 'approval';
+  runsAs?: 'timer' | 'child' | 'wait' | 'approval' | 'loop';
   description: string;
   /** Uses `connection_id` (validated to exist when the workflow is saved). */
   needsConnection?: boolean;
@@ -58,6 +59,11 @@ export interface NodeType<C = unknown> {
   references?: (config: Record<string, unknown>) => { connections: { id: number; field: string }[]; logins: { login: string; field: string }[] };
   /** Schema of the stored configuration (strings may still hold `{{ }}`). */
   configSchema: z.ZodType;
+  /**
+   * The configuration as the OpenAPI document shows it, when it holds nodes itself (a for_each
+   * body): built with `node`, the document's schema of any node. Defaults to configSchema.
+   */
+  documentedConfig?: (node: z.ZodType) => z.ZodType;
   /** Schema after expressions are evaluated; defaults to configSchema. */
   resolvedSchema?: z.ZodType<C>;
   /** Branch names edges may carry, or 'any' when they depend on the configuration. */

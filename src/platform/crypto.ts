@@ -11,6 +11,12 @@ export function parseMasterKey(text: string): Buffer {
 export const generateMasterKey = () => randomBytes(32).toString('base64');
 
 /**
+ * GCM's whole 16-byte tag, and only that, authenticates a ciphertext: without a fixed length a
+ * decipher accepts a tag cut to 4 bytes, which a forger finds in about 2^32 tries.
+ */
+const TAG_BYTES = 16;
+
+/**
  * Keys derived from the one master key, each for a single purpose, so a leak of one use (say a
  * cookie signature) says nothing about another (credential encryption).
  */
@@ -42,7 +48,7 @@ export class KeyRing {
     if (!keyId || !iv || !tag || body === undefined) throw new Error('malformed ciphertext');
     const ring = keyId === this.keyId ? this : this.previous.find((r) => r.keyId === keyId);
     if (!ring) throw new Error(`no key with id ${keyId}`);
-    const decipher = createDecipheriv('aes-256-gcm', ring.encryption, Buffer.from(iv, 'base64url'));
+    const decipher = createDecipheriv('aes-256-gcm', ring.encryption, Buffer.from(iv, 'base64url'), { authTagLength: TAG_BYTES });
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
     return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8');
   }
@@ -63,7 +69,7 @@ export class KeyRing {
     const ring = keyId === this.keyId ? this : this.previous.find((r) => r.keyId === keyId);
     if (!ring) throw new Error(`no key with id ${keyId}`);
     const data = Buffer.from(sealed);
-    const decipher = createDecipheriv('aes-256-gcm', ring.encryption, data.subarray(0, 12));
+    const decipher = createDecipheriv('aes-256-gcm', ring.encryption, data.subarray(0, 12), { authTagLength: TAG_BYTES });
     if (aad) decipher.setAAD(aad);
     decipher.setAuthTag(data.subarray(12, 28));
     return Buffer.concat([decipher.update(data.subarray(28)), decipher.final()]);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { EgressDeniedError, EgressPolicy, isReservedAddress, parseEgressAllow } from './egress.js';
+import { Response } from 'undici';
+import { EgressDeniedError, EgressPolicy, ResponseTooLargeError, isReservedAddress, limitBody, parseEgressAllow } from './egress.js';
 
 describe('reserved addresses', () => {
   it('refuses loopback, private, link-local, unique-local, multicast, unspecified and their IPv6 disguises', () => {
@@ -28,6 +29,25 @@ describe('reserved addresses', () => {
     ]) {
       expect(isReservedAddress(address), address).toBe(true);
     }
+  });
+
+  it('refuses IPv4-compatible (::a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d) and local-use NAT64 forms of reserved addresses', () => {
+    for (const address of [
+      '::127.0.0.1',
+      '::7f00:1',
+      '::10.0.0.1',
+      '::169.254.169.254',
+      '::ffff:0:127.0.0.1',
+      '::ffff:0:7f00:1',
+      '::ffff:0:192.168.1.1',
+      '0:0:0:0:0:ffff:0:a00:1',
+      '64:ff9b:1::7f00:1',
+      '64:ff9b:1::808:808',
+    ]) {
+      expect(isReservedAddress(address), address).toBe(true);
+    }
+    // Their public forms are judged by the IPv4 address they carry, as the mapped form is.
+    for (const address of ['::8.8.8.8', '::ffff:0:8.8.8.8']) expect(isReservedAddress(address), address).toBe(false);
   });
 
   it('lets public addresses through', () => {
@@ -81,6 +101,9 @@ describe('EgressPolicy address checks (before and when connecting)', () => {
       'http://0.0.0.0/',
       'https://169.254.169.254/latest/meta-data/',
       'http://[fd00::1]/',
+      'http://[::127.0.0.1]:8233/',
+      'http://[::ffff:0:127.0.0.1]:8233/',
+      'http://[::ffff:0:7f00:1]/',
     ]) {
       refused(p, url);
     }
@@ -110,5 +133,51 @@ describe('EgressPolicy address checks (before and when connecting)', () => {
     const p = policy('10.0.0.5:443');
     expect(() => p.precheck(new URL('https://10.0.0.5/'))).not.toThrow();
     refused(p, 'http://10.0.0.5/');
+  });
+});
+
+describe('the body of an answer, read up to the limit', () => {
+  /** A response whose body is `chunks` pieces of `size` bytes; `pulled()` says how many were read from the source. */
+  function answer(chunks: number, size: number, headers: Record<string, string> = {}) {
+    let pulled = 0;
+    let cancelled = false;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (pulled === chunks) return controller.close();
+        pulled++;
+        controller.enqueue(new Uint8Array(size));
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    return { response: new Response(body, { headers }), pulled: () => pulled, cancelled: () => cancelled };
+  }
+
+  it('reads a body within the limit whole', async () => {
+    const { response } = answer(4, 100);
+    expect((await limitBody(response, 400, 'a.example').arrayBuffer()).byteLength).toBe(400);
+  });
+
+  it('fails past the limit, without reading further, and cancels the source', async () => {
+    const source = answer(1000, 100);
+    const read = limitBody(source.response, 1000, 'a.example').text();
+    await expect(read).rejects.toBeInstanceOf(ResponseTooLargeError);
+    await expect(read).rejects.toThrow(/a\.example is larger than 1000 bytes/);
+    // 11 chunks pass the limit; a stream fills its queue one chunk ahead of its reader.
+    expect(source.pulled()).toBeLessThanOrEqual(12);
+    expect(source.cancelled()).toBe(true);
+  });
+
+  it('fails at once on a Content-Length over the limit, reading nothing of it', async () => {
+    const source = answer(10, 100, { 'content-length': '1000' });
+    await expect(limitBody(source.response, 999, 'a.example').arrayBuffer()).rejects.toBeInstanceOf(ResponseTooLargeError);
+    expect(source.pulled()).toBeLessThanOrEqual(1);
+    expect(source.cancelled()).toBe(true);
+  });
+
+  it('leaves answers without a body as they are', () => {
+    const empty = new Response(null, { status: 204 });
+    expect(limitBody(empty, 10, 'a.example')).toBe(empty);
   });
 });

@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { BlockList, isIP, isIPv4 } from 'node:net';
-import { Agent, buildConnector, fetch as undiciFetch, type Response } from 'undici';
+import { Agent, Response, buildConnector, fetch as undiciFetch } from 'undici';
 import { SpanKind, inSpan } from './tracing.js';
 
 /**
@@ -27,6 +27,61 @@ export class EgressDeniedError extends Error {
   }
 }
 
+/**
+ * An answer whose body is larger than the policy lets a caller read (SVC_EGRESS_RESPONSE_LIMIT):
+ * raised by the body's reader at the limit, after which nothing more is read and the connection
+ * is dropped.
+ */
+export class ResponseTooLargeError extends Error {
+  readonly code = 'response_too_large';
+  constructor(
+    readonly limit: number,
+    readonly host: string,
+  ) {
+    super(`The answer from ${host} is larger than ${limit} bytes (SVC_EGRESS_RESPONSE_LIMIT); it was not read past that`);
+    this.name = 'ResponseTooLargeError';
+  }
+}
+
+/** Default of SVC_EGRESS_RESPONSE_LIMIT. */
+export const DEFAULT_RESPONSE_LIMIT = 10 * 1024 * 1024;
+
+/** Statuses whose answer has no body (a Response cannot be made with one). */
+const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+
+/**
+ * The response with a body that can be read only up to `limit` bytes, whoever reads it and how
+ * (`arrayBuffer()`, `json()`, `text()`, iterating an event stream): past the limit the reader fails
+ * with ResponseTooLargeError and the source is cancelled, so an endless or huge answer costs at
+ * most `limit` bytes of memory. A Content-Length over the limit fails the first read.
+ */
+export function limitBody(response: Response, limit: number, host: string): Response {
+  if (!response.body || NULL_BODY.has(response.status) || response.status < 200 || response.status > 599) return response;
+  const source = response.body.getReader();
+  const declared = Number(response.headers.get('content-length') ?? NaN);
+  let total = 0;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (declared > limit) {
+        await source.cancel().catch(() => undefined);
+        controller.error(new ResponseTooLargeError(limit, host));
+        return;
+      }
+      const { done, value } = await source.read();
+      if (done) return controller.close();
+      total += value.byteLength;
+      if (total > limit) {
+        await source.cancel().catch(() => undefined);
+        controller.error(new ResponseTooLargeError(limit, host));
+        return;
+      }
+      controller.enqueue(value);
+    },
+    cancel: (reason) => source.cancel(reason),
+  });
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
 /** A chain of redirects longer than the policy allows. */
 export class TooManyRedirectsError extends Error {
   readonly code = 'too_many_redirects';
@@ -36,8 +91,8 @@ export class TooManyRedirectsError extends Error {
   }
 }
 
-// Ranges no user's call may reach unless an operator names them. IPv4-mapped IPv6 addresses
-// (::ffff:a.b.c.d) are checked against the IPv4 ranges by BlockList itself.
+// Ranges no user's call may reach unless an operator names them. An IPv6 address that carries an
+// IPv4 address (mapped, compatible, translated, NAT64, 6to4) is also checked as that IPv4 address.
 const IPV4_RESERVED: [string, number][] = [
   ['0.0.0.0', 8], // "this network", the unspecified address
   ['10.0.0.0', 8], // private
@@ -58,6 +113,7 @@ const IPV4_RESERVED: [string, number][] = [
 const IPV6_RESERVED: [string, number][] = [
   ['::', 128], // unspecified
   ['::1', 128], // loopback
+  ['64:ff9b:1::', 48], // NAT64 for local use (RFC 8215): translates into private networks
   ['100::', 64], // discard
   ['2001::', 32], // Teredo (tunnels to any IPv4 address)
   ['2001:db8::', 32], // documentation
@@ -86,11 +142,18 @@ function ipv6Groups(address: string): number[] {
   return tail === undefined ? left : [...left, ...Array(8 - left.length - right.length).fill(0), ...right];
 }
 
-/** The IPv4 address an IPv6 address carries for NAT64 (64:ff9b::/96) or 6to4 (2002::/16), if any. */
+/**
+ * The IPv4 address an IPv6 address carries, if any: IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible
+ * (::a.b.c.d, deprecated but still routed to the IPv4 address by some stacks), IPv4-translated
+ * (::ffff:0:a.b.c.d), NAT64 (64:ff9b::/96) or 6to4 (2002::/16).
+ */
 function embeddedIpv4(address: string): string | undefined {
   const g = ipv6Groups(address);
   const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-  if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return v4(g[6]!, g[7]!);
+  const zero = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zero(0, 5) && (g[5] === 0 || g[5] === 0xffff)) return v4(g[6]!, g[7]!);
+  if (zero(0, 4) && g[4] === 0xffff && g[5] === 0) return v4(g[6]!, g[7]!);
+  if (g[0] === 0x64 && g[1] === 0xff9b && zero(2, 6)) return v4(g[6]!, g[7]!);
   if (g[0] === 0x2002) return v4(g[1]!, g[2]!);
   return undefined;
 }
@@ -204,6 +267,8 @@ export class EgressPolicy {
     readonly maxRedirects = 5,
     /** How names are resolved (replaced in tests to stand for a name server that changes its answer). */
     private readonly resolve: (name: string) => Promise<{ address: string; family: number }[]> = (name) => dnsLookup(name, { all: true }),
+    /** The most bytes of an answer's body a caller may read (SVC_EGRESS_RESPONSE_LIMIT). */
+    readonly responseLimit = DEFAULT_RESPONSE_LIMIT,
   ) {
     const connect = buildConnector({});
     this.dispatcher = new Agent({
@@ -221,8 +286,8 @@ export class EgressPolicy {
   }
 
   /** The rules, from SVC_EGRESS_ALLOW (see parseEgressAllow) and SVC_EGRESS_MAX_REDIRECTS. */
-  static fromConfig(config: { SVC_EGRESS_ALLOW?: string | undefined; SVC_EGRESS_MAX_REDIRECTS: number }): EgressPolicy {
-    return new EgressPolicy(parseEgressAllow(config.SVC_EGRESS_ALLOW), config.SVC_EGRESS_MAX_REDIRECTS);
+  static fromConfig(config: { SVC_EGRESS_ALLOW?: string | undefined; SVC_EGRESS_MAX_REDIRECTS: number; SVC_EGRESS_RESPONSE_LIMIT: number }): EgressPolicy {
+    return new EgressPolicy(parseEgressAllow(config.SVC_EGRESS_ALLOW), config.SVC_EGRESS_MAX_REDIRECTS, undefined, config.SVC_EGRESS_RESPONSE_LIMIT);
   }
 
   private nameAllowed(host: string, port: number): boolean {
@@ -243,7 +308,10 @@ export class EgressPolicy {
   /**
    * The address to connect to for `host`: the host itself when it is an allowed address, none
    * (let the system resolve) for a name the allow list names, else the first resolved address the
-   * policy allows. Throws EgressDeniedError when there is none.
+   * policy allows: a public one, or one an address rule names. An address rule opens its address
+   * to any name that resolves to it: the address connected to is what is checked, so a name adds
+   * no reach, and internal services reached over https need their names for TLS to verify.
+   * Throws EgressDeniedError when there is none.
    */
   private async addressesFor(host: string, port: number): Promise<string | undefined> {
     if (isIP(host)) {
@@ -258,10 +326,9 @@ export class EgressPolicy {
       throw Object.assign(new Error(`Host ${host} could not be resolved`), { code: (err as { code?: string }).code ?? 'ENOTFOUND' });
     }
     const allowed = resolved.find((r) => this.addressAllowed(r.address, port));
-    if (!allowed) {
-      const addresses = [...new Set(resolved.map((r) => r.address))].join(', ');
-      throw new EgressDeniedError(`${host} resolves to ${addresses}: private or reserved, and SVC_EGRESS_ALLOW does not name it`);
-    }
+    // The refusal does not say what the name resolved to: whoever reads it (a workflow's editor)
+    // would learn the addresses of the service's private neighbours.
+    if (!allowed) throw new EgressDeniedError(`${host}:${port} resolves only to private or reserved addresses, and SVC_EGRESS_ALLOW names none of them`);
     return allowed.address;
   }
 
@@ -279,7 +346,8 @@ export class EgressPolicy {
    * fetch() within the policy: each hop is checked before and when it connects, redirects are
    * followed by hand (at most `maxRedirects`, with fetch's method rules), and a credential goes to
    * its own origin only. Refusals throw EgressDeniedError (also when wrapped by fetch's "fetch
-   * failed"), too long a chain TooManyRedirectsError.
+   * failed"), too long a chain TooManyRedirectsError. The answer's body reads at most
+   * `responseLimit` bytes (ResponseTooLargeError past it).
    */
   fetch(input: URL, init: EgressRequest, options: EgressFetchOptions = {}): Promise<Response> {
     const method = (init.method ?? 'GET').toUpperCase();
@@ -290,7 +358,9 @@ export class EgressPolicy {
       async (span) => {
         const response = await this.send(input, init, options);
         span.setAttribute('http.response.status_code', response.status);
-        return response;
+        // The answer comes from the last hop (a redirect may lead to another host).
+        const host = URL.canParse(response.url) ? new URL(response.url).host : input.host;
+        return limitBody(response, this.responseLimit, host);
       },
       SpanKind.CLIENT,
     );

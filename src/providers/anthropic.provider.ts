@@ -6,6 +6,8 @@ import {
   parseArgs,
   parseEventJson,
   postJson,
+  readJsonBody,
+  tokenCount,
   readSse,
   type ChatMessage,
   type ModelProvider,
@@ -54,16 +56,11 @@ export class AnthropicProvider implements ModelProvider {
     };
     const response = await postJson(this.connection, '/v1/messages', body, request, VENDOR);
     if (!response.ok) throw await errorForStatus(response, VENDOR);
-    return stream ? this.readStream(response, request) : this.readJson(response);
+    return stream ? this.readStream(response, request) : this.readJson(response, request);
   }
 
-  private async readJson(response: Response): Promise<ModelReply> {
-    let json: any;
-    try {
-      json = await response.json();
-    } catch {
-      throw new ProviderError(CODE.provider_error, `${VENDOR} sent a body that is not JSON`);
-    }
+  private async readJson(response: Response, request: ModelRequest): Promise<ModelReply> {
+    const json = await readJsonBody(response, VENDOR, request.timeoutMs);
     if (!Array.isArray(json?.content)) throw new ProviderError(CODE.provider_error, `${VENDOR} sent no content`);
     let text = '';
     const toolCalls: ToolCall[] = [];
@@ -72,7 +69,7 @@ export class AnthropicProvider implements ModelProvider {
       else if (block.type === 'tool_use')
         toolCalls.push({ id: String(block.id), name: String(block.name), args: (block.input ?? {}) as Record<string, unknown> });
     }
-    return { text, toolCalls, usage: { tokensIn: Number(json.usage?.input_tokens ?? 0), tokensOut: Number(json.usage?.output_tokens ?? 0) } };
+    return { text, toolCalls, usage: { tokensIn: tokenCount(json.usage?.input_tokens), tokensOut: tokenCount(json.usage?.output_tokens) } };
   }
 
   private async readStream(response: Response, request: ModelRequest): Promise<ModelReply> {
@@ -84,8 +81,8 @@ export class AnthropicProvider implements ModelProvider {
       const data = parseEventJson(event.data, VENDOR);
       const type = data.type ?? event.event;
       if (type === 'message_start') {
-        usage.tokensIn = Number(data.message?.usage?.input_tokens ?? 0);
-        usage.tokensOut = Number(data.message?.usage?.output_tokens ?? 0);
+        usage.tokensIn = tokenCount(data.message?.usage?.input_tokens);
+        usage.tokensOut = tokenCount(data.message?.usage?.output_tokens);
       } else if (type === 'content_block_start') {
         const b = data.content_block ?? {};
         blocks.set(Number(data.index ?? 0), { type: String(b.type), id: String(b.id ?? ''), name: String(b.name ?? ''), json: '' });
@@ -103,8 +100,8 @@ export class AnthropicProvider implements ModelProvider {
           if (block) block.json += String(d.partial_json ?? '');
         }
       } else if (type === 'message_delta') {
-        if (data.usage?.output_tokens !== undefined) usage.tokensOut = Number(data.usage.output_tokens);
-        if (data.usage?.input_tokens) usage.tokensIn = Number(data.usage.input_tokens);
+        if (data.usage?.output_tokens !== undefined) usage.tokensOut = tokenCount(data.usage.output_tokens);
+        if (data.usage?.input_tokens) usage.tokensIn = tokenCount(data.usage.input_tokens);
       } else if (type === 'message_stop') stopped = true;
       else if (type === 'error')
         throw new ProviderError(

@@ -6,6 +6,8 @@ import {
   parseArgs,
   parseEventJson,
   postJson,
+  readJsonBody,
+  tokenCount,
   readSse,
   type ChatMessage,
   type ModelProvider,
@@ -53,16 +55,11 @@ export class OpenAiProvider implements ModelProvider {
     };
     const response = await postJson(this.connection, '/chat/completions', body, request, VENDOR);
     if (!response.ok) throw await errorForStatus(response, VENDOR);
-    return stream ? this.readStream(response, request) : this.readJson(response);
+    return stream ? this.readStream(response, request) : this.readJson(response, request);
   }
 
-  private async readJson(response: Response): Promise<ModelReply> {
-    let json: any;
-    try {
-      json = await response.json();
-    } catch {
-      throw new ProviderError(CODE.provider_error, `${VENDOR} sent a body that is not JSON`);
-    }
+  private async readJson(response: Response, request: ModelRequest): Promise<ModelReply> {
+    const json = await readJsonBody(response, VENDOR, request.timeoutMs);
     const message = json?.choices?.[0]?.message;
     if (!message) throw new ProviderError(CODE.provider_error, `${VENDOR} sent no choices`);
     const toolCalls: ToolCall[] = (message.tool_calls ?? []).map((c: any) => ({
@@ -73,7 +70,7 @@ export class OpenAiProvider implements ModelProvider {
     return {
       text: typeof message.content === 'string' ? message.content : '',
       toolCalls,
-      usage: { tokensIn: Number(json.usage?.prompt_tokens ?? 0), tokensOut: Number(json.usage?.completion_tokens ?? 0) },
+      usage: { tokensIn: tokenCount(json.usage?.prompt_tokens), tokensOut: tokenCount(json.usage?.completion_tokens) },
     };
   }
 
@@ -90,8 +87,8 @@ export class OpenAiProvider implements ModelProvider {
       }
       const chunk = parseEventJson(event.data, VENDOR);
       if (chunk.usage) {
-        usage.tokensIn = Number(chunk.usage.prompt_tokens ?? 0);
-        usage.tokensOut = Number(chunk.usage.completion_tokens ?? 0);
+        usage.tokensIn = tokenCount(chunk.usage.prompt_tokens);
+        usage.tokensOut = tokenCount(chunk.usage.completion_tokens);
       }
       const choice = chunk.choices?.[0];
       if (!choice) continue;

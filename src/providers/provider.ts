@@ -1,6 +1,6 @@
 import type { Response } from 'undici';
 import type { ResolvedConnection } from '../connections/connection.service.js';
-import { EgressDeniedError, TooManyRedirectsError } from '../platform/egress.js';
+import { EgressDeniedError, ResponseTooLargeError, TooManyRedirectsError } from '../platform/egress.js';
 import { CODE, type ErrorCode } from '../../workflows/error-codes.js';
 
 /** One tool call the model asked for; `id` links it to its result in the next request. */
@@ -41,11 +41,28 @@ export interface ModelReply {
   usage: { tokensIn: number; tokensOut: number };
 }
 
+/** The most tokens one model call is counted with: far beyond any model's context, far below what breaks a sum. */
+export const MAX_TOKENS_PER_CALL = 1_000_000_000;
+
+/**
+ * A token count as a provider reports it, made a sane integer: a number is rounded and kept
+ * within 0 and MAX_TOKENS_PER_CALL (a provider that claims 1e308 tokens is counted at the
+ * cap), anything else (a string, null, NaN) counts 0. Stored counts feed sums and budgets.
+ */
+export function tokenCount(value: unknown): number {
+  const n = typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : NaN;
+  if (Number.isNaN(n) || n <= 0) return 0;
+  return Math.min(Math.round(n), MAX_TOKENS_PER_CALL);
+}
+
 /**
  * `provider_unavailable` (429, 5xx) is worth retrying with backoff; the other two are not:
  * a wrong key stays wrong, and an unreachable host or a malformed answer is reported at once.
  */
-export type ProviderErrorCode = Extract<ErrorCode, 'provider_error' | 'provider_auth_failed' | 'provider_unavailable' | 'egress_denied' | 'forbidden'>;
+export type ProviderErrorCode = Extract<
+  ErrorCode,
+  'provider_error' | 'provider_auth_failed' | 'provider_unavailable' | 'egress_denied' | 'forbidden' | 'response_too_large'
+>;
 
 export class ProviderError extends Error {
   constructor(
@@ -66,9 +83,30 @@ export interface ModelProvider {
   complete(request: ModelRequest): Promise<ModelReply>;
 }
 
+/** The first `bytes` of a body as text, the rest never read (an error answer's excerpt). */
+async function excerpt(response: Response, bytes: number): Promise<string> {
+  const reader = response.body?.getReader();
+  if (!reader) return '';
+  const chunks: Uint8Array[] = [];
+  let read = 0;
+  try {
+    while (read < bytes) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      read += value.byteLength;
+    }
+  } catch {
+    // What was read before the failure is the excerpt.
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return Buffer.concat(chunks).subarray(0, bytes).toString('utf8');
+}
+
 /** Maps a provider's HTTP status to the error the turn reports. */
 export async function errorForStatus(response: Response, vendor: string): Promise<ProviderError> {
-  const text = (await response.text().catch(() => '')).slice(0, 300);
+  const text = (await excerpt(response, 1200)).slice(0, 300);
   const detail = text ? `: ${text}` : '';
   if (response.status === 401 || response.status === 403) {
     return new ProviderError(CODE.provider_auth_failed, `${vendor} refused the credential (HTTP ${response.status})`, response.status);
@@ -110,6 +148,11 @@ export async function postJson(
 export function networkError(err: unknown, vendor: string, timeoutMs: number): ProviderError {
   if (err instanceof ProviderError) return err;
   if (err instanceof EgressDeniedError) return new ProviderError(CODE.egress_denied, `${vendor}: the egress policy refused the call: ${err.message}`);
+  if (err instanceof ResponseTooLargeError)
+    return new ProviderError(
+      CODE.response_too_large,
+      `${vendor} sent an answer larger than ${err.limit} bytes (SVC_EGRESS_RESPONSE_LIMIT); it was not read past that`,
+    );
   if (err instanceof TooManyRedirectsError) return new ProviderError(CODE.provider_error, `${vendor} answered with too many redirects`);
   if ((err as Error).name === 'TimeoutError') return new ProviderError(CODE.provider_error, `${vendor} did not answer within ${timeoutMs} ms`);
   const cause = (err as { cause?: { code?: string; message?: string } }).cause;
@@ -151,6 +194,21 @@ export async function* readSse(response: Response, vendor: string, timeoutMs: nu
   }
   const last = parse(buffer);
   if (last) yield last;
+}
+
+/** The JSON body of a provider's answer, read up to the egress policy's limit. */
+export async function readJsonBody(response: Response, vendor: string, timeoutMs: number): Promise<any> {
+  let text: string;
+  try {
+    text = await response.text();
+  } catch (err) {
+    throw networkError(err, vendor, timeoutMs);
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ProviderError(CODE.provider_error, `${vendor} sent a body that is not JSON`);
+  }
 }
 
 /** JSON of one stream event; anything else means the stream is malformed. */

@@ -3,7 +3,7 @@ import { describe, expect, it, vi } from 'vitest';
 import type { ResolvedConnection } from '../connections/connection.service.js';
 import { AnthropicProvider } from './anthropic.provider.js';
 import { OpenAiProvider } from './openai.provider.js';
-import { ProviderError } from './provider.js';
+import { MAX_TOKENS_PER_CALL, ProviderError, tokenCount } from './provider.js';
 
 /** A connection whose requests `send` answers (the egress policy and the credential are the connection's own business). */
 const connection = (type: 'openai' | 'anthropic', send: ResolvedConnection['fetch']): ResolvedConnection => ({
@@ -106,5 +106,26 @@ describe('Anthropic stream', () => {
       code: 'provider_error',
       message: expect.stringContaining('unreachable'),
     });
+  });
+});
+
+describe('token counts as providers report them', () => {
+  it('are made sane integers: rounded, at least 0, at most MAX_TOKENS_PER_CALL; anything else is 0', () => {
+    for (const [reported, counted] of [
+      [12, 12],
+      [1.5, 2],
+      [1e308, MAX_TOKENS_PER_CALL],
+      [Number.POSITIVE_INFINITY, MAX_TOKENS_PER_CALL],
+      [-4, 0],
+      [Number.NaN, 0],
+      ['37', 37],
+      ['many', 0],
+      ['', 0],
+      [null, 0],
+      [undefined, 0],
+      [{ n: 3 }, 0],
+    ] as const) {
+      expect(tokenCount(reported), String(reported)).toBe(counted);
+    }
   });
 });

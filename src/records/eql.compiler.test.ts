@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { AppError } from '../platform/errors.js';
 import { normalise, type EntityDefinition } from './entity-definition.js';
 import { withoutPositions, type Expr } from './eql.ast.js';
-import { compileEql, hoppedRelations } from './eql.compiler.js';
+import { compileEql, hoppedRelations, paramNames, unusedParams } from './eql.compiler.js';
 import { parseEql } from './eql.parser.js';
 import { printEql } from './eql.printer.js';
 
@@ -26,12 +26,12 @@ const contact: EntityDefinition = normalise({
   },
 });
 
-const compile = (source: string) =>
-  compileEql(source, parseEql(source), { entity: contact, alias: 't', related: (s) => (s === 'company' ? company : undefined) });
+const compile = (source: string, params?: Record<string, unknown>) =>
+  compileEql(source, parseEql(source), { entity: contact, alias: 't', related: (s) => (s === 'company' ? company : undefined), ...(params ? { params } : {}) });
 
-function refusal(source: string) {
+function refusal(source: string, params?: Record<string, unknown>) {
   try {
-    compile(source);
+    compile(source, params);
   } catch (err) {
     expect(err).toBeInstanceOf(AppError);
     expect((err as AppError).code).toBe('invalid_eql');
@@ -99,6 +99,52 @@ describe('EQL compiler', () => {
 
   it('reports the position of the offending value', () => {
     expect(refusal("age > 1 and stage = 'x'").position).toBe(20);
+  });
+});
+
+describe('EQL parameters', () => {
+  it('binds a parameter as one value, never as text: a quote in it stays in the string', () => {
+    const injection = "zzz' or stage = 'lead";
+    expect(compile('email = :email', { email: injection })).toEqual({ sql: 't."email" = $1', params: [injection] });
+    // The same text spliced into the expression changes what it means.
+    expect(compile(`email = '${injection}'`)).toEqual({ sql: '(t."email" = $1 or t."stage" = $2)', params: ['zzz', 'lead'] });
+    expect(compile('email ~ :q', { q: '50%' })).toEqual({ sql: 't."email" ilike $1', params: ['%50\\%%'] });
+  });
+
+  it('checks a bound value against its field exactly as a literal there', () => {
+    expect(compile('age >= :min and vip = :vip and born_on < :day', { min: 18, vip: true, day: '2000-01-01' }).params).toEqual([18, true, '2000-01-01']);
+    expect(refusal('age = :age', { age: '42' })).toMatchObject({ position: 6, reason: 'age takes an integer' });
+    expect(refusal('stage = :s', { s: 'prospect' })).toMatchObject({ position: 8, reason: expect.stringMatching(/stage is one of/) });
+    expect(refusal('company = :c', { c: 'not-a-uuid' }).reason).toBe('company takes a uuid');
+    expect(compile('age = :age', { age: null }).sql).toBe('t."age" is null');
+    expect(refusal('age > :age', { age: null }).reason).toMatch(/null only compares with = and !=/);
+  });
+
+  it('expands a list parameter inside in (...), and only there; an empty list matches nothing', () => {
+    expect(compile('stage in (:stages)', { stages: ['lead', 'customer'] })).toEqual({ sql: 't."stage" in ($1, $2)', params: ['lead', 'customer'] });
+    expect(compile("email in (:list, 'x@y.z')", { list: ['a@b.c'] }).params).toEqual(['a@b.c', 'x@y.z']);
+    expect(compile('age in (:none)', { none: [] })).toEqual({ sql: 'false', params: [] });
+    expect(compile('age not in (:none)', { none: [] })).toEqual({ sql: '(false) is not true', params: [] });
+    expect(refusal('age = :ages', { ages: [1, 2] }).reason).toMatch(/:ages is a list; .*a list only inside in/);
+    expect(refusal('age in (:ages)', { ages: [1, [2]] }).reason).toMatch(/:ages is a list/);
+    expect(refusal('age in (:ages)', { ages: Array.from({ length: 501 }, (_, i) => i) }).reason).toMatch(/more than 500 values/);
+    expect(refusal('age in (:ages)', { ages: [1, null] }).reason).toMatch(/null cannot be in a list/);
+  });
+
+  it('refuses a parameter without a value and values that are no EQL value, at the parameter', () => {
+    expect(refusal('age > 1 and email = :email', {})).toMatchObject({ position: 20, reason: 'no value for the parameter :email (params has no email)' });
+    expect(refusal('email = :email')).toMatchObject({ position: 8 });
+    expect(refusal('email = :e', { e: { $ne: 1 } }).reason).toMatch(/:e is an object/);
+    expect(refusal('age = :n', { n: Number.POSITIVE_INFINITY }).reason).toMatch(/:n is not a finite number/);
+    expect(refusal('email = :e', { e: 'a\u0000b' }).reason).toMatch(/NUL/);
+  });
+
+  it('names the parameters a filter uses, and those given that it does not use', () => {
+    const tree = parseEql('a = :x and (b in (:y, 1) or not c = :x)');
+    expect([...paramNames(tree)].sort()).toEqual(['x', 'y']);
+    expect(unusedParams(tree, { x: 1, y: 2 })).toEqual([]);
+    expect(unusedParams(tree, { x: 1, y: 2, z: 3 })).toEqual([{ field: 'params.z', message: 'is not used by the expression (it has :x, :y)' }]);
+    expect(unusedParams(undefined, { z: 3 })).toEqual([{ field: 'params.z', message: 'is not used by the expression (it has no parameters)' }]);
   });
 });
 

@@ -1,11 +1,14 @@
 import { fieldNamed, type EntityDefinition, type FieldDefinition } from './entity-definition.js';
-import type { CompareOp, Expr, FieldRef, Literal } from './eql.ast.js';
+import type { CompareOp, Expr, FieldRef, Literal, Value } from './eql.ast.js';
 import { invalidEql } from './eql.lexer.js';
+import { MAX_IN_VALUES } from './eql.parser.js';
 import { ident, qualifiedTable } from './naming.js';
+import type { FieldProblem } from '../platform/errors.js';
 
 /**
  * Type-checks an EQL tree against an entity and compiles it to a parameterised SQL condition.
- * Identifiers come only from the entity definitions; every value is a `$n` parameter.
+ * Identifiers come only from the entity definitions; every value is a `$n` parameter, whether it
+ * was written in the expression or bound to a `:name` from `params`.
  *
  * Null semantics are two-valued: a positive comparison never matches a missing value, and its
  * negation (`!=`, `!~`, `not in`, `not (...)`) always does, so `not x` is exactly the rows `x`
@@ -20,6 +23,11 @@ export interface CompileContext {
   related: (slug: string) => EntityDefinition | undefined;
   /** Parameters already bound before this condition. */
   paramOffset?: number;
+  /**
+   * Values of the expression's `:name` parameters. Each is checked against its field exactly as a
+   * literal there would be; an array stands for its items inside `in (...)` only.
+   */
+  params?: Readonly<Record<string, unknown>>;
 }
 
 export interface CompiledFilter {
@@ -146,6 +154,35 @@ class Compiler {
     }
   }
 
+  /** One bound parameter as the literal it stands for (a list parameter, inside `in`, as its items). */
+  private bound(value: Value, inList: boolean): Literal[] {
+    if (value.type !== 'param') return [value];
+    const params = this.ctx.params ?? {};
+    if (!Object.hasOwn(params, value.name)) this.fail(value.pos, `no value for the parameter :${value.name} (params has no ${value.name})`);
+    const given = params[value.name];
+    const one = (v: unknown): Literal => {
+      const pos = value.pos;
+      if (typeof v === 'string') return { type: 'string', value: v, pos };
+      if (typeof v === 'boolean') return { type: 'boolean', value: v, pos };
+      if (v === null) return { type: 'null', pos };
+      if (typeof v === 'number' && Number.isFinite(v)) return { type: 'number', value: v, pos };
+      const what = Array.isArray(v)
+        ? 'a list'
+        : typeof v === 'number'
+          ? 'not a finite number'
+          : v === undefined
+            ? 'undefined'
+            : `a${typeof v === 'object' ? 'n object' : ` ${typeof v}`}`;
+      return this.fail(
+        pos,
+        `the parameter :${value.name} is ${what}; a parameter is a string, a number, true, false or null${inList ? '' : ' (a list only inside in (...))'}`,
+      );
+    };
+    if (!inList || !Array.isArray(given)) return [one(given)];
+    if (given.length > MAX_IN_VALUES) this.fail(value.pos, `the parameter :${value.name} holds more than ${MAX_IN_VALUES} values`);
+    return given.map(one);
+  }
+
   /** A predicate: `op` and whether it is negated (`!=` is the negation of `=`, and so on). */
   private predicate(field: Resolved, op: BasicOp, values: Literal[], negated: boolean, pos: number): string {
     if (op !== 'is_null' && !allowed[field.kind].includes(op)) {
@@ -157,6 +194,8 @@ class Compiler {
     }
     let positive: string;
     if (op === 'is_null') positive = `${field.column} is null`;
+    // A list parameter may be empty: the list then matches nothing.
+    else if (op === 'in' && values.length === 0) positive = 'false';
     else if (op === 'in') positive = `${field.column} in (${values.map((v) => this.bind(this.value(field, v))).join(', ')})`;
     else if (op === '~') positive = `${field.column} ilike ${this.bind(`%${(this.value(field, values[0]!) as string).replace(/[\\%_]/g, '\\$&')}%`)}`;
     else positive = `${field.column} ${op} ${this.bind(this.value(field, values[0]!))}`;
@@ -180,38 +219,77 @@ class Compiler {
         return this.compile(expr.operand, !negated);
       case 'is_null':
         return this.predicate(this.resolve(expr.field), 'is_null', [], negated !== expr.negated, expr.pos);
-      case 'in':
-        return this.predicate(this.resolve(expr.field), 'in', expr.values, negated !== expr.negated, expr.pos);
+      case 'in': {
+        const field = this.resolve(expr.field);
+        const values = expr.values.flatMap((v) => this.bound(v, true));
+        if (values.length > MAX_IN_VALUES) this.fail(expr.pos, `more than ${MAX_IN_VALUES} values in a list`);
+        return this.predicate(field, 'in', values, negated !== expr.negated, expr.pos);
+      }
       case 'compare': {
         const field = this.resolve(expr.field);
         const flip = expr.op === '!=' || expr.op === '!~';
         const op = (flip ? expr.op.slice(1) : expr.op) as Exclude<CompareOp, '!=' | '!~'>;
-        if (expr.value.type === 'null') {
-          if (op !== '=') this.fail(expr.value.pos, `null only compares with = and != (or use is null)`);
+        const [value] = this.bound(expr.value, false) as [Literal];
+        if (value.type === 'null') {
+          if (op !== '=') this.fail(value.pos, `null only compares with = and != (or use is null)`);
           return this.predicate(field, 'is_null', [], negated !== flip, expr.pos);
         }
-        return this.predicate(field, op, [expr.value], negated !== flip, expr.pos);
+        return this.predicate(field, op, [value], negated !== flip, expr.pos);
       }
     }
+  }
+}
+
+/** The predicates of a tree (its comparisons, `in` lists and null tests), wherever `and`, `or` and `not` put them. */
+type Predicate = Extract<Expr, { kind: 'compare' | 'in' | 'is_null' }>;
+function eachPredicate(expr: Expr, visit: (p: Predicate) => void): void {
+  switch (expr.kind) {
+    case 'and':
+    case 'or':
+      eachPredicate(expr.left, visit);
+      eachPredicate(expr.right, visit);
+      return;
+    case 'not':
+      eachPredicate(expr.operand, visit);
+      return;
+    default:
+      visit(expr);
   }
 }
 
 /** Slugs of the related entities a tree hops into; their definitions must be in the context. */
 export function hoppedRelations(expr: Expr, entity: EntityDefinition): Set<string> {
   const out = new Set<string>();
-  const visit = (e: Expr) => {
-    if (e.kind === 'and' || e.kind === 'or') {
-      visit(e.left);
-      visit(e.right);
-    } else if (e.kind === 'not') visit(e.operand);
-    else if (e.kind === 'compare' || e.kind === 'in' || e.kind === 'is_null') {
-      if (e.field.path.length !== 2) return;
-      const field = fieldNamed(entity.schema.fields, e.field.path[0]);
-      if (field?.type === 'relation') out.add(field.entity);
-    }
-  };
-  visit(expr);
+  eachPredicate(expr, (p) => {
+    if (p.field.path.length !== 2) return;
+    const field = fieldNamed(entity.schema.fields, p.field.path[0]);
+    if (field?.type === 'relation') out.add(field.entity);
+  });
   return out;
+}
+
+/** The names of the `:name` parameters a tree uses. */
+export function paramNames(expr: Expr): Set<string> {
+  const out = new Set<string>();
+  eachPredicate(expr, (p) => {
+    if (p.kind === 'is_null') return;
+    for (const v of p.kind === 'compare' ? [p.value] : p.values) if (v.type === 'param') out.add(v.name);
+  });
+  return out;
+}
+
+/**
+ * The entries of `params` the expression never uses (a misspelt name, or a value meant for a
+ * filter that no longer has it): refused rather than ignored, each named as `params.<name>`.
+ */
+export function unusedParams(expr: Expr | undefined, params: Readonly<Record<string, unknown>> | undefined): FieldProblem[] {
+  const used = expr ? paramNames(expr) : new Set<string>();
+  return Object.keys(params ?? {})
+    .filter((name) => !used.has(name))
+    .map((name) => ({
+      field: `params.${name}`,
+      message: `is not used by the expression (it has ${used.size ? [...used].map((u) => `:${u}`).join(', ') : 'no parameters'})`,
+    }));
 }
 
 /** Compiles a parsed tree; `source` is the original text, for error positions. */

@@ -11,6 +11,7 @@ export type Token =
   | { kind: 'keyword'; keyword: Keyword; pos: number }
   | { kind: 'string'; value: string; pos: number }
   | { kind: 'number'; value: number; pos: number }
+  | { kind: 'param'; name: string; pos: number }
   | { kind: 'operator'; op: Operator; pos: number }
   | { kind: 'punct'; char: '(' | ')' | ',' | '.'; pos: number }
   | { kind: 'end'; pos: number };
@@ -93,6 +94,12 @@ export function tokenize(source: string): Token[] {
       const lower = word.toLowerCase();
       if (keywordSet.has(lower)) tokens.push({ kind: 'keyword', keyword: lower as Keyword, pos });
       else tokens.push({ kind: 'identifier', name: word, pos });
+      i = end;
+    } else if (c === ':') {
+      let end = i + 1;
+      if (end < source.length && /[A-Za-z_]/.test(source[end]!)) while (end < source.length && /[A-Za-z0-9_]/.test(source[end]!)) end += 1;
+      if (end === i + 1) throw invalidEql(source, pos, "expected a parameter name after ':' (a letter or _, then letters, digits or _)");
+      tokens.push({ kind: 'param', name: source.slice(i + 1, end), pos });
       i = end;
     } else if (c === '(' || c === ')' || c === ',' || c === '.') {
       tokens.push({ kind: 'punct', char: c, pos });

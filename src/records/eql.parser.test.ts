@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../platform/errors.js';
-import { withoutPositions, type Expr, type Literal } from './eql.ast.js';
+import { withoutPositions, type Expr, type Value } from './eql.ast.js';
 import { KEYWORDS, MAX_EQL_LENGTH } from './eql.lexer.js';
 import { MAX_EQL_DEPTH, parseEql } from './eql.parser.js';
 import { printEql } from './eql.printer.js';
@@ -72,6 +72,19 @@ describe('EQL grammar', () => {
     expect(parse('a = 1 or b = 2 or c = 3')).toEqual({ kind: 'or', left: { kind: 'or', left: a, right: b }, right: c });
   });
 
+  it('reads :name parameters wherever a value goes', () => {
+    const param = (name: string) => ({ type: 'param', name });
+    expect(parse('order_id = :order_id')).toEqual(cmp('order_id', '=', param('order_id')));
+    expect(parse('a>=:_min2')).toEqual(cmp('a', '>=', param('_min2')));
+    expect(parse("stage in (:first, 'b', :rest)")).toEqual({
+      kind: 'in',
+      field: { path: ['stage'] },
+      negated: false,
+      values: [param('first'), str('b'), param('rest')],
+    });
+    expect(parse('company.name ~ :q')).toEqual(cmp('company.name', '~', param('q')));
+  });
+
   it('reads keywords in any case, but field names as written', () => {
     expect(parse("A = 1 AnD b In ('x') oR NOT c IS NOT NULL")).toEqual(parse("A = 1 and b in ('x') or not c is not null"));
     expect(parse('Age = 1')).toEqual(cmp('Age', '=', num(1)));
@@ -99,6 +112,14 @@ describe('EQL errors carry the position of the problem', () => {
     ['age = 1e999', 6, /out of range/],
     ['age # 1', 4, /unexpected character/],
     ["'x' = age", 0, /expected a field name/],
+    ['age = :', 6, /expected a parameter name after ':'/],
+    ['age = :1x', 6, /expected a parameter name/],
+    [':field = 1', 0, /:field stands where a field name goes; parameters stand only for values/],
+    ['company.:name = 1', 8, /:name stands where a field name goes/],
+    ['age :op 1', 4, /:op stands where an operator goes/],
+    ['age is :x', 7, /is takes only null, not the parameter :x/],
+    ['age is not :x', 11, /is not takes only null/],
+    ['age = 1 :more', 8, /unexpected the parameter :more after a complete condition/],
   ];
   it.each(cases)('%j at %i', (source, position, reason) => {
     const error = failure(source);
@@ -126,7 +147,8 @@ const fieldRef = fc.oneof(
   fc.tuple(fieldName).map((p) => ({ path: p as [string], pos: 0 })),
   fc.tuple(fieldName, fieldName).map((p) => ({ path: p as [string, string], pos: 0 })),
 );
-const literal: fc.Arbitrary<Literal> = fc.oneof(
+const literal: fc.Arbitrary<Value> = fc.oneof(
+  fieldName.map((name) => ({ type: 'param' as const, name, pos: 0 })),
   fc.string({ unit: 'binary' }).map((value) => ({ type: 'string' as const, value, pos: 0 })),
   fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true })).map((value) => ({ type: 'number' as const, value, pos: 0 })),
   fc.boolean().map((value) => ({ type: 'boolean' as const, value, pos: 0 })),
@@ -175,5 +197,6 @@ describe('EQL printer', () => {
     const once = printEql(parseEql(source));
     expect(printEql(parseEql(once))).toBe(once);
     expect(once).toBe(`not (a = 'x' or b.c != 'y"z') and d in (1, 2) or e is not null`);
+    expect(printEql(parseEql('a=:x and b in (:ys,2)'))).toBe('a = :x and b in (:ys, 2)');
   });
 });

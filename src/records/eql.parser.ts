@@ -1,4 +1,4 @@
-import type { CompareOp, Expr, FieldRef, Literal } from './eql.ast.js';
+import type { CompareOp, Expr, FieldRef, Value } from './eql.ast.js';
 import { invalidEql, tokenize, type Keyword, type Token } from './eql.lexer.js';
 
 /**
@@ -12,7 +12,8 @@ import { invalidEql, tokenize, type Keyword, type Token } from './eql.lexer.js';
  *   predicate  := field ( op value | ["not"] "in" "(" value ("," value)* ")" | "is" ["not"] "null" )
  *   field      := identifier ["." identifier]
  *   op         := "=" | "!=" | "<" | "<=" | ">" | ">=" | "~" | "!~"
- *   value      := string | number | "true" | "false" | "null"
+ *   value      := string | number | "true" | "false" | "null" | param
+ *   param      := ":" identifier      -- bound from the parameters, never spliced into the text
  */
 
 /** Deepest nesting of parentheses and `not` accepted. */
@@ -30,6 +31,8 @@ function describe(token: Token): string {
       return 'a string';
     case 'number':
       return 'a number';
+    case 'param':
+      return `the parameter :${token.name}`;
     case 'operator':
       return `'${token.op}'`;
     case 'punct':
@@ -123,12 +126,14 @@ class Parser {
 
   private field(): FieldRef {
     const first = this.current;
+    if (first.kind === 'param') this.fail(first, `the parameter :${first.name} stands where a field name goes; parameters stand only for values`);
     if (first.kind !== 'identifier') this.fail(first, `expected a field name but found ${describe(first)}`);
     this.index += 1;
     const dot = this.current;
     if (dot.kind !== 'punct' || dot.char !== '.') return { path: [first.name], pos: first.pos };
     this.index += 1;
     const second = this.current;
+    if (second.kind === 'param') this.fail(second, `the parameter :${second.name} stands where a field name goes; parameters stand only for values`);
     if (second.kind !== 'identifier') this.fail(second, `expected a field name after '.' but found ${describe(second)}`);
     this.index += 1;
     const more = this.current;
@@ -136,19 +141,20 @@ class Parser {
     return { path: [first.name, second.name], pos: first.pos };
   }
 
-  private value(): Literal {
+  private value(): Value {
     const token = this.current;
     this.index += 1;
+    if (token.kind === 'param') return { type: 'param', name: token.name, pos: token.pos };
     if (token.kind === 'string') return { type: 'string', value: token.value, pos: token.pos };
     if (token.kind === 'number') return { type: 'number', value: token.value, pos: token.pos };
     if (token.kind === 'keyword' && (token.keyword === 'true' || token.keyword === 'false')) {
       return { type: 'boolean', value: token.keyword === 'true', pos: token.pos };
     }
     if (token.kind === 'keyword' && token.keyword === 'null') return { type: 'null', pos: token.pos };
-    return this.fail(token, `expected a value (string, number, true, false or null) but found ${describe(token)}`);
+    return this.fail(token, `expected a value (string, number, true, false, null or a :parameter) but found ${describe(token)}`);
   }
 
-  private list(): Literal[] {
+  private list(): Value[] {
     this.expectPunct('(');
     const values = [this.value()];
     while (this.current.kind === 'punct' && this.current.char === ',') {
@@ -180,9 +186,12 @@ class Parser {
       this.index += 1;
       const negated = this.isKeyword('not');
       if (negated) this.index += 1;
+      const after = this.current;
+      if (after.kind === 'param') this.fail(after, `is ${negated ? 'not ' : ''}takes only null, not the parameter :${after.name} (write = :${after.name})`);
       this.expectKeyword('null');
       return { kind: 'is_null', field, negated, pos: field.pos };
     }
+    if (token.kind === 'param') this.fail(token, `the parameter :${token.name} stands where an operator goes; parameters stand only for values`);
     return this.fail(token, `expected an operator (=, !=, <, <=, >, >=, ~, !~, in, not in, is) but found ${describe(token)}`);
   }
 }

@@ -1,4 +1,4 @@
-import type { Expr, FieldRef, Literal } from './eql.ast.js';
+import type { Expr, FieldRef, Value } from './eql.ast.js';
 
 /**
  * Prints an EQL tree back as text that parses to the same tree: canonical spacing, lower-case
@@ -19,8 +19,10 @@ function printString(value: string): string {
   return `${out}'`;
 }
 
-export function printLiteral(literal: Literal): string {
+export function printLiteral(literal: Value): string {
   switch (literal.type) {
+    case 'param':
+      return `:${literal.name}`;
     case 'string':
       return printString(literal.value);
     // String(-0) is "0"; the sign matters to nothing EQL compares, but keep it exact.

@@ -1,8 +1,8 @@
-import { notFound } from '../platform/errors.js';
+import { notFound, validationFailed } from '../platform/errors.js';
 import type { Queryable, Sql } from '../db/sql.js';
 import type { EntityDefinition } from './entity-definition.js';
 import { assertCan, type Actor, type EntityService, type StoredEntity } from './entity.service.js';
-import { compileEql, hoppedRelations } from './eql.compiler.js';
+import { compileEql, hoppedRelations, unusedParams } from './eql.compiler.js';
 import { parseEql } from './eql.parser.js';
 import { ident, qualifiedTable } from './naming.js';
 import { translating } from './pg-errors.js';
@@ -13,6 +13,8 @@ import { runBulk, type BulkOperation, type BulkResult } from './record-bulk.js';
 
 export interface ListOptions {
   eql?: string;
+  /** Values of the `:name` parameters of `eql`, bound as values (never spliced into its text). */
+  params?: Record<string, unknown>;
   sort?: string;
   fields?: string;
   include?: string;
@@ -78,8 +80,12 @@ export class RecordService {
     );
     const order = orderBy(def, options.sort, 't');
     const ast = options.eql !== undefined && options.eql.trim() !== '' ? parseEql(options.eql) : undefined;
+    const unused = unusedParams(ast, options.params);
+    if (unused.length) throw validationFailed(unused);
     const targets = await this.related(actor, [...(ast ? hoppedRelations(ast, def) : []), ...includes.map((i) => i.target)]);
-    const filter = ast ? compileEql(options.eql!, ast, { entity: def, alias: 't', related: (s) => targets.get(s) }) : { sql: 'true', params: [] };
+    const filter = ast
+      ? compileEql(options.eql!, ast, { entity: def, alias: 't', related: (s) => targets.get(s), ...(options.params ? { params: options.params } : {}) })
+      : { sql: 'true', params: [] };
     const from = `from ${qualifiedTable(slug)} t where ${filter.sql}`;
     const n = filter.params.length;
     const [items, [count]] = await translating(def, () =>

@@ -124,14 +124,50 @@ describe('validateGraph, one rule at a time', () => {
     expect(check({ nodes: [t('a'), t('b'), t('c')], edges: [...ring, { from: 'a', to: 'ghost' }] }).map((p) => p.field)).toEqual(['edges.3.to']);
   });
 
-  it('accepts cron lines of 5 or 6 fields and @-shorthands, and nothing else', () => {
-    const schedule = (cron: string) => check({ nodes: [t('a')], edges: [] }, { type: 'schedule', config: { cron, overlap: 'skip' } });
-    for (const cron of ['*/5 * * * *', '0 30 9 * * 1-5', '@daily', '@every 90s', ' @hourly ']) expect(schedule(cron), cron).toEqual([]);
-    for (const cron of ['* * * *', '@fortnightly', '', '* * * * * * *'])
+  it("checks a record_query's eql against its params when the eql holds no expression", () => {
+    const query = (config: Record<string, unknown>) =>
+      validateGraph({ nodes: [{ id: 'q', type: 'record_query', config: { entity: 'lead', ...config } }], edges: [] }, manual, nodeTypes);
+    expect(query({ eql: 'a = :x and b in (:ys)', params: { x: '{{ trigger.x }}', ys: [1, 2] } })).toEqual([]);
+    expect(query({ eql: "a = '{{ trigger.x }}'" })).toEqual([]);
+    expect(query({ eql: '{{ trigger.filter }}', params: { anything: 1 } })).toEqual([]);
+    expect(query({ eql: 'a = :x' })).toEqual([{ field: 'nodes.0.config.params', message: 'has no value for the parameter :x the eql uses' }]);
+    expect(query({ eql: 'a = :x', params: { x: 1, y: 2 } }).map((p) => p.field)).toEqual(['nodes.0.config.params.y']);
+    expect(query({ params: { x: 1 } }).map((p) => p.field)).toEqual(['nodes.0.config.params.x']);
+    expect(query({ eql: 'a = ', params: {} })).toEqual([{ field: 'nodes.0.config.eql', message: expect.stringMatching(/expected a value .* at position 4/) }]);
+  });
+
+  it('accepts the schedules Temporal accepts (5 to 7 fields, @every, shorthands), and nothing else', () => {
+    const schedule = (cron: string, timezone?: string) =>
+      check({ nodes: [t('a')], edges: [] }, { type: 'schedule', config: { cron, overlap: 'skip', ...(timezone !== undefined ? { timezone } : {}) } });
+    for (const cron of [
+      '*/5 * * * *',
+      '30 9 * * 1-5',
+      '0 0 1 1 * 2030',
+      '0 30 9 * * 1-5 *',
+      '@daily',
+      '@every 90s',
+      '@every 1h/30m',
+      ' @hourly ',
+      'TZ=Europe/Paris 0 9 * * mon',
+    ])
+      expect(schedule(cron), cron).toEqual([]);
+    // 6 fields end with a year (Temporal's reading), so a seconds-first line is refused: hour 30.
+    for (const cron of [
+      '* * * *',
+      '@fortnightly',
+      '',
+      '0 30 9 * * 1-5',
+      'x x x x x',
+      '@every 0s',
+      '99 99 99 99 99',
+      '0 0 1 1 * 1999',
+      'TZ=Not/AZone 0 0 * * *',
+    ])
       expect(
         schedule(cron).map((p) => p.field),
         cron,
       ).toEqual(['trigger.config.cron']);
+    expect(schedule('@daily', 'Not/AZone')).toEqual([{ field: 'trigger.config.timezone', message: expect.stringMatching(/unknown time zone Not\/AZone/) }]);
   });
 });
 
@@ -197,5 +233,68 @@ describe('validateGraph: error branches and references', () => {
     ]);
     // Dynamic uses of `nodes` and fields named `nodes` elsewhere are left alone.
     expect(check({ nodes: [t('a', { value: '{{ $keys(nodes) & trigger.nodes.q }}' })], edges: [] })).toEqual([]);
+  });
+});
+
+describe('validateGraph, for_each bodies', () => {
+  const loop = (body: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+    id: 'each',
+    type: 'for_each',
+    config: { items: '{{ trigger.list }}', body, ...extra },
+  });
+  const t = (id: string, value: unknown = 1) => ({ id, type: 'transform', config: { value } });
+  const check = (nodes: unknown[], edges: { from: string; to: string }[] = []) => validateGraph({ nodes: nodes as never, edges }, manual, nodeTypes);
+
+  it('accepts a body that names its item, index, its own upstream nodes and the nodes upstream of the loop', () => {
+    const problems = check(
+      [
+        t('before'),
+        loop({ nodes: [t('one', '{{ item.x + index }}'), t('two', '{{ nodes.one & nodes.before & trigger.y }}')], edges: [{ from: 'one', to: 'two' }] }),
+      ],
+      [{ from: 'before', to: 'each' }],
+    );
+    expect(problems).toEqual([]);
+  });
+
+  it('checks a body as a graph, at its place', () => {
+    const fields = check([loop({ nodes: [t('a'), { id: 'b', type: 'nope' }, t('c', '{{ ( }}')], edges: [{ from: 'a', to: 'ghost' }] })]).map((p) => p.field);
+    expect(fields).toEqual(
+      expect.arrayContaining(['nodes.0.config.body.nodes.1.type', 'nodes.0.config.body.nodes.2.config.value', 'nodes.0.config.body.edges.0.to']),
+    );
+  });
+
+  it('refuses ids used twice across the definition, and a reference to a body node from outside or a later body node', () => {
+    const problems = check(
+      [t('a'), loop({ nodes: [t('a'), t('b', '{{ nodes.c }}'), t('c')], edges: [{ from: 'b', to: 'c' }] }), t('after', '{{ nodes.b }}')],
+      [{ from: 'each', to: 'after' }],
+    );
+    expect(problems.map((p) => p.field)).toEqual(
+      expect.arrayContaining(['nodes.1.config.body.nodes.0.id', 'nodes.1.config.body.nodes.1.config.value', 'nodes.2.config.value']),
+    );
+  });
+
+  it('needs output_node when the body has several sinks, refuses waits and approvals inside, and nesting deeper than four', () => {
+    expect(check([loop({ nodes: [t('p'), t('q')] })])).toContainEqual({
+      field: 'nodes.0.config.body.output_node',
+      message: "the body has several sink nodes (p, q): name the one whose output is an item's result",
+    });
+    expect(check([loop({ nodes: [t('p'), t('q')], output_node: 'q' })])).toEqual([]);
+    const wait = check([loop({ nodes: [{ id: 'w', type: 'wait_for_event', config: { event: 'paid', key: 'k', timeout_ms: 1000 } }] })]);
+    expect(wait.map((p) => p.field)).toContain('nodes.0.config.body.nodes.0.type');
+    let body: Record<string, unknown> = { nodes: [t('leaf')] };
+    for (let depth = 4; depth >= 1; depth--) body = { nodes: [{ id: `l${depth}`, type: 'for_each', config: { items: [], body } }] };
+    expect(check(body.nodes as unknown[]).map((p) => p.message)).toContain('for_each bodies nest at most 4 levels deep');
+  });
+
+  it('reports a body node that is not shaped as a node (null, a string) instead of failing on it', () => {
+    expect(check([loop({ nodes: [null, 'x', t('a')], edges: [], output_node: 'a' })]).map((p) => p.field)).toEqual([
+      'nodes.0.config.body.nodes.0',
+      'nodes.0.config.body.nodes.1',
+    ]);
+  });
+
+  it('needs a body or a workflow_id, not both', () => {
+    expect(check([{ id: 'each', type: 'for_each', config: { items: [] } }]).map((p) => p.field)).toEqual(['nodes.0.config.body']);
+    expect(check([loop({ nodes: [t('a')] }, { workflow_id: 3 })]).map((p) => p.field)).toEqual(['nodes.0.config.body']);
   });
 });

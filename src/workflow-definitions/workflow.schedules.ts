@@ -1,4 +1,5 @@
 import { ScheduleNotFoundError, type ScheduleOptions } from '@temporalio/client';
+import { validationFailed } from '../platform/errors.js';
 import { RUN_GRAPH_WORKFLOW, type RunGraphInput } from '../../workflows/defs.js';
 import type { TemporalHandle } from '../temporal/connection.js';
 import type { WorkflowRow } from './workflow.schemas.js';
@@ -12,6 +13,18 @@ const overlapOf = {
   allow_all: 'ALLOW_ALL',
 } as const;
 
+const GRPC_INVALID_ARGUMENT = 3;
+
+/** Temporal's refusal of a schedule's spec (INVALID_ARGUMENT; the client raises it as a TypeError) as a 400. */
+function refusal(err: unknown): Error | undefined {
+  const cause = (err as { cause?: { code?: unknown } } | undefined)?.cause;
+  const invalid = err instanceof TypeError || (err as { code?: unknown })?.code === GRPC_INVALID_ARGUMENT || cause?.code === GRPC_INVALID_ARGUMENT;
+  if (!invalid) return undefined;
+  const message = (err as Error).message;
+  const field = /time ?zone/i.test(message) ? 'trigger.config.timezone' : 'trigger.config.cron';
+  return validationFailed([{ field, message: `Temporal refuses this schedule: ${message}` }]);
+}
+
 /**
  * The Temporal Schedule behind a `schedule` trigger: it exists while the workflow is active,
  * is paused on deactivate/archive and deleted on purge. Each action starts a run of the
@@ -20,7 +33,7 @@ const overlapOf = {
 export class WorkflowSchedules {
   constructor(private readonly temporal: TemporalHandle) {}
 
-  private options(row: WorkflowRow): ScheduleOptions {
+  private options(row: Pick<WorkflowRow, 'id' | 'trigger'>): ScheduleOptions {
     if (row.trigger.type !== 'schedule') throw new Error('not a schedule trigger');
     const config = row.trigger.config;
     const input: RunGraphInput = { workflowId: row.id, payload: { scheduled: true }, trigger: 'schedule' };
@@ -39,8 +52,20 @@ export class WorkflowSchedules {
     };
   }
 
-  /** Creates or updates the schedule of an active schedule-triggered workflow; removes a stale one. */
-  async sync(row: WorkflowRow): Promise<void> {
+  /**
+   * Creates or updates the schedule of an active schedule-triggered workflow; removes a stale one.
+   * A schedule Temporal refuses (what the definition's validation let through) is a 400 naming
+   * the field, never a 500; the caller saves nothing then.
+   */
+  async sync(row: Pick<WorkflowRow, 'id' | 'trigger'>): Promise<void> {
+    try {
+      await this.apply(row);
+    } catch (err) {
+      throw refusal(err) ?? err;
+    }
+  }
+
+  private async apply(row: Pick<WorkflowRow, 'id' | 'trigger'>): Promise<void> {
     const handle = this.temporal.client.schedule.getHandle(this.temporal.scheduleId(row.id));
     if (row.trigger.type !== 'schedule') {
       await handle.delete().catch((err) => {

@@ -6,7 +6,7 @@ import type { Principal } from '../auth/auth.service.js';
 import { nodeTypes } from '../nodes/index.js';
 import { randomToken } from '../platform/crypto.js';
 import { AppError, conflict, notFound, validationFailed, type FieldProblem } from '../platform/errors.js';
-import { validateGraph } from './graph-validator.js';
+import { everyNode, shapeBodies, validateGraph } from './graph-validator.js';
 import type { ActingUsers } from '../auth/acting.js';
 import type { ConnectionService } from '../connections/connection.service.js';
 import type { EntityService } from '../records/entity.service.js';
@@ -49,6 +49,15 @@ export interface DefinitionPorts {
 export function workflowVisibility(principal: Principal, alias = 'w'): [string, unknown[]] {
   if (principal.role === 'administrator') return ['true', []];
   return [`(${alias}.owner_id = ? or ? = any(${alias}.shared_with))`, [principal.id, principal.id]];
+}
+
+/**
+ * Whether a workflow exists at all is its owner's choice, as whom it is shared with is: someone it
+ * is shared with may edit and run it, not archive, restore or purge it (administrators may).
+ */
+function assertOwnerOrAdministrator(principal: Principal, row: Pick<WorkflowRow, 'owner_id'>, what: string): void {
+  if (principal.id !== row.owner_id && principal.role !== 'administrator')
+    throw new AppError('forbidden', `Only the workflow's owner (or an administrator) ${what} it`);
 }
 
 /** Workflow definitions: validation, versions, visibility and the status lifecycle. */
@@ -165,12 +174,13 @@ export class WorkflowService {
   ): Promise<number[]> {
     const problems: FieldProblem[] = validateGraph(graph, trigger, nodeTypes);
     if (errorWorkflowId != null) problems.push(...(await this.checkErrorWorkflow(errorWorkflowId, authors)));
-    // A node's connection_id, and the connections and logins its configuration names (an approval's notify and approvers).
-    const named = graph.nodes.flatMap((n, i) => {
-      const refs = problems.some((p) => p.field.startsWith(`nodes.${i}.`)) ? undefined : nodeTypes.get(n.type)?.references?.(n.config);
+    // A node's connection_id, and the connections and logins its configuration names (an approval's
+    // notify and approvers), for_each bodies' nodes included.
+    const named = [...everyNode(graph.nodes)].flatMap(([n, at]) => {
+      const refs = problems.some((p) => p.field.startsWith(`${at}.`)) ? undefined : nodeTypes.get(n.type)?.references?.(n.config);
       return [
-        ...(n.connection_id !== undefined ? [{ id: n.connection_id, field: `nodes.${i}.connection_id` }] : []),
-        ...(refs?.connections ?? []).map((c) => ({ id: c.id, field: `nodes.${i}.config.${c.field}` })),
+        ...(typeof n.connection_id === 'number' ? [{ id: n.connection_id, field: `${at}.connection_id` }] : []),
+        ...(refs?.connections ?? []).map((c) => ({ id: c.id, field: `${at}.config.${c.field}` })),
       ];
     });
     const connectionIds = [...new Set(named.map((c) => c.id))];
@@ -195,6 +205,7 @@ export class WorkflowService {
       });
     }
     if (problems.length) throw validationFailed(problems);
+    graph.nodes = shapeBodies(graph.nodes);
     return connectionIds;
   }
 
@@ -211,10 +222,10 @@ export class WorkflowService {
 
   /** Every login a node's configuration names (an approval's approvers) must exist. */
   private async checkLogins(graph: Graph, problems: FieldProblem[]): Promise<void> {
-    const named = graph.nodes.flatMap((n, i) =>
-      problems.some((p) => p.field.startsWith(`nodes.${i}.`))
+    const named = [...everyNode(graph.nodes)].flatMap(([n, at]) =>
+      problems.some((p) => p.field.startsWith(`${at}.`))
         ? []
-        : (nodeTypes.get(n.type)?.references?.(n.config).logins ?? []).map((l) => ({ ...l, field: `nodes.${i}.config.${l.field}` })),
+        : (nodeTypes.get(n.type)?.references?.(n.config).logins ?? []).map((l) => ({ ...l, field: `${at}.config.${l.field}` })),
     );
     if (!named.length) return;
     const rows = await this.sql.query<{ login: string }>('select login from users where login = any(?)', [[...new Set(named.map((l) => l.login))]]);
@@ -261,8 +272,8 @@ export class WorkflowService {
         const existing = await tx.query<{ id: number }>('select id from workflows where slug = ?', [slug]);
         if (existing.length) throw conflict('conflict', `A workflow with slug ${slug} exists`, { field: 'slug' });
         const [row] = await tx.query<{ id: number }>(
-          `insert into workflows (id, slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with, updated_by, error_workflow_id)
-           values (coalesce(?::int, nextval('workflows_id_seq')), ?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
+          `insert into workflows (id, slug, title, description, tags, status, trigger_type, trigger, nodes, edges, node_count, connection_ids, webhook_secret, owner_id, shared_with, updated_by, error_workflow_id, error_workflow_chosen_by)
+           values (coalesce(?::int, nextval('workflows_id_seq')), ?, ?, ?, ?, 'inactive', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
           [
             options.id ?? null,
             slug,
@@ -280,6 +291,7 @@ export class WorkflowService {
             body.shared_with,
             principal.id,
             body.error_workflow_id,
+            body.error_workflow_id === null ? null : principal.id,
           ],
         );
         await tx.query('insert into workflow_versions (workflow_id, version, definition, created_by) values (?, 1, ?, ?)', [
@@ -304,8 +316,19 @@ export class WorkflowService {
         }
       }
     }
-    if (body.status === 'active') return this.activate(principal, id);
+    if (body.status === 'active') return this.activateCreated(principal, id);
     return this.get(principal, id);
+  }
+
+  /** A workflow created active: saved with its schedule (or trigger) or not at all. */
+  private async activateCreated(principal: Principal, id: number): Promise<WorkflowRow> {
+    try {
+      return await this.activate(principal, id);
+    } catch (err) {
+      // Nothing else knows the workflow yet: the request that failed leaves nothing behind.
+      if (err instanceof AppError && err.status < 500) await this.sql.query('delete from workflows where id = ?', [id]);
+      throw err;
+    }
   }
 
   private async freeSlug(base: string): Promise<string> {
@@ -337,10 +360,12 @@ export class WorkflowService {
       throw conflict('conflict', `A workflow with slug ${body.slug} exists`, { field: 'slug' });
     }
     const secret = trigger.type === 'webhook' ? (current.webhook_secret ?? randomToken(24)) : null;
-    await this.sql.transaction(async (tx) => {
+    let scheduled = false;
+    const saved = this.sql.transaction(async (tx) => {
       const [row] = await tx.query<{ version: number }>(
         `update workflows set slug = ?, title = ?, description = ?, tags = ?, trigger_type = ?, trigger = ?, nodes = ?, edges = ?,
-           node_count = ?, connection_ids = ?, webhook_secret = ?, shared_with = ?, error_workflow_id = ?, version = version + 1, updated_by = ?, updated_at = now()
+           node_count = ?, connection_ids = ?, webhook_secret = ?, shared_with = ?, error_workflow_id = ?,
+           error_workflow_chosen_by = case when ?::boolean then ?::int else error_workflow_chosen_by end, version = version + 1, updated_by = ?, updated_at = now()
          where id = ? returning version`,
         [
           body.slug ?? current.slug,
@@ -356,6 +381,9 @@ export class WorkflowService {
           secret,
           sharedWith,
           errorWorkflowId,
+          // Who chose the error workflow: its failures' messages reach it on their rights (ExecutionMirror.queueErrorRun).
+          errorWorkflowId !== current.error_workflow_id,
+          errorWorkflowId === null ? null : principal.id,
           principal.id,
           id,
         ],
@@ -366,10 +394,16 @@ export class WorkflowService {
         JSON.stringify({ trigger, ...graph }),
         principal.id,
       ]);
+      // An active workflow's new version is saved with its schedule or not at all: a schedule
+      // Temporal refuses rolls the version back, and the old schedule runs on as it was.
+      if (current.status === 'active') scheduled = await this.schedules.sync({ id, trigger }).then(() => true);
     });
-    const updated = await this.get(principal, id);
-    if (updated.status === 'active') await this.schedules.sync(updated);
-    return updated;
+    await saved.catch(async (err: unknown) => {
+      // The commit failed after Temporal took the new schedule: the old one is put back.
+      if (scheduled) await this.schedules.sync(current).catch(() => undefined);
+      throw err;
+    });
+    return this.get(principal, id);
   }
 
   private async setStatus(id: number, status: WorkflowStatus) {
@@ -385,7 +419,7 @@ export class WorkflowService {
       await this.assertRecordTrigger(row.trigger.config.entity, this.authorsOf(row), problems);
       if (problems.length) throw validationFailed(problems);
     }
-    await this.schedules.sync({ ...row, status: 'active' });
+    await this.schedules.sync(row);
     if (row.status !== 'active') await this.setStatus(id, 'active');
     return this.get(principal, id);
   }
@@ -401,6 +435,7 @@ export class WorkflowService {
   /** Archived back to inactive; a workflow that is not archived is left as it is. */
   async restore(principal: Principal, id: number): Promise<WorkflowRow> {
     const row = await this.get(principal, id);
+    assertOwnerOrAdministrator(principal, row, 'restores');
     if (row.status === 'archived') await this.setStatus(id, 'inactive');
     return this.get(principal, id);
   }
@@ -408,6 +443,7 @@ export class WorkflowService {
   /** DELETE: archives (soft delete); with force on an archived workflow, purges it for good. */
   async remove(principal: Principal, id: number, force: boolean): Promise<{ id: number; status: 'archived' | 'purged' }> {
     const row = await this.get(principal, id);
+    assertOwnerOrAdministrator(principal, row, force ? 'purges' : 'archives');
     if (!force) {
       await this.schedules.pause(row);
       await this.setStatus(id, 'archived');

@@ -5,7 +5,8 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 /** One scripted answer of a fake model provider. */
 export interface ScriptStep {
   text?: string;
-  toolCalls?: { name: string; args: Record<string, unknown> }[];
+  /** Tool calls of the answer; `id` overrides the id the fake makes up (to send two calls with one id). */
+  toolCalls?: { id?: string; name: string; args: Record<string, unknown> }[];
   /** Answer this HTTP status with an error body instead. */
   status?: number;
   /** Stream: send a broken event and end; JSON: send a body that is not JSON. */
@@ -17,7 +18,8 @@ export interface ScriptStep {
   chunkDelayMs?: number;
   /** Stream this many text pieces `@<Date.now() at sending>;` instead of `text` (latency benchmarks). */
   stampTokens?: number;
-  usage?: { in: number; out: number };
+  /** Token counts of the answer's usage, sent as they are (a test may send 1.5 or 1e308). */
+  usage?: { in: unknown; out: unknown };
 }
 
 export interface SeenModelRequest {
@@ -92,10 +94,10 @@ export function startFakeOpenAi(): Promise<FakeProvider> {
     const usage = {
       prompt_tokens: step.usage?.in ?? 11,
       completion_tokens: step.usage?.out ?? 7,
-      total_tokens: (step.usage?.in ?? 11) + (step.usage?.out ?? 7),
+      total_tokens: Number(step.usage?.in ?? 11) + Number(step.usage?.out ?? 7),
     };
     const toolCalls = (step.toolCalls ?? []).map((c, i) => ({
-      id: `call_${seq}_${i}`,
+      id: c.id ?? `call_${seq}_${i}`,
       type: 'function',
       function: { name: c.name, arguments: JSON.stringify(c.args) },
     }));
@@ -147,7 +149,7 @@ export function startFakeAnthropic(): Promise<FakeProvider> {
     const usage = { input_tokens: step.usage?.in ?? 13, output_tokens: step.usage?.out ?? 5 };
     const blocks = [
       ...(step.text ? [{ type: 'text', text: step.text }] : []),
-      ...(step.toolCalls ?? []).map((c, i) => ({ type: 'tool_use', id: `toolu_${seq}_${i}`, name: c.name, input: c.args })),
+      ...(step.toolCalls ?? []).map((c, i) => ({ type: 'tool_use', id: c.id ?? `toolu_${seq}_${i}`, name: c.name, input: c.args })),
     ];
     const stopReason = step.toolCalls?.length ? 'tool_use' : 'end_turn';
     if (!req.body.stream) {
