@@ -98,33 +98,44 @@ export async function agentCallModel(ports: ModelCallPorts, input: AgentModelCal
   const { sql } = ports;
   const stepKey = `model:${input.turnId}:${input.step}`;
   // A turn's first call stores the user's message (as agentBeginTurn did before it), so the
-  // conversation read below holds it; a retry finds it stored.
-  if (input.userMessage !== undefined) await agentBeginTurn(ports, { sessionId: input.sessionId, turnId: input.turnId, content: input.userMessage });
-  // The three reads are independent: one round trip of waiting, not three.
+  // conversation read after it holds it; a retry finds it stored. The session and its connection
+  // are read meanwhile: two round trips of waiting before the provider is called, not four.
+  const stored =
+    input.userMessage !== undefined ? agentBeginTurn(ports, { sessionId: input.sessionId, turnId: input.turnId, content: input.userMessage }) : undefined;
+  const sessionRead = loadSession(sql, input.sessionId);
+  const connection = sessionRead.then((s) => (s ? ports.connections.resolve(s.provider_id, [s.owner_id]) : undefined));
+  connection.catch(() => undefined);
   const [done, session, messages] = await Promise.all([
     stepMessage(sql, input.sessionId, stepKey, ['content', 'tool_calls', 'telemetry']),
-    loadSession(sql, input.sessionId),
-    loadHistory(sql, input.sessionId),
+    sessionRead,
+    Promise.resolve(stored).then(() => loadHistory(sql, input.sessionId)),
   ]);
   if (done) return storedModelResult(done);
   if (!session) throw sessionGone();
-  const answer = await completeTurn(ports, session, messages, input.streamChannel);
+  const answer = await completeTurn(ports, session, messages, input.streamChannel, connection);
   checkToolCallCount(answer.toolCalls, ports.config.SVC_AGENT_MAX_TOOL_CALLS);
   const reply = { ...answer, toolCalls: uniqueToolCallIds(answer.toolCalls) };
   return recordModelReply(ports, input, stepKey, session, reply);
 }
 
 /** Calls the session's provider, heartbeating; its errors become the activity's failures. */
-async function completeTurn(ports: ModelCallPorts, session: SessionRow, messages: ChatMessage[], channel: string | undefined): Promise<ModelReply> {
+async function completeTurn(
+  ports: ModelCallPorts,
+  session: SessionRow,
+  messages: ChatMessage[],
+  channel: string | undefined,
+  /** The session's connection, resolved while the conversation was read. */
+  resolved: Promise<Awaited<ReturnType<ModelCallPorts['connections']['resolve']>> | undefined>,
+): Promise<ModelReply> {
   const context = Context.current();
   // A model that repeats its key (in its answer, a tool call or an error) does not get it stored.
   let redact: Redact | undefined;
   try {
     return await withHeartbeat(context, async () => {
       // The credential is decrypted here and nowhere else: never an activity argument or result.
-      const connection = await ports.connections.resolve(session.provider_id, [session.owner_id]).catch((err: unknown) => {
+      const connection = (await resolved.catch((err: unknown) => {
         throw connectionError(err, session.provider_id);
-      });
+      }))!;
       redact = connection.redact;
       const attributes = { 'svc.provider': connection.type, 'svc.model': session.model, 'svc.streamed': Boolean(channel) };
       const reply = await inSpan('model call', attributes, () =>

@@ -1,7 +1,5 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import {
-  LEAN_HISTORY,
-  REFS_HISTORY,
   childWorkflowId,
   type BeganExecution,
   type Graph,
@@ -10,12 +8,14 @@ import {
   type NodeError,
   type OutputRef,
   type RunGraphInput,
+  type RunCloses,
   type RunNodeInput,
   type RunNodeOutput,
 } from '../workflows/defs.js';
 import type { ExpressionContext } from '../src/nodes/expressions.js';
 import type { ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
-import { nodeTypes, nodeRunModes } from '../src/nodes/index.js';
+import { nodeTypes } from '../src/nodes/index.js';
+import { firstStepAnswer, type Understands } from '../src/executions/first-step.js';
 import { AppError } from '../src/platform/errors.js';
 import type { ExecutionRef, NodeEntry } from '../src/executions/execution.mirror.js';
 import { nodesFinishedBefore, readNodeEvents } from '../src/executions/reset-point.js';
@@ -54,6 +54,7 @@ export interface GraphActivityPorts {
     Config,
     | 'SVC_NODE_OUTPUT_LIMIT'
     | 'SVC_LOCAL_PURE_NODES'
+    | 'SVC_LOCAL_CALL_MAX_MS'
     | 'SVC_AGENT_PRICES'
     | 'SVC_RUN_WORKFLOW_MAX_DEPTH'
     | 'SVC_RUN_WORKFLOW_MAX_CHILD_RUNS'
@@ -122,8 +123,7 @@ export interface NodeEnd {
 export function graphActivities(services: GraphActivityPorts) {
   const g: GraphWorker = { ports: services, runs: new ForgetfulMap(1_000), versions: new OldestFirstMap(500) };
   const control = {
-    beginExecution: (input: RunGraphInput, runId: string, understands: { history?: number; refs?: number } = {}) =>
-      beginExecution(g, input, runId, understands),
+    beginExecution: (input: RunGraphInput, runId: string, understands: Understands = {}) => beginExecution(g, input, runId, understands),
     finishExecution: (runId: string, result: RunResult) => finishExecution(g, runId, result),
     recordNodeStart: (node: GraphNode, runId: string) => recordNodeStart(g, node, runId),
     recordNodeEnd: (node: GraphNode, runId: string, end: NodeEnd) => recordNodeEnd(g, node, runId, end),
@@ -218,13 +218,7 @@ export function writeNode(g: GraphWorker, executionId: number, node: Pick<GraphN
 }
 
 /** First step of every run: claims or creates the execution record and loads the graph. */
-export async function beginExecution(
-  g: GraphWorker,
-  input: RunGraphInput,
-  runId: string,
-  /** What the calling workflow code can read; earlier code asks for nothing (see LEAN_HISTORY, REFS_HISTORY). */
-  understands: { history?: number; refs?: number },
-): Promise<BeganExecution> {
+export async function beginExecution(g: GraphWorker, input: RunGraphInput, runId: string, understands: Understands): Promise<BeganExecution> {
   const { workflowId: temporalWorkflowId } = runOf();
   // The record is claimed first: a run that then fails (its definition unreadable through a
   // long database outage) is one the mirror can close, knowing its run id.
@@ -250,22 +244,7 @@ export async function beginExecution(
     ref = await findExecution(g, temporalWorkflowId, runId);
     if (!ref) throw ApplicationFailure.retryable('execution record not visible yet', CODE.execution_not_ready);
   }
-  const { SVC_LOCAL_PURE_NODES, SVC_HISTORY_INLINE_BYTES, SVC_NODE_CONTEXT_INLINE_BYTES, SVC_RUN_MAX_PARALLEL_NODES } = g.ports.config;
-  return {
-    executionId: ref.id,
-    version: definition.version,
-    graph: definition.graph,
-    runModes: nodeRunModes(SVC_LOCAL_PURE_NODES),
-    // Still answered for workers on earlier workflow code (a rolling deployment), which read
-    // these: they must run every node the way runModes says.
-    localPureNodes: SVC_LOCAL_PURE_NODES,
-    pureTypes: [...nodeTypes.values()].filter((n) => n.pure).map((n) => n.type),
-    ...(understands.history === LEAN_HISTORY ? { history: LEAN_HISTORY } : {}),
-    // Granted only to workflow code that asked: earlier code would take a reference for a value.
-    ...(understands.refs === REFS_HISTORY
-      ? { bounds: { inlineBytes: SVC_HISTORY_INLINE_BYTES, contextBytes: SVC_NODE_CONTEXT_INLINE_BYTES, maxRunning: SVC_RUN_MAX_PARALLEL_NODES } }
-      : {}),
-  };
+  return firstStepAnswer(g.ports.config, { executionId: ref.id, version: definition.version, graph: definition.graph }, understands);
 }
 
 /**
@@ -441,20 +420,25 @@ export interface NodeAttempt {
 
 /** Runs one node: evaluates its expressions, runs the type's implementation, records the result. */
 export async function runNode(g: GraphWorker, input: RunNodeInput): Promise<RunNodeOutput> {
-  const { node, context, inlineBytes, item } = input;
+  const { node, context, inlineBytes, item, closes } = input;
   const activity = Context.current();
   if (item) return activity.info.isLocal ? runItemNode(g, input, item) : withHeartbeat(activity, () => runItemNode(g, input, item));
+  const pure = nodeTypes.get(node.type)?.pure === true;
+  // A call run inside the workflow task (a short call, local): counted before it is made (see beginAttempt).
+  const call = activity.info.isLocal && !pure;
   const run = async () => {
     const started = Date.now();
     const ref = await currentExecution(g, runOf().runId);
-    const attempt: NodeAttempt = { ref, node, started, attempts: activity.info.attempt };
+    const counted = call ? await patiently(() => g.ports.executionMirror.beginAttempt(ref.id, node, new Date(started))) : undefined;
+    const attempt: NodeAttempt = { ref, node, started, attempts: counted ?? activity.info.attempt };
+    // A pure node run locally ends in moments, a local call shows as running already; any other shows so once it takes a while.
     const shown = showRunningLater(g, attempt, activity.info.isLocal);
     try {
       const result = withoutCredential(attempt, await executeNode(g, attempt, context));
-      await recordNodeSuccess(g, attempt, result, shown.settle);
-      if (inlineBytes === undefined) return { output: result.output, ...(result.branch !== undefined ? { branch: result.branch } : {}) };
+      await recordNodeSuccess(g, attempt, result, shown.settle, closes);
+      const branch = { ...(result.branch !== undefined ? { branch: result.branch } : {}), ...(closes ? { closed: { executionId: ref.id } } : {}) };
+      if (inlineBytes === undefined) return { output: result.output, ...branch };
       // Written to the timeline above: a large output goes back to the workflow as a reference to it.
-      const branch = result.branch !== undefined ? { branch: result.branch } : {};
       return result.bytes! > inlineBytes
         ? { ref: { node: node.id, bytes: result.bytes! }, ...branch }
         : { output: result.output, bytes: result.bytes!, ...branch };
@@ -572,15 +556,15 @@ export async function executeNode(g: GraphWorker, attempt: NodeAttempt, context:
   return { ...result, bytes: checkOutputSize(result.output, g.ports.config.SVC_NODE_OUTPUT_LIMIT) };
 }
 
-/** The node succeeded: its metrics and its timeline entry. */
-async function recordNodeSuccess(g: GraphWorker, attempt: NodeAttempt, result: RunNodeOutput, settle: () => Promise<void>): Promise<void> {
+/** The node succeeded: its metrics and its timeline entry, with the run's outcome when the node `closes` the run. */
+async function recordNodeSuccess(g: GraphWorker, attempt: NodeAttempt, result: RunNodeOutput, settle: () => Promise<void>, closes?: RunCloses): Promise<void> {
   const { ref, node, started } = attempt;
   const finished = Date.now();
   countAttempt(g, node.type, 'success', undefined, finished - started);
   const usage = modelUsageOf(node.type, result.output);
   if (usage) countModelUse(g.ports.metrics, attempt.connectionType ?? 'unknown', 'node', usage);
   await settle();
-  await writeNode(g, ref.id, node, {
+  const entry = {
     status: 'success',
     started_at: new Date(started),
     finished_at: new Date(finished),
@@ -588,7 +572,13 @@ async function recordNodeSuccess(g: GraphWorker, attempt: NodeAttempt, result: R
     attempts: attempt.attempts,
     input: attempt.input,
     output: result.output ?? null,
-  });
+  };
+  if (!closes) return writeNode(g, ref.id, node, entry);
+  const ended = await patiently(() => g.ports.executionMirror.finishWithNode(ref.id, node, entry, { ...closes, lastOutput: entry.output }));
+  if (ended) {
+    g.ports.metrics.runsFinished.inc({ status: closes.status });
+    g.ports.metrics.runDuration.observe({ status: closes.status }, ended.seconds);
+  }
 }
 
 /** The node failed or was cancelled: its metrics and its timeline entry. Answers the failure to throw. */

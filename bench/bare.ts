@@ -11,8 +11,13 @@
  *   -> {"id":1,"ok":true,"elapsedMs":3712.5,"latencies":[...],"workflowIds":[...]}
  * Every run is `client.workflow.execute()`: started and awaited to its result. It prints
  * {"ready":true} once the worker polls.
+ *
+ * `"serve": true` instead opens an HTTP server on loopback whose every POST runs the workflow
+ * (`client.workflow.execute()`, eagerly) and answers its result as JSON: the bare SDK behind a
+ * webhook. The answer carries its `url`; the server stays up until the process ends.
  */
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
@@ -27,6 +32,8 @@ export interface BareCommand {
   args: unknown[];
   total: number;
   concurrency: number;
+  /** Serve the workflow over HTTP instead of running it `total` times. */
+  serve?: boolean;
 }
 
 export interface BareAnswer {
@@ -37,6 +44,8 @@ export interface BareAnswer {
   /** Start -> result of each run, ms. */
   latencies: number[];
   workflowIds: string[];
+  /** Where a served workflow answers (`serve`). */
+  url?: string;
 }
 
 const silent = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} };
@@ -59,6 +68,7 @@ async function main() {
     activities: {
       noop: async () => null,
       get: async (url: string) => (await fetch(url)).status,
+      getJson: async (url: string) => (await fetch(url)).json(),
       transform: async (item: number) => ({ twice: item * 2, at: item }),
     },
     ...WORKER_TUNING,
@@ -73,6 +83,13 @@ async function main() {
   lines.on('line', (line) => {
     if (!line.trim()) return;
     const command = JSON.parse(line) as BareCommand;
+    if (command.serve) {
+      void serve(command).then(
+        (url) => answer({ id: command.id, ok: true, elapsedMs: 0, latencies: [], workflowIds: [], url }),
+        (err: unknown) => answer({ id: command.id, ok: false, error: String(err), elapsedMs: 0, latencies: [], workflowIds: [] }),
+      );
+      return;
+    }
     queue = queue.then(async () => {
       const workflowIds: string[] = [];
       const started = performance.now();
@@ -88,6 +105,21 @@ async function main() {
       }
     });
   });
+  /** An HTTP server whose every POST runs the command's workflow and answers its result. */
+  const serve = (command: BareCommand) =>
+    new Promise<string>((resolve) => {
+      const server = createServer((req, res) => {
+        req.resume();
+        req.once('end', () => {
+          client.workflow.execute(command.type, { taskQueue, workflowId: randomUUID(), args: command.args, requestEagerStart: true }).then(
+            (result) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(result)),
+            (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(String(err)),
+          );
+        });
+      });
+      server.keepAliveTimeout = 65_000;
+      server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as { port: number }).port}/`));
+    });
   lines.once('close', () => {
     void queue.then(async () => {
       worker.shutdown();

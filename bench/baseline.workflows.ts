@@ -5,11 +5,13 @@ interface BaselineActivities {
   noop(): Promise<null>;
   /** One HTTP GET to the benchmark's local target: what an http_request node does, bare. */
   get(url: string): Promise<number>;
+  /** The same GET, answering the parsed JSON body: what a webhook that responds with its HTTP call's answer needs. */
+  getJson(url: string): Promise<unknown>;
   /** What a transform body does to one item, in plain code. */
   transform(item: number): Promise<{ twice: number; at: number }>;
 }
 
-const { noop, get } = proxyActivities<BaselineActivities>({ startToCloseTimeout: '30s' });
+const { noop, get, getJson } = proxyActivities<BaselineActivities>({ startToCloseTimeout: '30s' });
 const local = proxyLocalActivities<BaselineActivities>({ startToCloseTimeout: '30s' });
 
 /** N no-op activities one after the other. */
@@ -32,6 +34,11 @@ export async function bareOne(): Promise<null> {
 /** One durable timer. */
 export async function bareSleep(ms: number): Promise<void> {
   await sleep(ms);
+}
+
+/** A webhook's run, hand-written: one HTTP GET (a regular activity, or a local one) whose answer is the result. */
+export async function bareHook(url: string, useLocal = false): Promise<unknown> {
+  return useLocal ? local.getJson(url) : getJson(url);
 }
 
 /**

@@ -436,3 +436,24 @@ export async function benchWorkflows(call: ReturnType<typeof apiCaller>, targetU
     pureChain: await define({ title: 'Bench chain', ...chainOf(CHAIN, (i) => ({ type: 'transform', config: { value: i } })) }),
   };
 }
+
+/**
+ * The webhook workflow the peer benchmark and the breakdown measure, created through the API: a
+ * webhook trigger answering with the last node's output (`respond: "last_node"`) and one
+ * http_request node GETting the target (through a connection, as every http_request node does).
+ */
+export async function webhookWorkflow(call: ReturnType<typeof apiCaller>, targetUrl: string) {
+  const connection = (await call('POST', '/api/workflow/v1/connections', {
+    type: 'http_bearer',
+    label: 'webhook target',
+    cred: 'bench-token',
+    extra: { base_url: targetUrl },
+  })) as { id: number };
+  const hook = (await call('POST', '/api/workflow/v1/workflows', {
+    title: 'Webhook to HTTP',
+    status: 'active',
+    trigger: { type: 'webhook', config: { respond: 'last_node' } },
+    nodes: [{ id: 'get', type: 'http_request', connection_id: connection.id, config: { method: 'GET', path: '/' } }],
+  })) as { id: number; slug: string; webhook: { secret: string } };
+  return { connectionId: connection.id, workflowId: hook.id, path: `/api/workflow/v1/hooks/${hook.slug}`, secret: hook.webhook.secret };
+}

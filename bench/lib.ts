@@ -86,6 +86,15 @@ export function report(rows: BenchRow[], print = true): void {
   if (file) for (const r of rows) appendFileSync(file, JSON.stringify(r) + '\n');
 }
 
+/**
+ * Markdown of a benchmark's own (a table by party, notes), written below its rows in its results
+ * file and in its section of latest.md; appended to BENCH_RESULTS_FILE as a JSON line.
+ */
+export function section(benchmark: string, markdown: string): void {
+  const file = process.env.BENCH_RESULTS_FILE;
+  if (file) appendFileSync(file, JSON.stringify({ section: benchmark, markdown }) + '\n');
+}
+
 /** The main table and, when some rows are details, the details table below it. */
 export function tables(rows: BenchRow[]): string {
   const details = rows.filter((r) => r.detail);

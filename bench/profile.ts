@@ -10,6 +10,8 @@
  * callees; beside the process's CPU read from /proc over the same window.
  *
  *   BENCH_PROFILE_WORKLOAD  one (default): one-node http_request runs at concurrency 50;
+ *                           webhook: the peer benchmark's webhook (one http_request node, answered
+ *                           with its output), one request at a time;
  *                           http-chain: the 10-node http_request chain, one run at a time;
  *                           noop-chain: the 20-node chain of no-op nodes as regular activities
  *   BENCH_PROFILE_SIDE      ours (default), or bare: the baseline's process (bench/bare.ts) instead
@@ -28,7 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
 import { bundleWorkflows } from '../src/temporal/worker.js';
-import { CHAIN, HTTP_CHAIN, benchWorkflows, cpuMs, oursApi, oursEnv, startBare, startOurs, startTarget } from './harness.js';
+import { CHAIN, HTTP_CHAIN, benchWorkflows, cpuMs, oursApi, oursEnv, startBare, startOurs, startTarget, webhookWorkflow } from './harness.js';
 import { cleanups, load, round, runMain, scratchDir } from './lib.js';
 import { benchServers } from './servers.js';
 
@@ -41,7 +43,8 @@ const INTERVAL = Number(process.env.BENCH_PROFILE_INTERVAL ?? 1000);
 const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
 
 async function main() {
-  if (!['one', 'http-chain', 'noop-chain'].includes(WORKLOAD)) throw new Error(`BENCH_PROFILE_WORKLOAD: one, http-chain or noop-chain, not ${WORKLOAD}`);
+  if (!['one', 'webhook', 'http-chain', 'noop-chain'].includes(WORKLOAD))
+    throw new Error(`BENCH_PROFILE_WORKLOAD: one, webhook, http-chain or noop-chain, not ${WORKLOAD}`);
   if (!['ours', 'bare'].includes(SIDE)) throw new Error(`BENCH_PROFILE_SIDE: ours or bare, not ${SIDE}`);
   const out = resolve(process.env.BENCH_PROFILE_DIR ?? join(root, 'bench', 'results', 'profiles', new Date().toISOString().replace(/[:.]/g, '-')));
   mkdirSync(out, { recursive: true });
@@ -62,13 +65,14 @@ async function profile(out: string, cleanup: ReturnType<typeof cleanups>) {
   const dir = scratchDir('svc-bench-profile-');
   cleanup.add(() => rmSync(dir, { recursive: true, force: true }));
   const profiler = ['--cpu-prof', `--cpu-prof-dir=${out}`, `--cpu-prof-interval=${INTERVAL}`];
-  const runsPerRound = WORKLOAD === 'one' ? Math.max(50, Math.round(200 * scale)) : Math.max(2, Math.round(6 * scale));
+  const runsPerRound = WORKLOAD === 'one' || WORKLOAD === 'webhook' ? Math.max(50, Math.round(200 * scale)) : Math.max(2, Math.round(6 * scale));
   let profiled: { pid: number; stop: () => Promise<void> };
   let round_: (runs: number) => Promise<unknown>;
   if (SIDE === 'bare') {
     // The baseline's worker and client under the same profiler, for comparison.
     const bare = await startBare(env.temporalAddress, 'bench-profile-bare', profiler);
     cleanup.add(() => bare.stop());
+    if (WORKLOAD === 'webhook') throw new Error('the webhook workload profiles ours only');
     const [type, args]: [string, unknown[]] =
       WORKLOAD === 'one'
         ? ['bareHttpChain', [1, target.url]]
@@ -98,9 +102,19 @@ async function profile(out: string, cleanup: ReturnType<typeof cleanups>) {
     cleanup.add(() => ours.stop());
     const { call, run } = oursApi(ours);
     const workflows = await benchWorkflows(call, target.url);
+    const hook = await webhookWorkflow(call, target.url);
+    const callHook = async (i: number) => {
+      const res = await fetch(`${ours.api}${hook.path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-webhook-secret': hook.secret },
+        body: JSON.stringify({ i }),
+      });
+      if (res.status !== 200) throw new Error(`webhook answered ${res.status}: ${await res.text()}`);
+    };
     profiled = ours;
     round_ = async (runs) => {
       if (WORKLOAD === 'one') return load(50, runs, (i) => run(workflows.oneHttp, { i }));
+      if (WORKLOAD === 'webhook') return load(1, runs, callHook);
       for (let i = 0; i < runs; i++) await run(WORKLOAD === 'http-chain' ? workflows.httpChain : workflows.pureChain);
     };
   }
@@ -118,7 +132,7 @@ async function profile(out: string, cleanup: ReturnType<typeof cleanups>) {
   await profiled.stop();
 
   const runs = ROUNDS * runsPerRound;
-  const nodes = runs * (WORKLOAD === 'one' ? 1 : WORKLOAD === 'http-chain' ? HTTP_CHAIN : CHAIN);
+  const nodes = runs * (WORKLOAD === 'one' || WORKLOAD === 'webhook' ? 1 : WORKLOAD === 'http-chain' ? HTTP_CHAIN : CHAIN);
   const window: Window = { from: Number(from), to: Number(to), side: SIDE, workload: WORKLOAD, runs, nodes, seconds, cpu, interval: INTERVAL };
   writeFileSync(join(out, 'window.json'), JSON.stringify(window, null, 2) + '\n');
 }

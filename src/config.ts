@@ -275,6 +275,12 @@ const schema = z.object({
   /** Run pure nodes (transform, condition, switch, fail) as Temporal local activities. */
   SVC_LOCAL_PURE_NODES: bool.default(true),
   /**
+   * An `http_request` node whose `timeout_ms` (30000 when not set) is at most this runs as a
+   * Temporal local activity, inside the run's workflow task (no dispatch through the server); one
+   * with a longer timeout as a regular activity that heartbeats. 0: every one as a regular activity.
+   */
+  SVC_LOCAL_CALL_MAX_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
+  /**
    * What outbound calls made for users (nodes, connection probes, model providers, licence vendor
    * webhooks) may reach although it is loopback, link-local, private, unique-local, multicast or
    * otherwise reserved: comma-separated host names, `*.` wildcards, IP addresses and CIDR ranges,

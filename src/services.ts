@@ -230,6 +230,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     metrics,
     errorWorkflows,
     config.SVC_HISTORY_INLINE_BYTES,
+    config,
     executionItems,
   );
   const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);

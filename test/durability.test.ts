@@ -102,6 +102,46 @@ describe('durability, in order', { shuffle: false }, () => {
       expect(done.timeline[1].attempts).toBeGreaterThanOrEqual(2);
     }, 120_000);
 
+    it('inside a short call run as a local activity: the calls before it do not run again, and the timeline counts both of its attempts', async () => {
+      // Three short calls (the default timeout): `a` and `c` run as local activities in their
+      // workflow tasks; `b` follows `a` in a's task, so it runs as a regular activity, whose
+      // scheduling records a's result before b is called.
+      const workflow = (
+        await app.admin.post(W, {
+          title: 'Slow local call',
+          trigger: { type: 'manual' },
+          nodes: [call('a', '/k4-a'), call('b', '/k4-b'), call('c', '/slow-k4-c')],
+          edges: [
+            { from: 'a', to: 'b' },
+            { from: 'b', to: 'c' },
+          ],
+        })
+      ).body.data;
+      const worker = workers.at(-1)!;
+      const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: {} })).body.data.execution_id;
+      await eventually(async () => target.count('/slow-k4-c') > 0, 60_000, 'the slow call to start');
+      // The call is counted and shown running before it is made.
+      const [entry] = await app.sql<{ status: string; attempts: number }>(
+        `select status, attempts from execution_nodes where execution_id = $1 and node_id = 'c'`,
+        [run],
+      );
+      expect(entry).toEqual({ status: 'running', attempts: 1 });
+      await kill(worker);
+      startWorker();
+      const done = await finished(run);
+      expect(done.status).toBe('success');
+      expect(target.count('/k4-a')).toBe(1);
+      expect(target.count('/k4-b')).toBe(1);
+      expect(target.count('/slow-k4-c')).toBeGreaterThanOrEqual(2);
+      const c = done.timeline.find((t: { node_id: string }) => t.node_id === 'c');
+      expect(c).toMatchObject({ status: 'success' });
+      expect(c.attempts).toBe(target.count('/slow-k4-c'));
+      // How each ran: only b was a regular activity (its scheduled event names it).
+      const history = await app.stack.services.temporal.client.workflow.getHandle(done.temporal.workflow_id).fetchHistory();
+      const scheduled = (history.events ?? []).map((e) => e.activityTaskScheduledEventAttributes?.activityId).filter(Boolean);
+      expect(scheduled).toEqual(['node:b']);
+    }, 120_000);
+
     it('between two nodes, during a delay: the timer survives and nothing runs twice', async () => {
       const workflow = (
         await app.admin.post(W, {

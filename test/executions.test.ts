@@ -49,6 +49,15 @@ async function view(executionId: number) {
   return res.body.data;
 }
 
+/** The activity types of the local activities a history recorded (core's markers carry them as JSON). */
+const localActivities = (events: proto.temporal.api.history.v1.IHistoryEvent[]) =>
+  events.flatMap((e) => {
+    const data = e.markerRecordedEventAttributes?.details?.data?.payloads?.[0]?.data;
+    return e.markerRecordedEventAttributes?.markerName === 'core_local_activity' && data
+      ? [JSON.parse(Buffer.from(data).toString()).activity_type as string]
+      : [];
+  });
+
 const nodeOf = (execution: { timeline: { node_id: string }[] }, id: string) => execution.timeline.find((t) => t.node_id === id) as any;
 
 describe('runs', () => {
@@ -113,6 +122,35 @@ describe('runs', () => {
     expect(nodeOf(execution, 'bad')).toMatchObject({ status: 'failed', error: { code: 'custom_code', message: 'expected failure' } });
     expect(nodeOf(execution, 'after')).toMatchObject({ status: 'success', output: 'custom_code' });
     expect(nodeOf(execution, 'other').status).toBe('success');
+  });
+
+  it('a last node that ends the record writes the whole outcome: the branch not taken skipped, the failure handled, its output the last', async () => {
+    const id = await create({
+      nodes: [
+        { id: 'bad', type: 'fail', on_error: 'continue', config: { message: 'handled', code: 'custom_code' } },
+        { id: 'check', type: 'condition', config: { expression: 'true' } },
+        { id: 'no', type: 'transform', config: { value: 'not taken' } },
+        { id: 'last', type: 'http_request', connection_id: connectionId, config: { method: 'POST', path: '/echo', body: { last: true } } },
+      ],
+      edges: [
+        { from: 'bad', to: 'check' },
+        { from: 'check', to: 'no', branch: 'false' },
+        { from: 'check', to: 'last', branch: 'true' },
+      ],
+    });
+    const execution = await runAndWait(id);
+    expect(execution).toMatchObject({ status: 'partial', output: { status: 200, body: { echoed: { last: true } } }, error: null });
+    expect(execution.finished_at).not.toBeNull();
+    expect(execution.timeline.map((t: { node_id: string; status: string }) => [t.node_id, t.status])).toEqual([
+      ['bad', 'failed'],
+      ['check', 'success'],
+      ['last', 'success'],
+      ['no', 'skipped'],
+    ]);
+    expect(nodeOf(execution, 'bad')).toMatchObject({ output: { error: { code: 'custom_code', message: 'handled' } } });
+    // No step of the run's own ended it: the last node's activity wrote the outcome with its entry.
+    const history = await app.stack.services.temporal.client.workflow.getHandle(execution.temporal.workflow_id).fetchHistory();
+    expect(localActivities(history.events ?? [])).toEqual(['runNode', 'runNode', 'runNode']);
   });
 
   it('ends failed when a node fails; later nodes are recorded as skipped', async () => {
@@ -229,32 +267,61 @@ describe('timeline writes that come late', () => {
 });
 
 describe('the history a run leaves in Temporal', () => {
-  it("a one-node HTTP run: the bare activity workflow's 11 events, its first step's and its finish's markers, nothing per node", async () => {
-    const id = await create({ nodes: [{ id: 'fetch', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } }] });
-    const done = await runAndWait(id);
-    expect(done.status).toBe('success');
+  const eventTypes = async (done: { temporal: { workflow_id: string; run_id: string } }) => {
     const handle = app.stack.services.temporal.client.workflow.getHandle(done.temporal.workflow_id, done.temporal.run_id);
     await handle.result();
     const { EventType } = proto.temporal.api.enums.v1;
-    const types = ((await handle.fetchHistory()).events ?? []).map((e) => EventType[e.eventType!].replace(/^EVENT_TYPE_/, ''));
-    expect(types).toEqual([
+    return ((await handle.fetchHistory()).events ?? []).map((e) => EventType[e.eventType!].replace(/^EVENT_TYPE_/, ''));
+  };
+
+  it("a one-node HTTP run with a long timeout: the bare activity workflow's 11 events and the patch's two", async () => {
+    const id = await create({
+      nodes: [{ id: 'fetch', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' }, timeout_ms: 60_000 }],
+    });
+    const done = await runAndWait(id);
+    expect(done.status).toBe('success');
+    // The API prepared its first step (taken behind the prepared-first-step patch: its marker and
+    // Temporal's change-version search attribute); the node's activity ended its record.
+    expect(await eventTypes(done)).toEqual([
       'WORKFLOW_EXECUTION_STARTED',
       'WORKFLOW_TASK_SCHEDULED',
       'WORKFLOW_TASK_STARTED',
       'WORKFLOW_TASK_COMPLETED',
       'MARKER_RECORDED',
+      'UPSERT_WORKFLOW_SEARCH_ATTRIBUTES',
       'ACTIVITY_TASK_SCHEDULED',
       'ACTIVITY_TASK_STARTED',
       'ACTIVITY_TASK_COMPLETED',
       'WORKFLOW_TASK_SCHEDULED',
       'WORKFLOW_TASK_STARTED',
       'WORKFLOW_TASK_COMPLETED',
-      'MARKER_RECORDED',
       'WORKFLOW_EXECUTION_COMPLETED',
     ]);
     // A replay from that node still finds where it started.
     const replay = await app.admin.post(`${E}/${done.id}/replay`, { from_node_id: 'fetch' });
     expect(replay.status, replay.text).toBe(202);
+  });
+
+  it('a one-node HTTP run with a short call: one workflow task, the call as a local activity and one memo marking it', async () => {
+    const id = await create({ nodes: [{ id: 'fetch', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } }] });
+    const done = await runAndWait(id);
+    expect(done.status).toBe('success');
+    expect(done.timeline).toMatchObject([{ node_id: 'fetch', status: 'success', attempts: 1 }]);
+    expect(await eventTypes(done)).toEqual([
+      'WORKFLOW_EXECUTION_STARTED',
+      'WORKFLOW_TASK_SCHEDULED',
+      'WORKFLOW_TASK_STARTED',
+      'WORKFLOW_TASK_COMPLETED',
+      'MARKER_RECORDED',
+      'UPSERT_WORKFLOW_SEARCH_ATTRIBUTES',
+      'MARKER_RECORDED',
+      'WORKFLOW_PROPERTIES_MODIFIED',
+      'WORKFLOW_EXECUTION_COMPLETED',
+    ]);
+    // The memo is a reset point: a replay from the node resets to the task that ran it.
+    const replay = await app.admin.post(`${E}/${done.id}/replay`, { from_node_id: 'fetch' });
+    expect(replay.status, replay.text).toBe(202);
+    expect(replay.body.data.mode).toBe('reset');
   });
 });
 
@@ -296,10 +363,12 @@ describe('ended from Temporal', () => {
 describe('replay', () => {
   it('from a middle node resets the run: upstream nodes do not run again', async () => {
     const before = { one: target.count('/one'), two: target.count('/two') };
+    // Calls with a long timeout run as regular activities, each in a workflow task of its own (a
+    // chain of short calls is replayed as a new run: replay-from-node.test.ts).
     const id = await create({
       nodes: [
-        { id: 'one', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/one' } },
-        { id: 'two', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/two' } },
+        { id: 'one', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/one' }, timeout_ms: 60_000 },
+        { id: 'two', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/two' }, timeout_ms: 60_000 },
         { id: 'out', type: 'transform', config: { value: '{{ nodes.two.body.path }}' } },
       ],
       edges: [

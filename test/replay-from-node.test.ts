@@ -192,8 +192,14 @@ describe('replay keeps the outcomes of reused branching nodes', () => {
 
 describe('a replay that a reset makes exactly', () => {
   it('resets a chain: what finished before the node is kept, nothing else ran', async () => {
+    // Calls with a long timeout run as regular activities: each starts in a workflow task of its own.
+    const long = { timeout_ms: 60_000 };
     const id = await create({
-      nodes: [http('one', 'GET', '/one'), http('two', 'GET', '/two'), { id: 'out', type: 'transform', config: { value: '{{ nodes.two.body.path }}' } }],
+      nodes: [
+        http('one', 'GET', '/one', long),
+        http('two', 'GET', '/two', long),
+        { id: 'out', type: 'transform', config: { value: '{{ nodes.two.body.path }}' } },
+      ],
       edges: [
         { from: 'one', to: 'two' },
         { from: 'two', to: 'out' },
@@ -207,5 +213,51 @@ describe('a replay that a reset makes exactly', () => {
     const replay = await settled(res.body.data.execution_id);
     expect(replay).toMatchObject({ status: 'success', output: '/two' });
     expect([count('/one'), count('/two')]).toEqual([1, 2]);
+  });
+
+  it('replays a chain of short calls from its second: the first is reused, not called again', async () => {
+    // `one` runs as a local activity; `two` starts in the task that saw it end, which a reset
+    // would run again with `one` in it: the replay is a new run that reuses `one` instead.
+    const id = await create({
+      nodes: [
+        http('one', 'GET', '/short-one'),
+        http('two', 'GET', '/short-two'),
+        { id: 'out', type: 'transform', config: { value: '{{ nodes.two.body.path }}' } },
+      ],
+      edges: [
+        { from: 'one', to: 'two' },
+        { from: 'two', to: 'out' },
+      ],
+    });
+    const original = await run(id);
+    const plan = await app.admin.post(`${E}/${original}/replay`, { from_node_id: 'two', dry_run: true });
+    expect(plan.body.data).toMatchObject({ mode: 'rerun', run: ['two', 'out'], reused: ['one'] });
+    const res = await app.admin.post(`${E}/${original}/replay`, { from_node_id: 'two' });
+    const replay = await settled(res.body.data.execution_id);
+    expect(replay).toMatchObject({ status: 'success', output: '/short-two' });
+    expect(replay.timeline.map((t: { node_id: string; reused: boolean }) => [t.node_id, t.reused])).toEqual([
+      ['one', true],
+      ['two', false],
+      ['out', false],
+    ]);
+    expect([count('/short-one'), count('/short-two')]).toEqual([1, 2]);
+  });
+
+  it('resets to a short call that began a workflow task of its own: the call runs again, what finished before it is kept', async () => {
+    // `two` (regular) ends in a task of its own, in which `three` starts as a local activity.
+    const id = await create({
+      nodes: [http('one', 'GET', '/own-one'), http('two', 'GET', '/own-two'), http('three', 'GET', '/own-three')],
+      edges: [
+        { from: 'one', to: 'two' },
+        { from: 'two', to: 'three' },
+      ],
+    });
+    const original = await run(id);
+    const plan = await app.admin.post(`${E}/${original}/replay`, { from_node_id: 'three', dry_run: true });
+    expect(plan.body.data).toMatchObject({ mode: 'reset', run: ['three'], reused: ['one', 'two'] });
+    const res = await app.admin.post(`${E}/${original}/replay`, { from_node_id: 'three' });
+    const replay = await settled(res.body.data.execution_id);
+    expect(replay).toMatchObject({ status: 'success' });
+    expect([count('/own-one'), count('/own-two'), count('/own-three')]).toEqual([1, 1, 2]);
   });
 });

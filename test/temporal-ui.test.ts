@@ -132,7 +132,16 @@ describe('Temporal Web UI in the embedded default', () => {
       const workflow = await app.admin.post('/api/workflow/v1/workflows', {
         title: 'Charges a card',
         trigger: { type: 'manual' },
-        nodes: [{ id: 'charge', type: 'http_request', connection_id: conn.body.data.id, config: { method: 'GET', path: '/cards/{{ trigger.card }}' } }],
+        // A call longer than SVC_LOCAL_CALL_MAX_MS runs as a regular activity: its failure is an event of its own.
+        nodes: [
+          {
+            id: 'charge',
+            type: 'http_request',
+            connection_id: conn.body.data.id,
+            timeout_ms: 60_000,
+            config: { method: 'GET', path: '/cards/{{ trigger.card }}' },
+          },
+        ],
         edges: [],
       });
       const run = await app.admin.post(`/api/workflow/v1/workflows/${workflow.body.data.id}/run?wait=true&timeout_ms=90000`, { payload: { card } });

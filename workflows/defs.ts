@@ -81,6 +81,13 @@ export interface RunGraphInput {
   startAt?: string;
   /** Execution being replayed, for the replay_of link. */
   replayOf?: number;
+  /**
+   * The answer of the run's first step, prepared by the API that wrote the run's record (it has
+   * the record and the version's graph at hand): the run takes it instead of asking beginExecution,
+   * and its record is claimed by its first activity. Taken only when `asked` is what this workflow
+   * code asks its first step (PREPARED_FIRST_STEP); otherwise the run asks as before.
+   */
+  firstStep?: { asked: number; answer: BeganExecution };
   /** A run_workflow child: the execution of the run that started it (its place in the tree, its people). */
   parentExecutionId?: number;
   /**
@@ -124,6 +131,27 @@ export interface BeganExecution {
    */
   history?: typeof LEAN_HISTORY;
   /**
+   * Node types with side effects that run as local activities when short: a node of one of
+   * `types` whose timeout (`timeout_ms`, else DEFAULT_NODE_TIMEOUT_MS) is at most `maxTimeoutMs`
+   * (SHORT_LOCAL_NODES). Absent in answers to workflow code that did not ask for it: those runs
+   * run such nodes as regular activities, as they always did.
+   */
+  shortLocal?: ShortLocalNodes;
+  /**
+   * The node that ends the run (the last to run) is told so (RunNodeInput.closes) and, when it
+   * succeeds, writes the run's outcome with its own entry: the run then ends without a step of
+   * its own (CLOSE_IN_NODE). Absent in answers to workflow code that did not ask for it.
+   */
+  closeInNode?: true;
+  /**
+   * In a lean run, a node run as a local activity is marked by one memo, upserted in the workflow
+   * task that sees it end and naming both its start and its end (LOCAL_MARKED_AT_END): it started
+   * in that task, or it ran across tasks and a reset to that task runs it again all the same.
+   * Absent in answers to workflow code that did not ask: those runs upsert one memo at its start
+   * and one at its end.
+   */
+  localMarkedAtEnd?: true;
+  /**
    * The bounds that keep every workflow task of the run under Temporal's limits (REFS_HISTORY).
    * Absent in answers to workflow code that did not ask for them: those runs pass every value
    * inline and start every ready node at once, as they always did.
@@ -156,6 +184,24 @@ export interface FailureKept {
 /** What workflow code asks of beginExecution: it reads bounds and passes large values by reference. */
 export const REFS_HISTORY = 1;
 
+/** What workflow code asks of beginExecution: it runs short calls of `shortLocal`'s types as local activities. */
+export const SHORT_LOCAL_NODES = 1;
+
+/** What workflow code asks of beginExecution: the node that ends the run writes the run's outcome (closeInNode). */
+export const CLOSE_IN_NODE = 1;
+
+/** What workflow code asks of beginExecution: one memo marks a local node, when it ends (localMarkedAtEnd). */
+export const LOCAL_MARKED_AT_END = 1;
+
+/** See BeganExecution.shortLocal. */
+export interface ShortLocalNodes {
+  types: string[];
+  maxTimeoutMs: number;
+}
+
+/** A node's timeout when its definition sets none. */
+export const DEFAULT_NODE_TIMEOUT_MS = 30_000;
+
 /**
  * A node output kept out of Temporal's history: the timeline entry of `node` in `execution` (the
  * current run's own execution when absent) holds the value. Only activities create references,
@@ -180,6 +226,32 @@ export interface OutputRef {
  * so a run begun on earlier code (which asked for nothing) replays as it was written.
  */
 export const LEAN_HISTORY = 2;
+
+/** What the graph workflow asks its first step (beginExecution) for: see LEAN_HISTORY, REFS_HISTORY, SHORT_LOCAL_NODES, CLOSE_IN_NODE, LOCAL_MARKED_AT_END. */
+export const FIRST_STEP_ASKS = {
+  history: LEAN_HISTORY,
+  refs: REFS_HISTORY,
+  local: SHORT_LOCAL_NODES,
+  close: CLOSE_IN_NODE,
+  marks: LOCAL_MARKED_AT_END,
+} as const;
+
+/**
+ * Names FIRST_STEP_ASKS in a prepared first step (RunGraphInput.firstStep): a new ask is a new
+ * number, so workflow code never takes an answer prepared for other asks than its own.
+ */
+export const PREPARED_FIRST_STEP = 1;
+
+/**
+ * How a run runs one node: its type's mode, except that a short call of a `shortLocal` type runs
+ * as a local activity in runs whose first step granted it.
+ */
+export function nodeModeOf(began: BeganExecution, node: Pick<GraphNode, 'type' | 'timeout_ms'>): NodeRunMode {
+  const mode = runModeOf(began, node.type);
+  const short = began.shortLocal;
+  if (mode !== 'activity' || !short?.types.includes(node.type)) return mode;
+  return (node.timeout_ms ?? DEFAULT_NODE_TIMEOUT_MS) <= short.maxTimeoutMs ? 'local' : mode;
+}
 
 /** A run mode for a node type, also for runs begun before runModes existed (their recorded answer). */
 export function runModeOf(began: BeganExecution, type: string): NodeRunMode {
@@ -217,11 +289,20 @@ export interface RunNodeInput {
   context: NodeContext;
   /** Answer an output larger than this many bytes of JSON by reference (workflow code that reads references sets it). */
   inlineBytes?: number;
+  /** The run ends with this node: when it succeeds, its activity writes the run's outcome too (see BeganExecution.closeInNode). */
+  closes?: RunCloses;
   /**
    * The node is one of a for_each body, run for this item: it has no timeline entry of its own
    * (the item is the record), and an output too large for history is kept with the item.
    */
   item?: ItemKey;
+}
+
+/** The outcome of a run that ends with a node's success: what its finish would write, the last output being the node's. */
+export interface RunCloses {
+  status: 'success' | 'partial';
+  skipped: { id: string; type: string }[];
+  handled?: { id: string; type: string; output: unknown }[];
 }
 
 /**
@@ -247,6 +328,8 @@ export interface RunNodeOutput {
   ref?: OutputRef;
   /** JSON size of the output, when the activity measured it. */
   bytes?: number;
+  /** The activity wrote the run's outcome with the node's entry (it was told the node `closes` the run). */
+  closed?: { executionId: number };
   /** Attempts the node took (a for_each body's node: the item records the most of its nodes'). */
   attempts?: number;
   /** The node succeeded with failures it recorded and went on from (a loop whose items failed with on_item_error "continue"): the run ends `partial`. */
@@ -271,6 +354,13 @@ export interface NodeFinishedMemo {
   /** It ran as a local activity: its result belongs to the workflow task that saw it finish. */
   local: boolean;
 }
+
+/**
+ * patched() id: the run takes the first step its input carries (RunGraphInput.firstStep) instead
+ * of asking beginExecution. A run a worker on earlier code began asked, though its input carries
+ * one (an API on this code started it during a rolling deployment): its history has no marker.
+ */
+export const PREPARED_FIRST_STEP_PATCH = 'prepared-first-step';
 
 /** patched() id of the finished-memo; runs started before it carry none. */
 export const NODE_FINISHED_MEMO_PATCH = 'node-finished-memo';

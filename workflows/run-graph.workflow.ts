@@ -17,8 +17,10 @@ import {
 import type { ControlActivities, NodeActivities } from '../activities/index.js';
 import {
   ERROR_BRANCH_PATCH,
+  FIRST_STEP_ASKS,
   LEAN_HISTORY,
-  REFS_HISTORY,
+  PREPARED_FIRST_STEP,
+  PREPARED_FIRST_STEP_PATCH,
   NODE_FINISHED_MEMO,
   NODE_FINISHED_MEMO_PATCH,
   NODE_HISTORY_MEMO,
@@ -26,13 +28,18 @@ import {
   NODE_STARTED_MEMO,
   RUN_GRAPH_WORKFLOW,
   childWorkflowId,
+  DEFAULT_NODE_TIMEOUT_MS,
   nodeActivityId,
+  nodeModeOf,
   runModeOf,
   type FailureKept,
   type NodeFinishedMemo,
   type GraphNode,
   type NodeError,
   type RunGraphInput,
+  type NodeRunMode,
+  type OutputRef,
+  type RunCloses,
   type RunGraphResult,
   type RunNodeOutput,
 } from './defs.js';
@@ -59,7 +66,7 @@ function activityOptions(node: GraphNode): ActivityOptions {
   const retry = node.retry ?? {};
   return {
     activityId: nodeActivityId(node.id),
-    startToCloseTimeout: node.timeout_ms ?? 30_000,
+    startToCloseTimeout: node.timeout_ms ?? DEFAULT_NODE_TIMEOUT_MS,
     // Node activities heartbeat, so a killed worker is noticed in seconds, not at the timeout.
     heartbeatTimeout: 6_000,
     retry: {
@@ -100,8 +107,10 @@ interface Run extends Scope {
 /** Begins the execution record and the run's state, seeded with the outputs of a replay's seed. */
 async function beginRun(input: RunGraphInput): Promise<Run> {
   // Bookkeeping runs as local activities: no task round trip through the server for each.
-  // The answer says how this run marks its nodes; it is in the history, so a replay reads it back.
-  const began = await localControl.beginExecution(input, workflowInfo().runId, { history: LEAN_HISTORY, refs: REFS_HISTORY });
+  // The answer says how this run marks its nodes; it is in the history (the activity's result,
+  // or the run's input when the API prepared it), so a replay reads it back.
+  const prepared = input.firstStep?.asked === PREPARED_FIRST_STEP && patched(PREPARED_FIRST_STEP_PATCH) ? input.firstStep.answer : undefined;
+  const began = prepared ?? (await localControl.beginExecution(input, workflowInfo().runId, { ...FIRST_STEP_ASKS }));
   const { graph } = began;
   const run: Run = {
     input,
@@ -118,6 +127,8 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
     startedAt: new Map(),
     interrupted: [],
     ...(input.itemsFrom ? { itemsFrom: input.itemsFrom } : {}),
+    modes: new Map(),
+    calls: { inFlight: 0, task: -1 },
   };
   // A reused failure that took its error edges: only code that knows error edges reads it so.
   const seedErrors = input.seedErrors?.length && patched(ERROR_BRANCH_PATCH) ? input.seedErrors : [];
@@ -213,10 +224,25 @@ async function runItemChild(run: Scope, item: ItemScope, node: GraphNode): Promi
 function runActivity(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
   const { activityId: _id, heartbeatTimeout: _hb, ...localOptions } = activityOptions(node);
   if (run.item) return runItemActivity(run, run.item, node, localOptions);
-  const input = { node, context: run.values.contextFor(node), ...boundsOf(run) };
+  const input = { node, context: run.values.contextFor(node), ...boundsOf(run), ...closesOf(run, node) };
   if (runsLocally(run, node)) return local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input));
   return other(run, () => proxyActivities<NodeActivities>(activityOptions(node)).runNode(input));
 }
+
+/** What the run's last node writes with its entry when it succeeds: the run's outcome then. */
+function closesOf(run: Scope, node: GraphNode): { closes?: RunCloses } {
+  if (run.closing !== node.id) return {};
+  const handled = run.handled.length ? { handled: handledFailures(run.handled, run.nodes, run.values.inline()) } : {};
+  return { closes: { status: run.partial ? 'partial' : 'success', skipped: notRunNodes(run.state, run.nodes, false), ...handled } };
+}
+
+/**
+ * Whether `id`, about to start, is the run's last node: nothing else runs or waits, and no edge
+ * leaves it, so once it succeeds nothing else can start and the run ends as closesOf says. Only a
+ * graph run's own nodes (not a for_each item's) end its record.
+ */
+const lastToRun = (run: Scope, id: string, othersInFlight: number) =>
+  !run.item && run.modes !== undefined && run.began.closeInNode === true && othersInFlight === 0 && !run.began.graph.edges.some((e) => e.from === id);
 
 /**
  * A node of a for_each body: the activity is told its item (no timeline entry; a large output is
@@ -264,7 +290,7 @@ async function pause<T>(run: Scope, wait: () => Promise<T>): Promise<T> {
  * the same workflow task go on in the order they always did.
  */
 function runNode(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
-  const mode = runModeOf(run.began, node.type);
+  const mode = modeOf(run, node);
   if (mode === 'timer') return runTimer(run, node);
   if (mode === 'child') return runChild(run, node);
   if (mode === 'loop') return runLoop(run, node);
@@ -278,23 +304,64 @@ function runNode(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
   return runActivity(run, node);
 }
 
-const runsLocally = (run: Scope, node: GraphNode) => runModeOf(run.began, node.type) === 'local';
+/**
+ * How a node runs: as its start decided (startCall), else as the run's first step said for its
+ * type (a for_each body's nodes: their items workflow was told each type's mode).
+ */
+const modeOf = (run: Scope, node: GraphNode): NodeRunMode => run.modes?.get(node.id) ?? nodeModeOf(run.began, node);
+
+const runsLocally = (run: Scope, node: GraphNode) => modeOf(run, node) === 'local';
 
 /** A regular activity's own events mark its start and end in the history of a lean run. */
-const markedByTemporal = (run: Scope, node: GraphNode) => run.lean && runModeOf(run.began, node.type) === 'activity';
+const markedByTemporal = (run: Scope, node: GraphNode) => run.lean && modeOf(run, node) === 'activity';
+
+/**
+ * Decides how a graph run's node runs as it starts. A short call (a side effect the run's first
+ * step allows to run locally) runs as a local activity only when no other such call is in flight
+ * and none began or ended in this workflow task: a local activity's result is recorded when the
+ * task that ran it completes, so at most one performed call at a time may be unrecorded, and a
+ * worker that dies repeats only that one, as it would repeat a regular activity whose completion
+ * it never reported. Otherwise it runs as a regular activity, whose scheduling completes the task
+ * (and so records the calls before it). Deterministic: workflow task boundaries (the history's
+ * length) fall at the same points on replay. Answers whether it is a local call.
+ */
+function startCall(run: Scope, node: GraphNode): boolean {
+  const { modes, calls } = run;
+  if (!modes || !calls) return false;
+  let mode = nodeModeOf(run.began, node);
+  const call = mode === 'local' && runModeOf(run.began, node.type) !== 'local';
+  if (call && (calls.inFlight > 0 || calls.task === workflowInfo().historyLength)) mode = 'activity';
+  modes.set(node.id, mode);
+  if (mode !== 'local' || !call) return false;
+  calls.inFlight++;
+  calls.task = workflowInfo().historyLength;
+  return true;
+}
+
+/** A local call ended (in this workflow task): the next one waits for a task of its own. */
+function endCall(run: Scope, call: boolean): void {
+  if (!call || !run.calls) return;
+  run.calls.inFlight--;
+  run.calls.task = workflowInfo().historyLength;
+}
+
+/** A local node marked once, when it ends (see BeganExecution.localMarkedAtEnd). */
+const markedAtEnd = (run: Scope, node: GraphNode) => run.lean && run.began.localMarkedAtEnd === true && runsLocally(run, node);
 
 /** A marker in history: a reset knows this node finished in this workflow task. */
 function markFinished(run: Scope, node: GraphNode): void {
   // A body's nodes are no reset points: their item is the record.
   if (run.item || markedByTemporal(run, node)) return;
   const memo = { [NODE_FINISHED_MEMO]: { node: node.id, local: runsLocally(run, node) } satisfies NodeFinishedMemo };
+  // Its start is named in the same memo: one command where two were.
+  if (markedAtEnd(run, node)) return upsertMemo({ [NODE_STARTED_MEMO]: node.id, [NODE_HISTORY_MEMO]: LEAN_HISTORY, ...memo });
   // Added after runs were already in flight: their histories carry no such command.
   if (run.lean || patched(NODE_FINISHED_MEMO_PATCH)) upsertMemo(memo);
 }
 
 /** A marker in history: replay-from-node resets to the workflow task that started this node. */
 function markStarted(run: Scope, node: GraphNode): void {
-  if (run.item || markedByTemporal(run, node)) return;
+  if (run.item || markedByTemporal(run, node) || markedAtEnd(run, node)) return;
   upsertMemo(run.lean ? { [NODE_STARTED_MEMO]: node.id, [NODE_HISTORY_MEMO]: LEAN_HISTORY } : { [NODE_STARTED_MEMO]: node.id });
 }
 
@@ -312,16 +379,20 @@ function handle(run: Scope, id: string, error: NodeError, err: unknown): void {
 /** Runs one node and records what it answered, how it failed, or that a cancel interrupted it. */
 export async function runOne(run: Scope, id: string): Promise<void> {
   const node = run.nodes.get(id)!;
+  const call = startCall(run, node);
   markStarted(run, node);
   run.startedAt.set(id, Date.now());
   try {
     const result = await runNode(run, node);
+    endCall(run, call);
+    if (result.closed) run.closed = result.closed;
     if (result.partial) run.partial = true;
     if (run.item && result.attempts !== undefined) run.item.attempts = Math.max(run.item.attempts, result.attempts);
     run.values.set(id, result);
     run.state.complete(id, result.branch);
     markFinished(run, node);
   } catch (err) {
+    endCall(run, call);
     if (isCancellation(err)) {
       run.cancelled ??= err;
       run.interrupted.push({ id, type: node.type, startedAt: run.startedAt.get(id)! });
@@ -361,6 +432,7 @@ export async function runAll(run: Scope): Promise<void> {
       waiting.push(...run.state.ready());
       while (waiting.length && inFlight() < limit && (!slots || slots.take())) {
         const id = waiting.shift()!;
+        if (lastToRun(run, id, running.size + waiting.length)) run.closing = id;
         running.set(
           id,
           runOne(run, id).finally(() => {
@@ -388,6 +460,8 @@ async function finishRun(run: Run): Promise<RunGraphResult> {
   const { lastOutput, lastOutputRef } = run.values.lastOutput();
   const status = runStatus(run);
   const notRun = notRunNodes(run.state, run.nodes, Boolean(failure || cancelled));
+  // Its last node ended the record already, with this outcome.
+  if (run.closed && status !== 'cancelled' && status !== 'failed') return resultOf(run, status, run.closed.executionId, lastOutput, lastOutputRef);
   // The record this run writes to: after a reset (from the API or by an operator in the Temporal
   // Web UI or CLI) that is the reset run's own execution, not the one beginExecution found.
   const finished = await CancellationScope.nonCancellable(() =>
@@ -403,13 +477,17 @@ async function finishRun(run: Run): Promise<RunGraphResult> {
   );
   if (cancelled) throw cancelled;
   // Runs recorded before finishExecution answered with the id have only beginExecution's.
-  const executionId = finished?.executionId ?? run.began.executionId;
+  return resultOf(run, status, finished?.executionId ?? run.began.executionId, lastOutput, lastOutputRef);
+}
+
+/** What the run answers: its execution, status, last output (or where it is kept) and error. */
+function resultOf(run: Run, status: RunGraphResult['status'], executionId: number, lastOutput: unknown, lastOutputRef: OutputRef | undefined): RunGraphResult {
   return {
     executionId,
     status,
     ...(lastOutput !== undefined ? { lastOutput } : {}),
     ...(lastOutputRef ? { lastOutputRef: { ...lastOutputRef, execution: lastOutputRef.execution ?? executionId } } : {}),
-    ...(failure ? { error: failure } : {}),
+    ...(run.failure ? { error: run.failure } : {}),
   };
 }
 

@@ -1,6 +1,6 @@
 // What the graph scheduler runs nodes over (a graph run, or one for_each item's body) and the
 // small helpers every way of running a node shares. Deterministic workflow code.
-import type { BeganExecution, GraphNode, ItemKey, NodeContext, RunGraphResult } from './defs.js';
+import type { BeganExecution, GraphNode, ItemKey, NodeContext, NodeRunMode, RunGraphResult } from './defs.js';
 import type { GraphState } from './graph.js';
 import type { LocalGate } from './local-gate.js';
 import { hasTemplate, type RunValues } from './run-values.js';
@@ -50,6 +50,14 @@ export interface Scope {
   pauses?: { waiting: number; wake?: () => void };
   /** Nodes in flight (runAll keeps it), waiting ones included. */
   active?: number;
+  /** A graph run's own (not an item's): how each node that started runs, decided when it starts (see startCall). */
+  modes?: Map<string, NodeRunMode>;
+  /** A graph run's short calls run as local activities: how many are in flight, and the workflow task the last one began or ended in. */
+  calls?: { inFlight: number; task: number };
+  /** The node started as the graph run's last (closeInNode): when it succeeds its activity ends the record. */
+  closing?: string;
+  /** The record that node's activity ended. */
+  closed?: { executionId: number };
 }
 
 /** A for_each item a scope runs the body of. */

@@ -3,27 +3,44 @@
  * only when it was started (or sent an update or signal) with a trace context in its headers, as
  * the API's client does when tracing is on; other runs go straight through and pay nothing.
  */
-import {
+import type {
   OpenTelemetryInboundInterceptor,
   OpenTelemetryInternalsInterceptor,
   OpenTelemetryOutboundInterceptor,
 } from '@temporalio/interceptors-opentelemetry/lib/workflow/index.js';
 import type { WorkflowInterceptorsFactory } from '@temporalio/workflow';
 
+type OtelWorkflowModule = typeof import('@temporalio/interceptors-opentelemetry/lib/workflow/index.js');
+
+/**
+ * The OpenTelemetry workflow module, evaluated on a run's first traced call. The worker evaluates
+ * a run's modules in the run's own context when the run starts; imported at the top, this one
+ * (and the OpenTelemetry packages under it) would be evaluated for every run, traced or not,
+ * which cost an untraced run more than any other module of its code. Required here instead, it is
+ * still in the bundle (webpack resolves the call), and evaluated synchronously, so a traced call
+ * takes the same steps as when it was imported.
+ */
+// eslint-disable-next-line no-restricted-syntax, @typescript-eslint/no-require-imports -- the module a static import would load, only later: deterministic
+const otelModule = (): OtelWorkflowModule => require('@temporalio/interceptors-opentelemetry/lib/workflow/index.js') as OtelWorkflowModule;
+
 /** The header the interceptors carry the trace context in. */
 const TRACE_HEADER = '_tracer-data';
 
 export const interceptors: WorkflowInterceptorsFactory = () => {
   let traced = false;
-  // Built on the first traced call only: building them sets up a tracer provider, which an
-  // untraced run (most runs, and every run while tracing is off) would pay for nothing.
+  // Built on the first traced call only: building them (and evaluating their module) sets up a
+  // tracer provider, which an untraced run (most runs, and every run while tracing is off) would
+  // pay for nothing.
   let otel: { inbound: OpenTelemetryInboundInterceptor; outbound: OpenTelemetryOutboundInterceptor; internals: OpenTelemetryInternalsInterceptor } | undefined;
-  const tracer = () =>
-    (otel ??= {
-      inbound: new OpenTelemetryInboundInterceptor(),
-      outbound: new OpenTelemetryOutboundInterceptor(),
-      internals: new OpenTelemetryInternalsInterceptor(),
+  const tracer = () => {
+    if (otel) return otel;
+    const m = otelModule();
+    return (otel = {
+      inbound: new m.OpenTelemetryInboundInterceptor(),
+      outbound: new m.OpenTelemetryOutboundInterceptor(),
+      internals: new m.OpenTelemetryInternalsInterceptor(),
     });
+  };
   const carries = (headers: Record<string, unknown>) => (TRACE_HEADER in headers ? (traced = true) : false);
   return {
     inbound: [

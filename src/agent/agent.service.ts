@@ -9,11 +9,17 @@ import { AppError, conflict, invalidRequest, notFound, rateLimited } from '../pl
 import type { RateLimiter } from '../platform/rate-limit.js';
 import type { TemporalHandle } from '../temporal/connection.js';
 import { agentMessageUpdate } from '../../workflows/agent.updates.js';
-import { AGENT_SESSION_WORKFLOW, agentSessionWorkflowId, type AgentApprovalPolicy, type AgentSessionInput } from '../../workflows/defs.js';
+import {
+  AGENT_SESSION_WORKFLOW,
+  agentSessionWorkflowId,
+  type AgentApprovalPolicy,
+  type AgentMessageArgs,
+  type AgentSessionInput,
+} from '../../workflows/defs.js';
 import { hasPrice } from '../providers/pricing.js';
 import { deleteSession, insertSession, loadMessages, loadSession, sessionUsage, type SessionRow } from './agent.store.js';
 import type { AgentActionStore } from './agent-action.store.js';
-import { acceptedTurn, countOutcome, type AcceptedTurn } from './agent.turns.js';
+import { acceptedTurn, completedTurn, countOutcome, type AcceptedTurn } from './agent.turns.js';
 import type { Metrics } from '../platform/metrics.js';
 import { MODEL_CONNECTION_TYPES } from '../providers/index.js';
 
@@ -155,14 +161,13 @@ export class AgentService {
         throw conflict('budget_exceeded', `This session has used ${spent} USD of its ${budget} USD budget`, { budget_usd: budget, cost_usd: spent });
     }
     const handle = this.temporal.client.workflow.getHandle(agentSessionWorkflowId(id));
+    const args: [AgentMessageArgs] = [{ turnId, content, ...(streamChannel ? { streamChannel } : {}) }];
+    const updateId = `message-${turnId}`;
+    // A stream needs the acceptance to begin; an answer that waits for the outcome, the outcome only.
     const send = () =>
-      acceptedTurn(() =>
-        handle.startUpdate(agentMessageUpdate, {
-          args: [{ turnId, content, ...(streamChannel ? { streamChannel } : {}) }],
-          updateId: `message-${turnId}`,
-          waitForStage: 'ACCEPTED',
-        }),
-      );
+      streamChannel
+        ? acceptedTurn(() => handle.startUpdate(agentMessageUpdate, { args, updateId, waitForStage: 'ACCEPTED' }))
+        : completedTurn(() => handle.executeUpdate(agentMessageUpdate, { args, updateId }));
     try {
       return countOutcome(await send(), this.metrics);
     } catch (err) {

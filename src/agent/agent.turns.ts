@@ -50,6 +50,18 @@ export async function acceptedTurn(start: () => Promise<WorkflowUpdateHandle<Age
   return { outcome };
 }
 
+/**
+ * Runs an update to its outcome in one call (a caller that streams nothing needs no word of its
+ * acceptance): the server answers once the turn's outcome is in the history, instead of an
+ * acceptance and a second call that waits for the outcome. Refusals as acceptedTurn's.
+ */
+export async function completedTurn(execute: () => Promise<AgentTurnOutcome>): Promise<AcceptedTurn> {
+  const outcome = await execute().catch((err: unknown) => {
+    throw refusal(err);
+  });
+  return { outcome: Promise.resolve(outcome) };
+}
+
 /** The session workflow's validator refusals as 409s; anything else unchanged. */
 function refusal(err: unknown): unknown {
   const cause = err instanceof WorkflowUpdateFailedError ? err.cause : undefined;

@@ -158,6 +158,22 @@ const WRITE_NODE = `insert into execution_nodes (execution_id, node_id, ${NODE_C
 
 const json = (value: unknown) => (value === undefined ? null : JSON.stringify(value));
 
+/**
+ * WRITE_NODE's values after the execution and node ids. An entry is always for at least one
+ * attempt (the column is required even when the write only updates an existing entry:
+ * PostgreSQL checks the proposed row before it sees the conflict).
+ */
+const nodeValues = (node: Pick<GraphNode, 'type'>, entry: NodeEntry) => [
+  node.type,
+  ...(['status', 'started_at', 'finished_at', 'duration_ms'] as const).map((f) => entry[f] ?? null),
+  entry.attempts ?? 1,
+  json(entry.input),
+  json(entry.output),
+  json(entry.error),
+  false,
+  entry.duration_ms ?? null,
+];
+
 interface RefRow {
   id: string;
   workflow_id: number;
@@ -676,21 +692,29 @@ export class ExecutionMirror {
     return row?.payload;
   }
 
+  /**
+   * One more attempt of a node that runs inside the run's workflow task (a short call run as a
+   * local activity) begins: its entry shows it running and counts the attempt before the call is
+   * made. Such a call is performed again, from attempt 1, when the task is lost (its worker died)
+   * before it completed; counted here, every performance is in `attempts` all the same. Answers
+   * the attempt's number, or undefined when the entry may not change (a cancel ended it, a
+   * replay carried it over).
+   */
+  async beginAttempt(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, startedAt: Date): Promise<number | undefined> {
+    const [row] = await this.sql.query<{ attempts: number }>(
+      `insert into execution_nodes (execution_id, node_id, node_type, status, started_at, attempts, reused) values (?, ?, ?, 'running', ?, 1, false)
+       on conflict (execution_id, node_id) do update set status = 'running', attempts = execution_nodes.attempts + 1,
+         finished_at = null, duration_ms = null, last_attempt_ms = null, output = null, error = null
+       where execution_nodes.status <> 'cancelled' and not execution_nodes.reused
+       returning attempts`,
+      [executionId, node.id, node.type, startedAt],
+    );
+    return row?.attempts;
+  }
+
   /** Writes a node's timeline entry (first write inserts, later ones update). */
   async writeNode(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry): Promise<void> {
-    // An entry is always for at least one attempt (the column is required even when the write only
-    // updates an existing entry: PostgreSQL checks the proposed row before it sees the conflict).
-    const values = [
-      node.type,
-      ...(['status', 'started_at', 'finished_at', 'duration_ms'] as const).map((f) => entry[f] ?? null),
-      entry.attempts ?? 1,
-      json(entry.input),
-      json(entry.output),
-      json(entry.error),
-      false,
-      entry.duration_ms ?? null,
-    ];
-    await this.sql.query(WRITE_NODE, [executionId, node.id, ...values]);
+    await this.sql.query(WRITE_NODE, [executionId, node.id, ...nodeValues(node, entry)]);
   }
 
   /**
@@ -701,44 +725,87 @@ export class ExecutionMirror {
    * the same transaction (`errorRun`). Answers how long it ran when this call ended it (a retried
    * call answers nothing).
    */
-  async finish(
-    executionId: number,
-    result: {
-      status: string;
-      error?: unknown;
-      lastOutput?: unknown;
-      /** The last output is the output of this node's entry (too large to pass through history). */
-      lastOutputRef?: { node: string; execution?: number };
-      skipped?: { id: string; type: string }[];
-      cancelled?: { id: string; type: string; startedAt: number }[];
-      handled?: { id: string; type: string; output: unknown }[];
-    },
-  ): Promise<{ seconds: number; errorRun?: ErrorRun } | undefined> {
+  async finish(executionId: number, result: RunOutcome): Promise<{ seconds: number; errorRun?: ErrorRun } | undefined> {
+    // The outcome alone (nothing to mark, no error run to queue) is one statement.
+    if (!marksOf(result) && result.status !== 'failed') return this.endRecord(this.sql, executionId, result);
     return this.sql.transaction(async (tx) => {
       await markCancelled(tx, executionId, result.cancelled ?? []);
       await markSkipped(tx, executionId, result.skipped ?? []);
       await markHandled(tx, executionId, result.handled ?? []);
-      const [row] = await tx.query<{ was: string; seconds: number }>(
-        `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?,
-                last_output = coalesce(?::jsonb, (select output from execution_nodes where execution_id = ? and node_id = ?))
-           from (select status as was from executions where id = ? for no key update) before
-          where e.id = ? returning before.was, extract(epoch from e.finished_at - e.started_at)::float8 as seconds`,
-        [
-          result.status,
-          result.error ? JSON.stringify(result.error) : null,
-          result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput),
-          result.lastOutputRef?.execution ?? executionId,
-          result.lastOutputRef?.node ?? null,
-          executionId,
-          executionId,
-        ],
-      );
-      if (!row || row.was !== 'running') return undefined;
+      const ended = await this.endRecord(tx, executionId, result);
+      if (!ended) return undefined;
       const errorRun = result.status === 'failed' ? await this.queueErrorRun(tx, executionId) : undefined;
-      return { seconds: row.seconds, ...(errorRun ? { errorRun } : {}) };
+      return { ...ended, ...(errorRun ? { errorRun } : {}) };
     });
   }
+
+  /**
+   * A node that ended the run (the last to run, which succeeded): its timeline entry and the run's
+   * outcome, whose last output is the node's, written at once, so a reader never sees the one
+   * without the other. One statement unless nodes are to be marked skipped or handled. Answers
+   * how long the run ran when this call ended it.
+   */
+  async finishWithNode(
+    executionId: number,
+    node: Pick<GraphNode, 'id' | 'type'>,
+    entry: NodeEntry,
+    result: Pick<RunOutcome, 'status' | 'skipped' | 'handled'> & { lastOutput: unknown },
+  ): Promise<{ seconds: number } | undefined> {
+    if (marksOf(result) || result.status === 'failed') {
+      return this.sql.transaction(async (tx) => {
+        await tx.query(WRITE_NODE, [executionId, node.id, ...nodeValues(node, entry)]);
+        await markSkipped(tx, executionId, result.skipped ?? []);
+        await markHandled(tx, executionId, result.handled ?? []);
+        return this.endRecord(tx, executionId, result);
+      });
+    }
+    // A data-modifying WITH runs once whether or not it is read: the entry and the record change together.
+    const [row] = await this.sql.query<{ was: string; seconds: number }>(
+      // Its comments left out: their apostrophes would read as quotes around the placeholders after them.
+      `with entry as (${WRITE_NODE.replace(/--.*$/gm, '')} returning 1) ${END_RECORD}`,
+      [executionId, node.id, ...nodeValues(node, entry), ...endRecordValues(executionId, result)],
+    );
+    return row && row.was === 'running' ? { seconds: row.seconds } : undefined;
+  }
+
+  /** The record's outcome; undefined when it had ended already (a retried call). */
+  private async endRecord(q: Queryable, executionId: number, result: RunOutcome): Promise<{ seconds: number } | undefined> {
+    const [row] = await q.query<{ was: string; seconds: number }>(END_RECORD, endRecordValues(executionId, result));
+    if (!row || row.was !== 'running') return undefined;
+    return { seconds: row.seconds };
+  }
 }
+
+/** How a run ended, as its finish writes it to the record. */
+export interface RunOutcome {
+  status: string;
+  error?: unknown;
+  lastOutput?: unknown;
+  /** The last output is the output of this node's entry (too large to pass through history). */
+  lastOutputRef?: { node: string; execution?: number };
+  skipped?: { id: string; type: string }[];
+  cancelled?: { id: string; type: string; startedAt: number }[];
+  handled?: { id: string; type: string; output: unknown }[];
+}
+
+/** Whether an outcome has nodes to mark besides the record. */
+const marksOf = (result: Pick<RunOutcome, 'skipped' | 'cancelled' | 'handled'>) =>
+  Boolean(result.skipped?.length || result.cancelled?.length || result.handled?.length);
+
+/** The record's outcome; its last output inline, or the output of the entry it names. */
+const END_RECORD = `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?,
+                last_output = coalesce(?::jsonb, (select output from execution_nodes where execution_id = ? and node_id = ?))
+           from (select status as was from executions where id = ? for no key update) before
+          where e.id = ? returning before.was, extract(epoch from e.finished_at - e.started_at)::float8 as seconds`;
+const endRecordValues = (executionId: number, result: RunOutcome) => [
+  result.status,
+  result.error ? JSON.stringify(result.error) : null,
+  result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput),
+  result.lastOutputRef?.execution ?? executionId,
+  result.lastOutputRef?.node ?? null,
+  executionId,
+  executionId,
+];
 
 /**
  * Failures the run handled (on_error continue or branch): the entry shows the output `{error}` the

@@ -1,7 +1,8 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import Long from 'long';
 import { toDate, toIso, type Queryable, type Sql } from '../db/sql.js';
-import { RUN_GRAPH_WORKFLOW, type RunGraphInput, type RunGraphResult } from '../../workflows/defs.js';
+import { FIRST_STEP_ASKS, PREPARED_FIRST_STEP, RUN_GRAPH_WORKFLOW, type RunGraphInput, type RunGraphResult } from '../../workflows/defs.js';
+import { firstStepAnswer, type FirstStepSettings } from './first-step.js';
 import type { Principal } from '../auth/auth.service.js';
 import { AppError, conflict, invalidRequest, notFound } from '../platform/errors.js';
 import { temporalFailure, type TemporalHandle } from '../temporal/connection.js';
@@ -113,9 +114,24 @@ export class ExecutionService {
     private readonly errorWorkflows?: Pick<ErrorWorkflows, 'launch'>,
     /** SVC_HISTORY_INLINE_BYTES: a payload or reused output larger than this goes to the run by reference. */
     private readonly inlineBytes = 16 * 1024,
+    /** The settings the runs' first steps answer from: with them, a start carries its run's first step (see prepareFirstStep). */
+    private readonly firstStep?: FirstStepSettings,
     /** The items of for_each loops, for their listing and the counters of a loop's timeline entry. */
     private readonly items?: ExecutionItems,
   ) {}
+
+  /**
+   * The run's first step, answered here: the API has just written the run's record and holds the
+   * graph of the version it runs, so the run need not ask an activity for them (its first
+   * activity claims the record instead). Only for the workflow's current version (the row's
+   * graph is that version's) and a graph small enough to travel in the run's input.
+   */
+  private prepareFirstStep(workflow: WorkflowRow, executionId: number, version: number): Pick<RunGraphInput, 'firstStep'> {
+    if (!this.firstStep || version !== workflow.version) return {};
+    const graph = { nodes: workflow.nodes, edges: workflow.edges };
+    if (Buffer.byteLength(JSON.stringify(graph)) > this.inlineBytes) return {};
+    return { firstStep: { asked: PREPARED_FIRST_STEP, answer: firstStepAnswer(this.firstStep, { executionId, version, graph }, FIRST_STEP_ASKS) } };
+  }
 
   private summary(r: ExecutionRow) {
     return {
@@ -173,7 +189,7 @@ export class ExecutionService {
         });
         if (reuse) await this.mirror.copyTimeline(reuse.from, row.id, reuse.nodeIds, tx);
         if (reuse?.loops?.length) await this.items?.copy(reuse.from, row.id, reuse.loops, tx);
-        return { ...row, launch: { kind: 'start', input: runInput } };
+        return { ...row, launch: { kind: 'start', input: { ...runInput, ...this.prepareFirstStep(workflow, row.id, version) } } };
       },
       undefined,
       reuse !== undefined,

@@ -22,6 +22,7 @@ type HttpConfig = z.infer<typeof config>;
 export const httpRequestNode: NodeType<HttpConfig> = {
   type: 'http_request',
   pure: false,
+  localWhenShort: true,
   needsConnection: true,
   description:
     "config `{method, path, headers?, query?, body?}` against the connection's `base_url` with its credential. Output `{status, headers, body}` (body parsed when JSON). Non-2xx fails the node with `http_error`; an answer larger than SVC_EGRESS_RESPONSE_LIMIT with `response_too_large`.",

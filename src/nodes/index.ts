@@ -42,6 +42,9 @@ export function nodeRunModes(localPure: boolean): Record<string, NodeRunMode> {
   return Object.fromEntries([...nodeTypes.values()].map((n) => [n.type, n.runsAs ?? (localPure && n.pure ? 'local' : 'activity')]));
 }
 
+/** Types whose short calls run as local activities (see NodeType.localWhenShort). */
+export const shortLocalTypes = (): string[] => [...nodeTypes.values()].filter((n) => n.localWhenShort).map((n) => n.type);
+
 /**
  * What the OpenAPI document shows for a node (`Node`): one named schema per type (`DelayNode`,
  * ...) with that type's configuration (`DelayNodeConfig`), derived from `node`, the schema

@@ -36,6 +36,11 @@ export interface NodeType<C = unknown> {
   /** No side effects: may run as a Temporal local activity. */
   pure: boolean;
   /**
+   * A call of this type whose timeout is at most SVC_LOCAL_CALL_MAX_MS runs as a Temporal local
+   * activity (retried under the node's policy all the same); a longer one as a regular activity.
+   */
+  localWhenShort?: boolean;
+  /**
    * How the workflow runs it when not as an activity: `timer`, a durable timer of the config's
    * `duration_ms`; `child`, a child run of the stored workflow its config names (`workflow_id`,
    * `payload`); `wait`, a wait for an event (workflows/wait-for-event.ts); `approval`, an action on

@@ -56,8 +56,8 @@ beforeAll(async () => {
       SVC_FOR_EACH_HISTORY_EVENTS: '500',
     },
   });
-  // Pure nodes as regular activities: the other branch of the interpreter's node dispatch.
-  regular = await startTestApp({ worker: true, env: { SVC_LOCAL_PURE_NODES: 'false' } });
+  // Pure nodes and calls as regular activities: the other branch of the interpreter's node dispatch.
+  regular = await startTestApp({ worker: true, env: { SVC_LOCAL_PURE_NODES: 'false', SVC_LOCAL_CALL_MAX_MS: '0' } });
   target = await startHttpTarget((req) => {
     if (req.url.startsWith('/flaky')) return ++flaky % 2 === 1 ? { status: 503, body: { error: 'busy' } } : { body: { ok: true } };
     if (req.url.startsWith('/missing')) return { status: 404, body: { error: 'no such thing' } };
@@ -206,7 +206,7 @@ it('records a graph run with every node kind, pure nodes local', async () => {
   await save('graph-every-node-local', app, [execution.temporal.workflow_id, `${execution.temporal.workflow_id}-sub`]);
 });
 
-it('records a graph run with every node kind, pure nodes as regular activities', async () => {
+it('records a graph run with every node kind, pure nodes and calls as regular activities', async () => {
   const { execution } = await everyNodeKind(regular);
   await save('graph-every-node-regular', regular, [execution.temporal.workflow_id, `${execution.temporal.workflow_id}-sub`]);
 });

@@ -1,0 +1,116 @@
+/**
+ * Weighs a setting by running the service with and without it side by side: each variant is a
+ * service process of its own (as `npm start` runs it, on the same PostgreSQL and Temporal server),
+ * all given the peer benchmark's webhook workflow (one http_request node, answered with its
+ * output), measured in interleaved rounds: p50 at concurrency 1, requests/s at concurrency 50, and
+ * the CPU per request of the service process, the Temporal server and PostgreSQL at each.
+ *
+ *   BENCH_VARIANTS  `name:ENV=value,ENV=value;name:...` (default `default:`, one variant as is)
+ *   BENCH_ROUNDS (4), BENCH_C1 (60 requests), BENCH_C50 (200 requests)
+ * Run: node --import tsx bench/levers.ts
+ */
+import { rmSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { generateMasterKey } from '../src/platform/crypto.js';
+import { createLogger } from '../src/platform/logger.js';
+import { bundleWorkflows } from '../src/temporal/worker.js';
+import { cpuMs, oursApi, oursEnv, startOurs, startTarget, webhookWorkflow } from './harness.js';
+import { cleanups, load, median, round, runMain, scratchDir } from './lib.js';
+import { benchServers } from './servers.js';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
+const C1 = Number(process.env.BENCH_C1 ?? 60);
+const C50 = Number(process.env.BENCH_C50 ?? 200);
+const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
+
+const variants = (process.env.BENCH_VARIANTS ?? 'default:').split(';').map((v) => {
+  const [name, settings = ''] = v.split(/:(.*)/s);
+  const env = Object.fromEntries(
+    settings
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => kv.split(/=(.*)/s) as [string, string]),
+  );
+  return { name: name!.trim(), env };
+});
+
+async function main() {
+  const cleanup = cleanups();
+  try {
+    await bench(cleanup);
+  } finally {
+    await cleanup.run();
+  }
+}
+
+async function bench(cleanup: ReturnType<typeof cleanups>) {
+  const env = await benchServers('levers', logger);
+  cleanup.add(() => env.stop());
+  const target = await startTarget();
+  cleanup.add(() => target.close());
+  const dir = scratchDir('svc-bench-levers-');
+  cleanup.add(() => rmSync(dir, { recursive: true, force: true }));
+  const bundlePath = join(dir, 'bundle.js');
+  await writeFile(bundlePath, (await bundleWorkflows()).code);
+  const key = generateMasterKey();
+  const sides = [];
+  for (const [i, v] of variants.entries()) {
+    const base = await oursEnv({
+      databaseUrl: env.databaseUrl,
+      temporalAddress: env.temporalAddress,
+      queue: `bench-lever-${i}`,
+      localPureNodes: true,
+      key,
+      bundlePath,
+      dir,
+      targetUrl: target.url,
+    });
+    const ours = await startOurs({ ...base, ...v.env }, join(dir, `lever-${i}.log`));
+    cleanup.add(() => ours.stop());
+    const hook = await webhookWorkflow(oursApi(ours).call, target.url);
+    const call = async (n: number) => {
+      const res = await fetch(`${ours.api}${hook.path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-webhook-secret': hook.secret },
+        body: JSON.stringify({ n }),
+      });
+      if (res.status !== 200) throw new Error(`${v.name}: webhook answered ${res.status}: ${await res.text()}`);
+    };
+    await load(10, 50, call);
+    sides.push({ ...v, pid: ours.pid, call, figures: { p50: [] as number[], rps: [] as number[], cpu1: [] as number[][], cpu50: [] as number[][] } });
+  }
+  const cpu = (pid: number) => [cpuMs(pid), env.pids.temporal ? cpuMs(env.pids.temporal) : NaN, env.pids.postgres ? cpuMs(env.pids.postgres) : NaN];
+  const per = (a: number[], b: number[], n: number) => b.map((x, i) => (x - a[i]!) / n);
+  const loads: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    loads.push(loadavg()[0]!);
+    for (const s of r % 2 ? [...sides].reverse() : sides) {
+      let before = cpu(s.pid);
+      const c1 = await load(1, C1, s.call);
+      s.figures.cpu1.push(per(before, cpu(s.pid), C1));
+      s.figures.p50.push(c1.p50);
+      before = cpu(s.pid);
+      const c50 = await load(50, C50, s.call);
+      s.figures.cpu50.push(per(before, cpu(s.pid), C50));
+      s.figures.rps.push(c50.perSecond);
+      process.stderr.write(`[levers] round ${r + 1} ${s.name}: p50 ${round(c1.p50)} ms, ${round(c50.perSecond)}/s\n`);
+    }
+  }
+  loads.push(loadavg()[0]!);
+  const col = (rows: number[][], i: number) => round(median(rows.map((x) => x[i]!)));
+  const lines = [
+    `Load average ${loads.map(round).join(', ')}; medians of ${ROUNDS} rounds; CPU ms per request: process / Temporal / PostgreSQL.`,
+    '',
+    '| variant | p50 c1 ms | CPU c1 | req/s c50 | CPU c50 |',
+    '|---|---|---|---|---|',
+    ...sides.map(
+      (s) =>
+        `| ${s.name} | ${round(median(s.figures.p50))} | ${col(s.figures.cpu1, 0)} / ${col(s.figures.cpu1, 1)} / ${col(s.figures.cpu1, 2)} | ${round(median(s.figures.rps))} | ${col(s.figures.cpu50, 0)} / ${col(s.figures.cpu50, 1)} / ${col(s.figures.cpu50, 2)} |`,
+    ),
+  ];
+  process.stdout.write(lines.join('\n') + '\n');
+}
+
+runMain(main);
