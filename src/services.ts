@@ -9,6 +9,7 @@ import { checkInSandbox } from './approvals/editable-fields.js';
 import { AgentGateService } from './agent/agent.gate.js';
 import { AgentService } from './agent/agent.service.js';
 import { TurnStreamHub } from './agent/agent.stream.js';
+import { RunClosedListener } from './executions/run-closed.js';
 import { ActingUsers } from './auth/acting.js';
 import { AuthService } from './auth/auth.service.js';
 import { UserStore } from './auth/user.store.js';
@@ -105,6 +106,8 @@ export interface Services {
   stores: Stores;
   /** LISTEN side of agent turn streams (one dedicated PostgreSQL connection, opened on first use). */
   agentStreams: TurnStreamHub;
+  /** LISTEN side of runs whose last node ended their record (one dedicated connection, opened on the first wait for a result). */
+  runClosed: RunClosedListener;
 }
 
 export interface Endpoints {
@@ -221,6 +224,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const schedules = new WorkflowSchedules(temporal);
   const workflows = new WorkflowService(sql, schedules, executionMirror, { connections, entities, acting });
   const errorWorkflows = new ErrorWorkflows(temporal, logger);
+  const runClosed = new RunClosedListener(endpoints.databaseUrl, logger);
   const executions = new ExecutionService(
     sql,
     executionMirror,
@@ -232,6 +236,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     config.SVC_HISTORY_INLINE_BYTES,
     config,
     executionItems,
+    runClosed,
   );
   const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
   const publicUrl = new PublicUrl(config.SVC_PUBLIC_URL, config.PORT);
@@ -261,6 +266,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     approvalPages: new ApprovalPages(approvals, agentActions, keys, options.clock),
     publicUrl,
     agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER),
+    runClosed,
   };
 }
 
@@ -281,6 +287,7 @@ export function useEagerClient(services: Services, connection: NativeConnection)
 export async function closeServices(services: Services): Promise<void> {
   await services.entities.close();
   await services.agentStreams.close();
+  await services.runClosed.close();
   await services.temporal.connection.close().catch(() => undefined);
   await services.orm.close(true);
   await services.egress.close().catch(() => undefined);

@@ -1,5 +1,5 @@
 import proto from '@temporalio/proto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
 
@@ -322,6 +322,42 @@ describe('the history a run leaves in Temporal', () => {
     const replay = await app.admin.post(`${E}/${done.id}/replay`, { from_node_id: 'fetch' });
     expect(replay.status, replay.text).toBe(202);
     expect(replay.body.data.mode).toBe('reset');
+  });
+
+  it("answers a wait for a run's result from the record its last node ended, with Temporal's result held back", async () => {
+    const { services } = app.stack;
+    const lastNode = (node: Record<string, unknown>) =>
+      create({
+        nodes: [
+          { id: 'pause', type: 'delay', config: { duration_ms: 500 } },
+          { id: 'last', ...node },
+        ],
+        edges: [{ from: 'pause', to: 'last' }],
+      });
+    const ok = await lastNode({ type: 'http_request', connection_id: connectionId, config: { method: 'POST', path: '/echo', body: { n: '{{ trigger.n }}' } } });
+    const failing = await lastNode({ type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/missing' } });
+    const start = async (workflowId: number) => (await app.admin.post(`${W}/${workflowId}/run`, { payload: { n: 7 } })).body.data.execution_id as number;
+    const held = vi.spyOn(services.temporal.client, 'withAbortSignal').mockImplementation(() => new Promise<never>(() => undefined));
+    try {
+      const started = await start(ok);
+      const answered = await services.executions.waitForResult(services.temporal.executionWorkflowId(started), 60_000, started);
+      const record = await view(started);
+      expect(record.status).toBe('success');
+      expect(record.output).toMatchObject({ status: 200, body: { echoed: { n: 7 } } });
+      expect(answered).toEqual({ executionId: started, status: 'success', lastOutput: record.output });
+      // A failed run's outcome (its error) is Temporal's to answer: the record ends it without an announcement.
+      const failed = await start(failing);
+      expect(await services.executions.waitForResult(services.temporal.executionWorkflowId(failed), 3_000, failed)).toBeUndefined();
+      expect((await view(failed)).status).toBe('failed');
+    } finally {
+      held.mockRestore();
+    }
+    // Temporal's result, once let through, says the same.
+    const again = await start(ok);
+    expect(await services.executions.waitForResult(services.temporal.executionWorkflowId(again), 60_000)).toMatchObject({
+      status: 'success',
+      lastOutput: { body: { echoed: { n: 7 } } },
+    });
   });
 });
 

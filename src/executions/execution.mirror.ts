@@ -5,6 +5,7 @@ import { CODE } from '../../workflows/error-codes.js';
 import { errorWorkflowPayload, type ErrorRun } from './error-workflow.js';
 import { holdsRunRights, withheldError } from './run-data-access.js';
 import type { Role } from '../auth/capabilities.js';
+import { RUN_CLOSED_CHANNEL } from './run-closed.js';
 
 /**
  * The execution mirror: the queryable copy of every run's history in PostgreSQL (`executions` and
@@ -756,7 +757,10 @@ export class ExecutionMirror {
         await tx.query(WRITE_NODE, [executionId, node.id, ...nodeValues(node, entry)]);
         await markSkipped(tx, executionId, result.skipped ?? []);
         await markHandled(tx, executionId, result.handled ?? []);
-        return this.endRecord(tx, executionId, result);
+        const ended = await this.endRecord(tx, executionId, result);
+        // Delivered at commit.
+        if (ended) await announceClosed(tx, executionId);
+        return ended;
       });
     }
     // A data-modifying WITH runs once whether or not it is read: the entry and the record change together.
@@ -765,7 +769,9 @@ export class ExecutionMirror {
       `with entry as (${WRITE_NODE.replace(/--.*$/gm, '')} returning 1) ${END_RECORD}`,
       [executionId, node.id, ...nodeValues(node, entry), ...endRecordValues(executionId, result)],
     );
-    return row && row.was === 'running' ? { seconds: row.seconds } : undefined;
+    if (!row || row.was !== 'running') return undefined;
+    await announceClosed(this.sql, executionId);
+    return { seconds: row.seconds };
   }
 
   /** The record's outcome; undefined when it had ended already (a retried call). */
@@ -774,6 +780,15 @@ export class ExecutionMirror {
     if (!row || row.was !== 'running') return undefined;
     return { seconds: row.seconds };
   }
+}
+
+/**
+ * Tells an API waiting for this run's result that its record is ended (RunClosedListener): it
+ * answers from the record rather than waiting for Temporal to close the workflow. Only the last
+ * node's end announces: a run whose record its own finishing step ends is answered by Temporal.
+ */
+async function announceClosed(q: Queryable, executionId: number): Promise<void> {
+  await q.query('select pg_notify(?, ?)', [RUN_CLOSED_CHANNEL, String(executionId)]);
 }
 
 /** How a run ended, as its finish writes it to the record. */

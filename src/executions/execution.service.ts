@@ -3,6 +3,7 @@ import Long from 'long';
 import { toDate, toIso, type Queryable, type Sql } from '../db/sql.js';
 import { FIRST_STEP_ASKS, PREPARED_FIRST_STEP, RUN_GRAPH_WORKFLOW, type RunGraphInput, type RunGraphResult } from '../../workflows/defs.js';
 import { firstStepAnswer, type FirstStepSettings } from './first-step.js';
+import type { RunClosedListener } from './run-closed.js';
 import type { Principal } from '../auth/auth.service.js';
 import { AppError, conflict, invalidRequest, notFound } from '../platform/errors.js';
 import { temporalFailure, type TemporalHandle } from '../temporal/connection.js';
@@ -118,6 +119,8 @@ export class ExecutionService {
     private readonly firstStep?: FirstStepSettings,
     /** The items of for_each loops, for their listing and the counters of a loop's timeline entry. */
     private readonly items?: ExecutionItems,
+    /** Hears that a run's last node ended its record: a wait for its result answers from the record then. */
+    private readonly runClosed?: Pick<RunClosedListener, 'closed'>,
   ) {}
 
   /**
@@ -309,19 +312,39 @@ export class ExecutionService {
     if (resent) await this.mirror.markConfirmed(executionId);
   }
 
-  /** Waits up to `timeoutMs` for a run's result; undefined when it is still running. */
-  async waitForResult(temporalWorkflowId: string, timeoutMs: number): Promise<RunGraphResult | undefined> {
+  /**
+   * Waits up to `timeoutMs` for a run's result; undefined when it is still running. A run whose
+   * last node ended its record (in one statement with the node's own entry) is answered from that
+   * record as soon as it is written, which holds the outcome Temporal's result would carry: the
+   * caller does not wait for the workflow task to complete and the result's long poll to return.
+   * Any other run, or a notification missed, is answered by Temporal's result.
+   */
+  async waitForResult(temporalWorkflowId: string, timeoutMs: number, executionId?: number): Promise<RunGraphResult | undefined> {
     const handle = this.temporal.client.workflow.getHandle(temporalWorkflowId);
+    const done = new AbortController();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), timeoutMs)));
+    const fromTemporal = this.temporal.client.withAbortSignal(done.signal, () => handle.result() as Promise<RunGraphResult>);
+    const racers: Promise<RunGraphResult | undefined>[] = [fromTemporal, timeout];
+    if (executionId !== undefined && this.runClosed) racers.push(this.closedResult(executionId, done.signal));
     try {
-      const result = await Promise.race([handle.result() as Promise<RunGraphResult>, timeout]).catch(() => undefined);
+      const result = await Promise.race(racers).catch(() => undefined);
       // An output too large for Temporal's history is read from the record the run wrote it to.
       if (result?.lastOutputRef) return { ...result, lastOutput: (await this.mirror.get(result.executionId))?.last_output ?? null };
       return result;
     } finally {
       clearTimeout(timer);
+      done.abort();
     }
+  }
+
+  /** The result of a run its last node ended, read from its record once that is heard; pending otherwise. */
+  private async closedResult(executionId: number, signal: AbortSignal): Promise<RunGraphResult> {
+    await this.runClosed!.closed(executionId, signal);
+    const row = await this.mirror.get(executionId);
+    // Only a success or a partial run is ended by its last node; anything else waits for Temporal.
+    if (!row || (row.status !== 'success' && row.status !== 'partial')) return new Promise<never>(() => undefined);
+    return { executionId, status: row.status, lastOutput: row.last_output ?? null };
   }
 
   private async visible(principal: Principal, executionId: number): Promise<ExecutionRow> {

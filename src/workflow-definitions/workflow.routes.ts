@@ -197,7 +197,7 @@ export function workflowRoutes({
         const started = await executions.start(workflow, { payload, trigger: 'manual' }, principal.id, idempotencyOf(headers, 'run', { payload }));
         const replayed = replayedHeaders(started.replayed);
         if (query.wait) {
-          const result = await executions.waitForResult(started.temporalWorkflowId, query.timeout_ms ?? 30_000);
+          const result = await executions.waitForResult(started.temporalWorkflowId, query.timeout_ms ?? 30_000, started.executionId);
           if (result) {
             // A repeated Idempotency-Key may name another person's run: its data is theirs.
             const shown = !started.replayed || (await executions.mayViewRunData(principal, started.executionId));
