@@ -61,7 +61,12 @@ async function historyOf(workflowId: string, runId?: string): Promise<History> {
 const identities = (history: History) =>
   new Set(
     (history.events ?? [])
-      .flatMap((e) => [e.workflowTaskCompletedEventAttributes?.identity, e.activityTaskStartedEventAttributes?.identity])
+      // A workflow task a worker began counts: a short call runs inside one, as a local activity.
+      .flatMap((e) => [
+        e.workflowTaskStartedEventAttributes?.identity,
+        e.workflowTaskCompletedEventAttributes?.identity,
+        e.activityTaskStartedEventAttributes?.identity,
+      ])
       .filter((x): x is string => Boolean(x)),
   );
 
