@@ -17,7 +17,9 @@
  *    the run's last node, the run's outcome);
  *  - the finish: from the node's end to finishExecution (when the node did not end the record),
  *    that step, and Temporal's close event;
- *  - the answer: from the close event to the API's answer (the result's wait, the response), and
+ *  - the answer: from the record's end to the API's answer (heard from the last node's
+ *    announcement, or from Temporal's result when the run's own step ended the record), with
+ *    Temporal's close event beside it, and
  *    to the client.
  *
  * Tracing itself costs time (a span per statement, the workflow interceptors of a traced run):
@@ -269,8 +271,9 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       '  of which: SQL (claim, attempt, connection, entry and outcome)': nodeSql.reduce((a, s) => a + (s.end - s.start), 0),
       'to the finish': finish ? finish.start - node.end : 0,
       'finish (finishExecution)': finish ? finish.end - finish.start : 0,
-      'to the close event (workflow task completed)': closedAt - (finish ?? node).end,
-      'the answer: close event -> API answers': server.end - closedAt,
+      // The API answers from the record its last node ended once it hears so, before or after Temporal's close event.
+      'the answer: the record ended -> API answers': server.end - (finish ?? node).end,
+      '  beside it: the record ended -> the close event': closedAt - (finish ?? node).end,
       'API -> client': sample.received - server.end,
       total: sample.received - sample.sent,
       'workflow tasks': tasks,
