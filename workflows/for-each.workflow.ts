@@ -21,7 +21,8 @@ import {
 } from './defs.js';
 import { CountingGate, Wakeup, bodySink, bodyWeight, itemBoundsOf, LoopProgress, nearHistoryLimit, type PendingItem } from './for-each-state.js';
 import { GraphState } from './graph.js';
-import { nodeErrorOf, runAll, runOne } from './run-graph.workflow.js';
+import { nodeErrorOf } from './node-errors.js';
+import { runAll, runOne } from './run-graph.workflow.js';
 import type { Scope } from './run-scope.js';
 import { RunValues } from './run-values.js';
 import { Slots } from './slots.js';

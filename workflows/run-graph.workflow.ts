@@ -1,20 +1,4 @@
-import {
-  ActivityFailure,
-  ApplicationFailure,
-  CancellationScope,
-  ChildWorkflowFailure,
-  condition,
-  executeChild,
-  isCancellation,
-  patched,
-  proxyActivities,
-  proxyLocalActivities,
-  sleep,
-  upsertMemo,
-  workflowInfo,
-  type ActivityOptions,
-} from '@temporalio/workflow';
-import type { ControlActivities, NodeActivities } from '../activities/index.js';
+import { ApplicationFailure, CancellationScope, isCancellation, patched, upsertMemo, workflowInfo } from '@temporalio/workflow';
 import {
   ERROR_BRANCH_PATCH,
   FIRST_STEP_ASKS,
@@ -24,80 +8,30 @@ import {
   NODE_FINISHED_MEMO,
   NODE_FINISHED_MEMO_PATCH,
   NODE_HISTORY_MEMO,
-  NODE_REFUSALS,
   NODE_STARTED_MEMO,
-  RUN_GRAPH_WORKFLOW,
-  childWorkflowId,
-  DEFAULT_NODE_TIMEOUT_MS,
-  nodeActivityId,
-  nodeModeOf,
-  runModeOf,
-  type FailureKept,
   type NodeFinishedMemo,
   type GraphNode,
   type NodeError,
   type RunGraphInput,
-  type NodeRunMode,
   type OutputRef,
-  type RunCloses,
   type RunGraphResult,
   type RunNodeOutput,
 } from './defs.js';
 import { GraphState } from './graph.js';
-import { LocalGate, type NodeAwaits } from './local-gate.js';
-import { RunValues, jsonBytes } from './run-values.js';
+import { LocalGate } from './local-gate.js';
+import { RunValues } from './run-values.js';
 import { CODE } from './error-codes.js';
 import { handledFailures, notRunNodes, runStatus, seedRun } from './run-state.js';
 import { runApproval } from './approval.js';
+import { runChild } from './child-run.js';
+import { localControl } from './control.js';
+import { runTimer } from './delay.js';
 import { runLoop } from './for-each.js';
-import { boundsOf, contextOf, local, other, type ItemScope, type Scope } from './run-scope.js';
+import { runActivity } from './node-activity.js';
+import { keptInTimeline, nodeErrorOf } from './node-errors.js';
+import { awaitsOf, type Scope } from './run-scope.js';
+import { endCall, lastToRun, markedAtEnd, markedByTemporal, modeOf, runsLocally, startCall } from './run-modes.js';
 import { runWaitForEvent } from './wait-for-event.js';
-
-const control = proxyActivities<ControlActivities>({
-  startToCloseTimeout: '30s',
-  retry: { initialInterval: '500ms', maximumAttempts: 20, nonRetryableErrorTypes: [CODE.not_found, CODE.validation_failed] },
-});
-const localControl = proxyLocalActivities<ControlActivities>({
-  startToCloseTimeout: '30s',
-  retry: { initialInterval: '500ms', maximumAttempts: 20 },
-});
-
-function activityOptions(node: GraphNode): ActivityOptions {
-  const retry = node.retry ?? {};
-  return {
-    activityId: nodeActivityId(node.id),
-    startToCloseTimeout: node.timeout_ms ?? DEFAULT_NODE_TIMEOUT_MS,
-    // Node activities heartbeat, so a killed worker is noticed in seconds, not at the timeout.
-    heartbeatTimeout: 6_000,
-    retry: {
-      maximumAttempts: retry.max_attempts ?? 3,
-      initialInterval: retry.initial_interval_ms ?? 1_000,
-      backoffCoefficient: retry.backoff_coefficient ?? 2,
-      ...(retry.max_interval_ms ? { maximumInterval: retry.max_interval_ms } : {}),
-      nonRetryableErrorTypes: [...NODE_REFUSALS],
-    },
-  };
-}
-
-/** The failure a node ended with, as the timeline and the execution record show it. */
-export function nodeErrorOf(err: unknown): NodeError {
-  let cause: unknown = err;
-  while (cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) cause = cause.cause ?? cause;
-  if (cause instanceof ApplicationFailure) {
-    // What the failure carries (an http_error's status and body of the answer) goes on with it.
-    const data: unknown = cause.details?.[0];
-    return { code: cause.type ?? CODE.node_failed, message: cause.message, ...(data && typeof data === 'object' ? { data } : {}) };
-  }
-  if (err instanceof ActivityFailure && err.cause?.name === 'TimeoutFailure') return { code: CODE.timeout, message: err.cause.message };
-  return { code: CODE.node_failed, message: err instanceof Error ? err.message : String(err) };
-}
-
-/** The activity kept the failure's whole `{error}` in the timeline (history has its data cut to size). */
-function keptInTimeline(err: unknown): boolean {
-  let cause: unknown = err;
-  while (cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) cause = cause.cause ?? cause;
-  return cause instanceof ApplicationFailure && (cause.details?.[1] as FailureKept | undefined)?.kept_in_timeline === true;
-}
 
 /** One run's state: the graph, what its nodes answered, and how the run ends so far. */
 interface Run extends Scope {
@@ -136,154 +70,6 @@ async function beginRun(input: RunGraphInput): Promise<Run> {
   return run;
 }
 
-/** A delay node: a durable timer between its recorded start and end. */
-async function runTimer(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
-  // A body's delay has no entry of its own to record.
-  if (run.item) return other(run, () => sleep(Number(node.config.duration_ms))).then(() => ({ output: { waited_ms: Number(node.config.duration_ms) } }));
-  const startedAt = Date.now();
-  await local(run, () => localControl.recordNodeStart(node, workflowInfo().runId));
-  await pause(run, () => other(run, () => sleep(Number(node.config.duration_ms))));
-  const output = { waited_ms: Number(node.config.duration_ms) };
-  await local(run, () => localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'success', output, startedAt }));
-  return { output };
-}
-
-/** A sub-workflow node: a child run of the referenced workflow, its outcome recorded as the node's. */
-async function runChild(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
-  if (run.item) return runItemChild(run, run.item, node);
-  const startedAt = Date.now();
-  const child = await other(run, () => control.prepareChildRun(node, run.values.contextFor(node), workflowInfo().runId, boundsOf(run)));
-  try {
-    // A child run may last as long as its own waits: meanwhile this node holds no place.
-    const result = await pause(run, () =>
-      other(run, () =>
-        executeChild(RUN_GRAPH_WORKFLOW, {
-          workflowId: childWorkflowId(workflowInfo().workflowId, node.id),
-          // Answers recorded before children knew their parent carry no parentExecutionId.
-          args: [
-            {
-              workflowId: child.workflowId,
-              payload: child.payload ?? null,
-              trigger: 'child',
-              ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
-              ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
-            } satisfies RunGraphInput,
-          ],
-        }),
-      ),
-    );
-    const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
-    if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
-    // A child's large output stays out of this run's history too: the activity copies it into
-    // this node's entry and answers a reference.
-    const kept = await local(run, () =>
-      localControl.recordNodeEnd(node, workflowInfo().runId, {
-        status: 'success',
-        output,
-        startedAt,
-        ...(result.lastOutputRef ? { outputRef: { ...result.lastOutputRef, execution: result.lastOutputRef.execution ?? result.executionId } } : {}),
-        ...boundsOf(run),
-      }),
-    );
-    return kept?.ref ? { ref: kept.ref } : { output, ...(kept?.bytes !== undefined ? { bytes: kept.bytes } : {}) };
-  } catch (err) {
-    if (!isCancellation(err))
-      await local(run, () => localControl.recordNodeEnd(node, workflowInfo().runId, { status: 'failed', error: nodeErrorOf(err), startedAt }));
-    throw err;
-  }
-}
-
-/**
- * A run_workflow node of a for_each body: the child is named after the item, and its payload and
- * output stay with the item when too large for history (the body has no timeline entries).
- */
-async function runItemChild(run: Scope, item: ItemScope, node: GraphNode): Promise<RunNodeOutput> {
-  const inlineBytes = run.began.bounds!.inlineBytes;
-  const child = await other(run, () => control.prepareItemChildRun(node, contextOf(run, node), item.key, inlineBytes));
-  const result = await other(run, () =>
-    executeChild(RUN_GRAPH_WORKFLOW, {
-      workflowId: `${item.itemsWorkflowId}/${item.key.index}/${node.id}`,
-      args: [
-        {
-          workflowId: child.workflowId,
-          payload: child.payload ?? null,
-          trigger: 'child',
-          parentExecutionId: child.parentExecutionId,
-          ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
-        } satisfies RunGraphInput,
-      ],
-    }),
-  );
-  if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
-  const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
-  if (!result.lastOutputRef && jsonBytes(output) <= inlineBytes) return { output };
-  return other(run, () => control.keepItemOutput(item.key, node.id, output, result.lastOutputRef));
-}
-
-/** Any other node: one activity, local for the node types the run was told to run locally. */
-function runActivity(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
-  const { activityId: _id, heartbeatTimeout: _hb, ...localOptions } = activityOptions(node);
-  if (run.item) return runItemActivity(run, run.item, node, localOptions);
-  const input = { node, context: run.values.contextFor(node), ...boundsOf(run), ...closesOf(run, node) };
-  if (runsLocally(run, node)) return local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input));
-  return other(run, () => proxyActivities<NodeActivities>(activityOptions(node)).runNode(input));
-}
-
-/** What the run's last node writes with its entry when it succeeds: the run's outcome then. */
-function closesOf(run: Scope, node: GraphNode): { closes?: RunCloses } {
-  if (run.closing !== node.id) return {};
-  const handled = run.handled.length ? { handled: handledFailures(run.handled, run.nodes, run.values.inline()) } : {};
-  return { closes: { status: run.partial ? 'partial' : 'success', skipped: notRunNodes(run.state, run.nodes, false), ...handled } };
-}
-
-/**
- * Whether `id`, about to start, is the run's last node: nothing else runs or waits, and no edge
- * leaves it, so once it succeeds nothing else can start and the run ends as closesOf says. Only a
- * graph run's own nodes (not a for_each item's) end its record.
- */
-const lastToRun = (run: Scope, id: string, othersInFlight: number) =>
-  !run.item && run.modes !== undefined && run.began.closeInNode === true && othersInFlight === 0 && !run.began.graph.edges.some((e) => e.from === id);
-
-/**
- * A node of a for_each body: the activity is told its item (no timeline entry; a large output is
- * kept with the item) and answers its attempts. Its activity id is Temporal's own: the same node
- * runs for many items at once, and an id must be unique among a run's pending activities.
- */
-function runItemActivity(run: Scope, item: ItemScope, node: GraphNode, localOptions: ActivityOptions): Promise<RunNodeOutput> {
-  const input = { node, context: contextOf(run, node), ...boundsOf(run), item: item.key };
-  const { activityId: _id, ...options } = activityOptions(node);
-  return runsLocally(run, node)
-    ? local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input))
-    : other(run, () => proxyActivities<NodeActivities>(options).runNode(input));
-}
-
-/** How a node module of its own (a wait, an approval) awaits: through the run's gate, with its bounds. */
-const awaitsOf = (run: Scope): NodeAwaits => ({
-  local: (start) => local(run, start),
-  other: (start) => other(run, start),
-  pause: (wait) => pause(run, wait),
-  ...boundsOf(run),
-});
-
-/**
- * A node's wait for a signal or a timer, during which it holds no place among the run's nodes in
- * flight (runAll counts `pauses.waiting` out); once it ends, the node waits for a place again, so
- * its next steps stay within `maxRunning`. Runs without pauses (begun before them) wait as before.
- */
-async function pause<T>(run: Scope, wait: () => Promise<T>): Promise<T> {
-  const { pauses } = run;
-  if (!pauses) return wait();
-  pauses.waiting++;
-  pauses.wake?.();
-  try {
-    return await wait();
-  } finally {
-    pauses.waiting--;
-    const limit = run.began.bounds?.maxRunning ?? Infinity;
-    if (run.active! - pauses.waiting > limit) await condition(() => run.active! - pauses.waiting <= limit);
-  }
-}
-
 /**
  * Runs one node the way its type runs. Not async itself: each way's promise is the one the caller
  * awaits, so a node's continuation takes as many steps as it always did and nodes that finish in
@@ -303,50 +89,6 @@ function runNode(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
   if (mode === 'approval') return runApproval(node, run.values.contextFor(node), workflowInfo().runId, awaitsOf(run));
   return runActivity(run, node);
 }
-
-/**
- * How a node runs: as its start decided (startCall), else as the run's first step said for its
- * type (a for_each body's nodes: their items workflow was told each type's mode).
- */
-const modeOf = (run: Scope, node: GraphNode): NodeRunMode => run.modes?.get(node.id) ?? nodeModeOf(run.began, node);
-
-const runsLocally = (run: Scope, node: GraphNode) => modeOf(run, node) === 'local';
-
-/** A regular activity's own events mark its start and end in the history of a lean run. */
-const markedByTemporal = (run: Scope, node: GraphNode) => run.lean && modeOf(run, node) === 'activity';
-
-/**
- * Decides how a graph run's node runs as it starts. A short call (a side effect the run's first
- * step allows to run locally) runs as a local activity only when no other such call is in flight
- * and none began or ended in this workflow task: a local activity's result is recorded when the
- * task that ran it completes, so at most one performed call at a time may be unrecorded, and a
- * worker that dies repeats only that one, as it would repeat a regular activity whose completion
- * it never reported. Otherwise it runs as a regular activity, whose scheduling completes the task
- * (and so records the calls before it). Deterministic: workflow task boundaries (the history's
- * length) fall at the same points on replay. Answers whether it is a local call.
- */
-function startCall(run: Scope, node: GraphNode): boolean {
-  const { modes, calls } = run;
-  if (!modes || !calls) return false;
-  let mode = nodeModeOf(run.began, node);
-  const call = mode === 'local' && runModeOf(run.began, node.type) !== 'local';
-  if (call && (calls.inFlight > 0 || calls.task === workflowInfo().historyLength)) mode = 'activity';
-  modes.set(node.id, mode);
-  if (mode !== 'local' || !call) return false;
-  calls.inFlight++;
-  calls.task = workflowInfo().historyLength;
-  return true;
-}
-
-/** A local call ended (in this workflow task): the next one waits for a task of its own. */
-function endCall(run: Scope, call: boolean): void {
-  if (!call || !run.calls) return;
-  run.calls.inFlight--;
-  run.calls.task = workflowInfo().historyLength;
-}
-
-/** A local node marked once, when it ends (see BeganExecution.localMarkedAtEnd). */
-const markedAtEnd = (run: Scope, node: GraphNode) => run.lean && run.began.localMarkedAtEnd === true && runsLocally(run, node);
 
 /** A marker in history: a reset knows this node finished in this workflow task. */
 function markFinished(run: Scope, node: GraphNode): void {

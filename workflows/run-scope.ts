@@ -1,8 +1,9 @@
 // What the graph scheduler runs nodes over (a graph run, or one for_each item's body) and the
 // small helpers every way of running a node shares. Deterministic workflow code.
+import { condition } from '@temporalio/workflow';
 import type { BeganExecution, GraphNode, ItemKey, NodeContext, NodeRunMode, RunGraphResult } from './defs.js';
 import type { GraphState } from './graph.js';
-import type { LocalGate } from './local-gate.js';
+import type { LocalGate, NodeAwaits } from './local-gate.js';
 import { hasTemplate, type RunValues } from './run-values.js';
 import type { InterruptedNode } from './run-state.js';
 import type { Slots } from './slots.js';
@@ -91,3 +92,30 @@ export const other = <T>(run: Scope, start: () => Promise<T>): Promise<T> => (ru
 
 /** What a run that keeps large values out of history asks of activities that answer a value. */
 export const boundsOf = (run: Scope): { inlineBytes?: number } => (run.began.bounds ? { inlineBytes: run.began.bounds.inlineBytes } : {});
+
+/** How a node module of its own (a wait, an approval) awaits: through the run's gate, with its bounds. */
+export const awaitsOf = (run: Scope): NodeAwaits => ({
+  local: (start) => local(run, start),
+  other: (start) => other(run, start),
+  pause: (wait) => pause(run, wait),
+  ...boundsOf(run),
+});
+
+/**
+ * A node's wait for a signal or a timer, during which it holds no place among the run's nodes in
+ * flight (runAll counts `pauses.waiting` out); once it ends, the node waits for a place again, so
+ * its next steps stay within `maxRunning`. Runs without pauses (begun before them) wait as before.
+ */
+export async function pause<T>(run: Scope, wait: () => Promise<T>): Promise<T> {
+  const { pauses } = run;
+  if (!pauses) return wait();
+  pauses.waiting++;
+  pauses.wake?.();
+  try {
+    return await wait();
+  } finally {
+    pauses.waiting--;
+    const limit = run.began.bounds?.maxRunning ?? Infinity;
+    if (run.active! - pauses.waiting > limit) await condition(() => run.active! - pauses.waiting <= limit);
+  }
+}

@@ -1,11 +1,11 @@
 import { createRequire } from 'node:module';
 import { ApplicationFailure, defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { CODE } from './error-codes.js';
-import { isUntrusted, UNTRUSTED_ENCODING, UNTRUSTED_MARK, untrustedInput } from './trust.js';
+import { CODE } from '../../workflows/error-codes.js';
+import { isUntrusted, UNTRUSTED_ENCODING, UNTRUSTED_MARK, untrustedInput } from '../../workflows/trust.js';
 
 // The converter module as the Temporal SDK loads it: by path, with require().
-const converter = createRequire(import.meta.url)('./data-converter.cjs') as {
+const converter = createRequire(import.meta.url)('../../workflows/data-converter.cjs') as {
   payloadConverter: { toPayload(v: unknown): Payload; fromPayload(p: Payload): unknown };
   failureConverter: { errorToFailure(e: Error, c: unknown): any; failureToError(f: any, c: unknown): Error };
   isUntrusted(v: unknown): boolean;
