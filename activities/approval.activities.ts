@@ -13,7 +13,8 @@ import type { ApprovalNotice, ApprovalOutcome, GraphNode, OpenedApproval, RunNod
 import { CODE } from '../workflows/error-codes.js';
 import { patiently } from './patiently.js';
 import { answer } from './run-values.js';
-import { RunSteps, type RunStepPorts } from './run-steps.js';
+import { RunSteps, type RunExecution, type RunStepPorts } from './run-steps.js';
+import { countAttempt } from './graph.activities.js';
 
 // The steps of an approval node (workflows/approval.ts): open the action, notify, escalate, settle.
 
@@ -42,8 +43,8 @@ interface ApprovalConfig {
   escalate_to?: Approvers;
 }
 
-export function approvalActivities(ports: ApprovalActivityPorts) {
-  const steps = new RunSteps(ports);
+export function approvalActivities(ports: ApprovalActivityPorts, execution: RunExecution) {
+  const steps = new RunSteps(ports, execution);
   return {
     openApproval: (input: RunNodeInput, runId: string) => openApproval(ports, steps, input, runId),
     notifyApprovers: (input: { actionId: string; notice: ApprovalNotice; connectionId: number; path: string }) => notifyApprovers(ports, input),
@@ -197,7 +198,6 @@ async function settleApproval(
     ports.metrics.workflowApprovals.inc({ outcome: 'expired' });
     ports.metrics.workflowApprovalSeconds.observe({ outcome: 'expired' }, row.age_seconds);
   }
-  ports.metrics.nodeAttempts.inc({ type: input.node.type, outcome: 'success', code: '' });
-  ports.metrics.nodeDuration.observe({ type: input.node.type, outcome: 'success' }, Math.max(0, Date.now() - input.startedAt) / 1000);
+  countAttempt(ports.metrics, input.node.type, 'success', undefined, Math.max(0, Date.now() - input.startedAt));
   return answer(input.node.id, { output, branch: decision }, input.inlineBytes);
 }

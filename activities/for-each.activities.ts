@@ -306,12 +306,12 @@ async function runPureItem(
       const started = Date.now();
       try {
         const result = await executeNode(g, { ref, node, started, attempts: 1 }, { trigger: outer.trigger, nodes: contextFor(node, outputs), item, index });
-        countAttempt(g, node.type, 'success', undefined, Date.now() - started);
+        countAttempt(g.ports.metrics, node.type, 'success', undefined, Date.now() - started);
         outputs[id] = result.output ?? null;
         state.complete(id, result.branch);
       } catch (err) {
         const error = errorOf(boundFailure(toFailure(err), limit));
-        countAttempt(g, node.type, 'failed', error.code, Date.now() - started);
+        countAttempt(g.ports.metrics, node.type, 'failed', error.code, Date.now() - started);
         if (node.on_error !== 'continue' && node.on_error !== 'branch') {
           return { result: { index, status: 'failed', error: { ...error, node_id: id }, attempts: 1, startedAt, durationMs: Date.now() - startedAt }, partial };
         }

@@ -208,9 +208,15 @@ async function actorOf(g: GraphWorker, ref: ExecutionRef): Promise<Principal> {
 }
 
 /** One attempt of a node, in the metrics. */
-export function countAttempt(g: GraphWorker, type: string, outcome: string, code: string | undefined, ms: number): void {
-  g.ports.metrics.nodeDuration.observe({ type, outcome }, ms / 1000);
-  g.ports.metrics.nodeAttempts.inc({ type, outcome, code: outcome === 'success' ? '' : (code ?? 'node_failed') });
+export function countAttempt(
+  metrics: Pick<Metrics, 'nodeDuration' | 'nodeAttempts'>,
+  type: string,
+  outcome: string,
+  code: string | undefined,
+  ms: number,
+): void {
+  metrics.nodeDuration.observe({ type, outcome }, ms / 1000);
+  metrics.nodeAttempts.inc({ type, outcome, code: outcome === 'success' ? '' : (code ?? 'node_failed') });
 }
 
 export function writeNode(g: GraphWorker, executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry): Promise<void> {
@@ -298,7 +304,7 @@ export async function recordNodeStart(g: GraphWorker, node: GraphNode, runId: st
 export async function recordNodeEnd(g: GraphWorker, node: GraphNode, runId: string, end: NodeEnd): Promise<{ ref?: OutputRef; bytes?: number } | void> {
   const ref = await currentExecution(g, runId);
   const finished = new Date();
-  countAttempt(g, node.type, end.status, end.error?.code, finished.getTime() - end.startedAt);
+  countAttempt(g.ports.metrics, node.type, end.status, end.error?.code, finished.getTime() - end.startedAt);
   let output = end.output;
   if (end.outputRef) {
     const child = end.outputRef;
@@ -464,7 +470,7 @@ async function runItemNode(g: GraphWorker, { node, context, inlineBytes }: RunNo
   const attempt: NodeAttempt = { ref, node, started, attempts: activity.info.attempt };
   try {
     const result = withoutCredential(attempt, await executeNode(g, attempt, context));
-    countAttempt(g, node.type, 'success', undefined, Date.now() - started);
+    countAttempt(g.ports.metrics, node.type, 'success', undefined, Date.now() - started);
     const usage = modelUsageOf(node.type, result.output);
     if (usage) countModelUse(g.ports.metrics, attempt.connectionType ?? 'unknown', 'node', usage);
     const answer = { ...(result.branch !== undefined ? { branch: result.branch } : {}), attempts: attempt.attempts };
@@ -477,7 +483,7 @@ async function runItemNode(g: GraphWorker, { node, context, inlineBytes }: RunNo
   } catch (err) {
     // As any node's failure: its credential redacted, its data bounded, and cut to size for history.
     const failure = boundFailure(toFailure(failureWithoutCredential(attempt, err)), g.ports.config.SVC_NODE_OUTPUT_LIMIT);
-    countAttempt(g, node.type, failure instanceof CancelledFailure ? 'cancelled' : 'failed', errorOf(failure).code, Date.now() - started);
+    countAttempt(g.ports.metrics, node.type, failure instanceof CancelledFailure ? 'cancelled' : 'failed', errorOf(failure).code, Date.now() - started);
     if (attempt.attempts > 1) await patiently(() => g.ports.executionItems.noteAttempts(item, attempt.attempts)).catch(() => undefined);
     throw inlineBytes === undefined ? failure : forHistory(failure, inlineBytes, false);
   }
@@ -560,7 +566,7 @@ export async function executeNode(g: GraphWorker, attempt: NodeAttempt, context:
 async function recordNodeSuccess(g: GraphWorker, attempt: NodeAttempt, result: RunNodeOutput, settle: () => Promise<void>, closes?: RunCloses): Promise<void> {
   const { ref, node, started } = attempt;
   const finished = Date.now();
-  countAttempt(g, node.type, 'success', undefined, finished - started);
+  countAttempt(g.ports.metrics, node.type, 'success', undefined, finished - started);
   const usage = modelUsageOf(node.type, result.output);
   if (usage) countModelUse(g.ports.metrics, attempt.connectionType ?? 'unknown', 'node', usage);
   await settle();
@@ -595,7 +601,7 @@ async function recordNodeFailure(
   const finished = Date.now();
   const status = failure instanceof CancelledFailure ? 'cancelled' : 'failed';
   const error = errorOf(failure);
-  countAttempt(g, node.type, status, error.code, finished - started);
+  countAttempt(g.ports.metrics, node.type, status, error.code, finished - started);
   await settle();
   // A failure the run will handle becomes the node's output `{error}`: kept whole here, so later
   // nodes can read it by reference when its data is too large for history.

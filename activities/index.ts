@@ -1,7 +1,7 @@
 import type { Services } from '../src/services.js';
 import { agentActivities } from './agent.activities.js';
 import { approvalActivities } from './approval.activities.js';
-import { graphActivities } from './graph.activities.js';
+import { currentExecution, graphActivities } from './graph.activities.js';
 import { loopActivities } from './for-each.activities.js';
 import { licenseWebhookActivities } from './license-webhook.activities.js';
 import { waitActivities } from './wait.activities.js';
@@ -9,12 +9,14 @@ import { waitActivities } from './wait.activities.js';
 /** Builds every activity with its dependencies (the activities-dependency-injection pattern). */
 export function createActivities(services: Services) {
   const graph = graphActivities(services);
+  // Waits and approvals find their run's record as every node does.
+  const execution = (runId: string) => currentExecution(graph.worker, runId);
   return {
     ...graph.control,
     ...loopActivities(graph.worker),
     ...graph.nodes,
-    ...waitActivities(services),
-    ...approvalActivities(services),
+    ...waitActivities(services, execution),
+    ...approvalActivities(services, execution),
     ...agentActivities(services),
     ...licenseWebhookActivities(services),
   };

@@ -4,7 +4,6 @@ import type { ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
 import { nodeTypes } from '../src/nodes/index.js';
 import type { GraphNode, RunNodeInput } from '../workflows/defs.js';
 import { CODE } from '../workflows/error-codes.js';
-import { ForgetfulMap } from './caches.js';
 import { errorOf, invalidConfig, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
 import { contextValues } from './run-values.js';
@@ -13,30 +12,26 @@ import { contextValues } from './run-values.js';
 // the run's record, the node's configuration with its expressions evaluated, its timeline entry.
 
 export interface RunStepPorts {
-  executionMirror: Pick<ExecutionMirror, 'claim' | 'writeNode' | 'readValues'>;
+  executionMirror: Pick<ExecutionMirror, 'writeNode' | 'readValues'>;
   expressions: Pick<ExpressionSandbox, 'resolve'>;
 }
 
-export class RunSteps {
-  /** The records of runs in flight: a small cache keeps the worker's heap flat. */
-  private readonly runs = new ForgetfulMap<ExecutionRef>(1_000);
+/**
+ * The record of the run an activity belongs to, found as every node's activity finds it
+ * (currentExecution in graph.activities.ts: claimed, or adopted for a reset run, and cached).
+ */
+export type RunExecution = (runId: string) => Promise<ExecutionRef>;
 
-  constructor(private readonly ports: RunStepPorts) {}
+export class RunSteps {
+  constructor(
+    private readonly ports: RunStepPorts,
+    /** The record of the run an activity belongs to. */
+    readonly execution: RunExecution,
+  ) {}
 
   /** The Temporal workflow id of the run the current activity belongs to. */
   temporalWorkflowId(): string {
     return Context.current().info.workflowExecution!.workflowId;
-  }
-
-  /** The record of the run an activity belongs to (its first step claimed it already). */
-  async execution(runId: string): Promise<ExecutionRef> {
-    const cached = this.runs.get(runId);
-    if (cached) return cached;
-    const workflowId = this.temporalWorkflowId();
-    const ref = await patiently(() => this.ports.executionMirror.claim(workflowId, runId));
-    if (!ref) throw ApplicationFailure.retryable(`No execution record for run ${runId} yet`, CODE.execution_not_ready);
-    this.runs.set(runId, ref);
-    return ref;
   }
 
   /** The node's configuration with its `{{ }}` evaluated and checked against its type's schema. */

@@ -3,7 +3,8 @@ import type { Metrics } from '../src/platform/metrics.js';
 import type { GraphNode, RegisteredWait, RunNodeInput, RunNodeOutput, WaitEnd } from '../workflows/defs.js';
 import { patiently } from './patiently.js';
 import { answer } from './run-values.js';
-import { RunSteps, type RunStepPorts } from './run-steps.js';
+import { RunSteps, type RunExecution, type RunStepPorts } from './run-steps.js';
+import { countAttempt } from './graph.activities.js';
 
 // The steps of a wait_for_event node (workflows/wait-for-event.ts): register the wait, record its end.
 
@@ -19,8 +20,8 @@ interface WaitConfig {
   lookback_ms: number;
 }
 
-export function waitActivities(ports: WaitActivityPorts) {
-  const steps = new RunSteps(ports);
+export function waitActivities(ports: WaitActivityPorts, execution: RunExecution) {
+  const steps = new RunSteps(ports, execution);
   return {
     registerWait: (input: RunNodeInput, runId: string) => registerWait(ports, steps, input, runId),
     endWait: (end: WaitEnd) => endWait(ports, steps, end),
@@ -68,6 +69,5 @@ async function endWait(ports: WaitActivityPorts, steps: RunSteps, end: WaitEnd):
 
 function countEnd(ports: WaitActivityPorts, node: GraphNode, outcome: string, startedAt: number): void {
   ports.metrics.workflowWaits.inc({ outcome: outcome === 'received' ? 'received' : 'timeout' });
-  ports.metrics.nodeAttempts.inc({ type: node.type, outcome: 'success', code: '' });
-  ports.metrics.nodeDuration.observe({ type: node.type, outcome: 'success' }, Math.max(0, Date.now() - startedAt) / 1000);
+  countAttempt(ports.metrics, node.type, 'success', undefined, Math.max(0, Date.now() - startedAt));
 }
