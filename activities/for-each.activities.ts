@@ -5,6 +5,7 @@ import {
   type BegunLoop,
   type ForEachConfig,
   type GraphEdge,
+  itemChildWorkflowId,
   type GraphNode,
   type ItemKey,
   type ItemResult,
@@ -187,7 +188,7 @@ export async function finishLoop(g: GraphWorker, end: LoopEnd): Promise<{ result
 }
 
 /** The next page of a loop's items to run (each inline when small enough). */
-function loadItems(g: GraphWorker, loop: LoopKey, after: number, limit: number, inlineBytes: number): Promise<{ items: LoadedItem[]; exhausted: boolean }> {
+function loadItems(g: GraphWorker, loop: LoopKey, after: number, limit: number, inlineBytes: number): Promise<{ items: LoadedItem[] }> {
   return patiently(() => g.ports.executionItems.page(loop, after, limit, inlineBytes));
 }
 
@@ -212,7 +213,7 @@ export async function prepareItemChildRun(
     };
     const targetId = Number(config.workflow_id);
     await checkChildTarget(g, ref, config.workflow_id, targetId);
-    await claimChildRuns(g, ref, [`${runOf().workflowId}/${item.index}/${node.id}`]);
+    await claimChildRuns(g, ref, [itemChildWorkflowId(runOf().workflowId, item.index, node.id)]);
     const payload = config.payload ?? null;
     checkOutputSize(payload, g.ports.config.SVC_NODE_OUTPUT_LIMIT);
     if (jsonBytes(payload) <= inlineBytes) return { workflowId: targetId, payload, parentExecutionId: ref.id };

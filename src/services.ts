@@ -104,9 +104,9 @@ export interface Services {
   publicUrl: PublicUrl;
   /** The one writer of each table (docs/data-access.md). */
   stores: Stores;
-  /** LISTEN side of agent turn streams (one dedicated PostgreSQL connection, opened on first use). */
+  /** LISTEN side of agent turn streams and of runs ended by their last node (one dedicated PostgreSQL connection, opened on first use). */
   agentStreams: TurnStreamHub;
-  /** LISTEN side of runs whose last node ended their record (one dedicated connection, opened on the first wait for a result). */
+  /** Runs whose last node ended their record, heard on agentStreams' connection (a wait for a result answers from the record). */
   runClosed: RunClosedListener;
 }
 
@@ -224,7 +224,8 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const schedules = new WorkflowSchedules(temporal);
   const workflows = new WorkflowService(sql, schedules, executionMirror, { connections, entities, acting });
   const errorWorkflows = new ErrorWorkflows(temporal, logger);
-  const runClosed = new RunClosedListener(endpoints.databaseUrl, logger);
+  const agentStreams = new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER);
+  const runClosed = new RunClosedListener(agentStreams, logger);
   const executions = new ExecutionService(
     sql,
     executionMirror,
@@ -265,7 +266,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     approvals,
     approvalPages: new ApprovalPages(approvals, agentActions, keys, options.clock),
     publicUrl,
-    agentStreams: new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER),
+    agentStreams,
     runClosed,
   };
 }
@@ -287,7 +288,6 @@ export function useEagerClient(services: Services, connection: NativeConnection)
 export async function closeServices(services: Services): Promise<void> {
   await services.entities.close();
   await services.agentStreams.close();
-  await services.runClosed.close();
   await services.temporal.connection.close().catch(() => undefined);
   await services.orm.close(true);
   await services.egress.close().catch(() => undefined);

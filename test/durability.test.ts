@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, killProcess } from './helpers/worker-process.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { closedHistory } from './helpers/history.js';
 import { eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
 import { startTcpProxy } from './helpers/tcp-proxy.js';
 
@@ -137,7 +138,7 @@ describe('durability, in order', { shuffle: false }, () => {
       expect(c).toMatchObject({ status: 'success' });
       expect(c.attempts).toBe(target.count('/slow-k4-c'));
       // How each ran: only b was a regular activity (its scheduled event names it).
-      const history = await app.stack.services.temporal.client.workflow.getHandle(done.temporal.workflow_id).fetchHistory();
+      const history = await closedHistory(app.stack.services.temporal.client.workflow.getHandle(done.temporal.workflow_id));
       const scheduled = (history.events ?? []).map((e) => e.activityTaskScheduledEventAttributes?.activityId).filter(Boolean);
       expect(scheduled).toEqual(['node:b']);
     }, 120_000);

@@ -1,6 +1,7 @@
 import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { closedHistory } from './helpers/history.js';
 import { eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
 
 let app: TestApp;
@@ -149,7 +150,7 @@ describe('runs', () => {
     ]);
     expect(nodeOf(execution, 'bad')).toMatchObject({ output: { error: { code: 'custom_code', message: 'handled' } } });
     // No step of the run's own ended it: the last node's activity wrote the outcome with its entry.
-    const history = await app.stack.services.temporal.client.workflow.getHandle(execution.temporal.workflow_id).fetchHistory();
+    const history = await closedHistory(app.stack.services.temporal.client.workflow.getHandle(execution.temporal.workflow_id));
     expect(localActivities(history.events ?? [])).toEqual(['runNode', 'runNode', 'runNode']);
   });
 

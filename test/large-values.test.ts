@@ -45,6 +45,7 @@ async function ended(executionId: number) {
     if (view.status === 'running') return undefined;
     const handle = app.stack.services.temporal.client.workflow.getHandle(view.temporal.workflow_id, view.temporal.run_id);
     const description = await handle.describe();
+    if (description.status.name === 'RUNNING') return undefined;
     return { view, temporalStatus: description.status.name, history: (await handle.fetchHistory()).events ?? [] };
   }, 90_000);
 }

@@ -6,6 +6,7 @@
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { closedHistory } from './helpers/history.js';
 
 let app: TestApp;
 beforeAll(async () => {
@@ -22,7 +23,7 @@ async function runThenReplay(nodes: unknown[], edges: unknown[]): Promise<void> 
   const handle = app.stack.services.temporal.client.workflow.getHandle(view.temporal.workflow_id, view.temporal.run_id);
   await Worker.runReplayHistory(
     { workflowBundle: { codePath: inject('workflowBundle') }, dataConverter: { payloadCodecs: [app.stack.services.temporal.codec] } },
-    await handle.fetchHistory(),
+    await closedHistory(handle),
     view.temporal.workflow_id,
   );
 }

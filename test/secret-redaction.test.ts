@@ -1,6 +1,7 @@
 import type { Payload } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { closedHistory } from './helpers/history.js';
 import { fixedServers } from './helpers/http-target.js';
 import { providerConnection, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 
@@ -52,7 +53,7 @@ async function runAndCollect(nodes: Record<string, unknown>[]): Promise<{ execut
   expect(run.status, run.text).toBe(200);
   const execution = (await app.admin.get(`${W}/executions/${run.body.data.execution_id}`)).body.data;
   const { client, decode, executionWorkflowId } = app.stack.services.temporal;
-  const events = (await client.workflow.getHandle(executionWorkflowId(run.body.data.execution_id)).fetchHistory()).events ?? [];
+  const events = (await closedHistory(client.workflow.getHandle(executionWorkflowId(run.body.data.execution_id)))).events ?? [];
   const payloads: Payload[] = [];
   const collect = (value: unknown): void => {
     if (!value || typeof value !== 'object') return;

@@ -2,6 +2,7 @@ import type { Payload } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentSessionWorkflowId } from '../workflows/defs.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { closedHistory } from './helpers/history.js';
 import { providerConnection, startFakeAnthropic, type FakeProvider } from './helpers/fake-providers.js';
 import { TARGET_HOST, eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
 import type { HttpClient, HttpResponse } from './helpers/http.js';
@@ -149,7 +150,7 @@ describe('secrets', () => {
     const { client, decode, executionWorkflowId } = app.stack.services.temporal;
     const histories: string[] = [];
     for (const workflowId of [...executions.map(executionWorkflowId), agentSessionWorkflowId(session)]) {
-      const history = await client.workflow.getHandle(workflowId).fetchHistory();
+      const history = await closedHistory(client.workflow.getHandle(workflowId));
       const decoded = await Promise.all(payloadsOf(history).map((p) => decode(p)));
       histories.push(JSON.stringify(history), JSON.stringify(decoded));
     }

@@ -4,6 +4,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentSessionWorkflowId } from '../workflows/defs.js';
 import { ADMIN_APP_PASSWORD, startTestApp, type TestApp, type TestUser } from './helpers/app.js';
+import { closedHistory } from './helpers/history.js';
 import { eventually, fixedServers } from './helpers/http-target.js';
 import { providerConnection, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 import { temporalCli } from './helpers/temporal-cli.js';
@@ -116,7 +117,7 @@ describe('a run started on Temporal directly', () => {
   it("is refused with the service's own ciphertext too when it was sealed for an activity: a node's payload copied out of a history is no run's input", async () => {
     const run = await app.admin.post(`${W}/workflows/${workflowId}/run?wait=true&timeout_ms=90000`, { payload: {} });
     expect(run.status, run.text).toBe(200);
-    const history = await temporal().client.workflow.getHandle(temporal().executionWorkflowId(run.body.data.execution_id)).fetchHistory();
+    const history = await closedHistory(temporal().client.workflow.getHandle(temporal().executionWorkflowId(run.body.data.execution_id)));
     const scheduled = history.events!.find((e) => e.activityTaskScheduledEventAttributes?.activityId === 'node:read')!;
     const copied = scheduled.activityTaskScheduledEventAttributes!.input!.payloads![0]!;
     const meta = Object.entries(copied.metadata!).flatMap(([k, v]) => ['--input-meta', `${k}=${Buffer.from(v).toString()}`]);
@@ -129,7 +130,7 @@ describe('a run started on Temporal directly', () => {
     const run = await app.admin.post(`${W}/workflows/${workflowId}/run?wait=true&timeout_ms=90000`, { payload: { note: 'by the API' } });
     expect(run.status, run.text).toBe(200);
     expect(run.body.data.status).toBe('success');
-    const history = await temporal().client.workflow.getHandle(temporal().executionWorkflowId(run.body.data.execution_id)).fetchHistory();
+    const history = await closedHistory(temporal().client.workflow.getHandle(temporal().executionWorkflowId(run.body.data.execution_id)));
     expect(JSON.stringify(history)).not.toContain('by the API');
   });
 });

@@ -1,6 +1,6 @@
 // A run_workflow node: a child run of another workflow, in a graph or for a for_each item. Workflow code.
 import { ApplicationFailure, executeChild, isCancellation, workflowInfo } from '@temporalio/workflow';
-import { RUN_GRAPH_WORKFLOW, childWorkflowId, type GraphNode, type RunGraphInput, type RunNodeOutput } from './defs.js';
+import { RUN_GRAPH_WORKFLOW, childWorkflowId, itemChildWorkflowId, type GraphNode, type RunGraphInput, type RunNodeOutput } from './defs.js';
 import { control, localControl } from './control.js';
 import { CODE } from './error-codes.js';
 import { nodeErrorOf } from './node-errors.js';
@@ -61,7 +61,7 @@ async function runItemChild(run: Scope, item: ItemScope, node: GraphNode): Promi
   const child = await other(run, () => control.prepareItemChildRun(node, contextOf(run, node), item.key, inlineBytes));
   const result = await other(run, () =>
     executeChild(RUN_GRAPH_WORKFLOW, {
-      workflowId: `${item.itemsWorkflowId}/${item.key.index}/${node.id}`,
+      workflowId: itemChildWorkflowId(item.itemsWorkflowId, item.key.index, node.id),
       args: [
         {
           workflowId: child.workflowId,

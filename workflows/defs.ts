@@ -492,6 +492,9 @@ export interface ForEachInput {
 export const forEachWorkflowId = (parentWorkflowId: string, nodeId: string, index?: number) =>
   index === undefined ? `${parentWorkflowId}/${nodeId}` : `${parentWorkflowId}/${index}/${nodeId}`;
 
+/** Temporal workflow id of the child run a body's run_workflow node starts for one item (the items workflow starts it, its activity claims it). */
+export const itemChildWorkflowId = (itemsWorkflowId: string, index: number, nodeId: string) => `${itemsWorkflowId}/${index}/${nodeId}`;
+
 /** Temporal workflow id of the child run a `workflow_id` body starts for one item. */
 export const itemRunWorkflowId = (itemsWorkflowId: string, index: number) => `${itemsWorkflowId}/${index}`;
 

@@ -24,11 +24,12 @@ function activityOptions(node: GraphNode): ActivityOptions {
 
 /** Any other node: one activity, local for the node types the run was told to run locally. */
 export function runActivity(run: Scope, node: GraphNode): Promise<RunNodeOutput> {
-  const { activityId: _id, heartbeatTimeout: _hb, ...localOptions } = activityOptions(node);
-  if (run.item) return runItemActivity(run, run.item, node, localOptions);
+  const options = activityOptions(node);
+  const { activityId: _id, heartbeatTimeout: _hb, ...localOptions } = options;
+  if (run.item) return runItemActivity(run, run.item, node, options, localOptions);
   const input = { node, context: run.values.contextFor(node), ...boundsOf(run), ...closesOf(run, node) };
   if (runsLocally(run, node)) return local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input));
-  return other(run, () => proxyActivities<NodeActivities>(activityOptions(node)).runNode(input));
+  return other(run, () => proxyActivities<NodeActivities>(options).runNode(input));
 }
 
 /**
@@ -36,10 +37,10 @@ export function runActivity(run: Scope, node: GraphNode): Promise<RunNodeOutput>
  * kept with the item) and answers its attempts. Its activity id is Temporal's own: the same node
  * runs for many items at once, and an id must be unique among a run's pending activities.
  */
-function runItemActivity(run: Scope, item: ItemScope, node: GraphNode, localOptions: ActivityOptions): Promise<RunNodeOutput> {
+function runItemActivity(run: Scope, item: ItemScope, node: GraphNode, options: ActivityOptions, localOptions: ActivityOptions): Promise<RunNodeOutput> {
   const input = { node, context: contextOf(run, node), ...boundsOf(run), item: item.key };
-  const { activityId: _id, ...options } = activityOptions(node);
+  const { activityId: _id, ...withoutId } = options;
   return runsLocally(run, node)
     ? local(run, () => proxyLocalActivities<NodeActivities>(localOptions).runNode(input))
-    : other(run, () => proxyActivities<NodeActivities>(options).runNode(input));
+    : other(run, () => proxyActivities<NodeActivities>(withoutId).runNode(input));
 }

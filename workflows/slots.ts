@@ -9,7 +9,7 @@ export class Slots {
   private free: number;
   private waiters: (() => void)[] = [];
 
-  constructor(readonly size: number) {
+  constructor(size: number) {
     this.free = size;
   }
 

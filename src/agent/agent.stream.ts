@@ -29,10 +29,14 @@ export async function publish(sql: Queryable, channel: string, event: StreamEven
 
 interface Subscription {
   channel: string;
-  onEvent(event: StreamEvent): void;
+  onPayload(payload: string): void;
 }
 
-/** One dedicated LISTEN connection per API process, shared by every open turn stream. */
+/**
+ * One dedicated LISTEN connection per API process, shared by every open turn stream and by the
+ * API's waits for run results (RunClosedListener). After the connection is lost, the next
+ * subscription opens a new one and listens again on every channel still subscribed.
+ */
 export class TurnStreamHub {
   private client?: pg.Client;
   private connecting?: Promise<pg.Client>;
@@ -79,29 +83,43 @@ export class TurnStreamHub {
       client.on('notification', (message) => {
         const subs = this.subscriptions.get(message.channel);
         if (!subs || !message.payload) return;
-        let event: StreamEvent;
-        try {
-          event = JSON.parse(message.payload) as StreamEvent;
-        } catch {
-          return;
-        }
-        for (const sub of subs) sub.onEvent(event);
+        for (const sub of subs) sub.onPayload(message.payload);
       });
       client.on('error', (err) => {
         this.logger.warn({ err }, 'agent stream listener lost');
         if (this.client === client) this.client = undefined;
       });
       await client.connect();
+      // Channels subscribed on a connection since lost.
+      for (const channel of this.subscriptions.keys()) await client.query(`listen ${pg.escapeIdentifier(channel)}`);
       this.client = client;
       return client;
     })().finally(() => (this.connecting = undefined));
     return this.connecting;
   }
 
-  /** Starts listening; resolves once LISTEN is in effect, so nothing published after is missed. */
-  async subscribe(channel: string, onEvent: (event: StreamEvent) => void): Promise<() => Promise<void>> {
+  /** Opens the connection when it is not (listening again on every channel subscribed); rejects when PostgreSQL cannot be reached. */
+  async connected(): Promise<void> {
+    await this.connect();
+  }
+
+  /** Starts listening to a turn's events; resolves once LISTEN is in effect, so nothing published after is missed. */
+  subscribe(channel: string, onEvent: (event: StreamEvent) => void): Promise<() => Promise<void>> {
+    return this.listen(channel, (payload) => {
+      let event: StreamEvent;
+      try {
+        event = JSON.parse(payload) as StreamEvent;
+      } catch {
+        return;
+      }
+      onEvent(event);
+    });
+  }
+
+  /** Starts listening to a channel's payloads as sent; resolves once LISTEN is in effect. */
+  async listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>> {
     const client = await this.connect();
-    const sub = { channel, onEvent };
+    const sub = { channel, onPayload };
     let subs = this.subscriptions.get(channel);
     if (!subs) {
       subs = new Set();

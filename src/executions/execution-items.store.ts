@@ -110,9 +110,9 @@ export class ExecutionItems {
 
   /**
    * The next items to run after index `after`, at most `limit`, in index order: each inline when
-   * its JSON is at most `inlineBytes`, otherwise by reference. `exhausted` when no more are left.
+   * its JSON is at most `inlineBytes`, otherwise by reference (fewer than `limit`: no more are left).
    */
-  async page(loop: LoopKey, after: number, limit: number, inlineBytes: number): Promise<{ items: LoadedItem[]; exhausted: boolean }> {
+  async page(loop: LoopKey, after: number, limit: number, inlineBytes: number): Promise<{ items: LoadedItem[] }> {
     const rows = await this.sql.query<{ index: number; input: unknown; bytes: number }>(
       `select index, case when octet_length(input::text) <= ? then input end as input, octet_length(input::text) as bytes
          from execution_items where ${where} and status = 'pending' and index > ? order by index limit ?`,
@@ -121,7 +121,6 @@ export class ExecutionItems {
     );
     return {
       items: rows.map((r) => (r.bytes <= inlineBytes ? { index: r.index, item: r.input ?? null } : { index: r.index })),
-      exhausted: rows.length < limit,
     };
   }
 

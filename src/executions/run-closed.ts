@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type { TurnStreamHub } from '../agent/agent.stream.js';
 import type { Logger } from '../platform/logger.js';
 
 /**
@@ -9,19 +9,18 @@ import type { Logger } from '../platform/logger.js';
 export const RUN_CLOSED_CHANNEL = 'svc_run_closed';
 
 /**
- * Hears, on one LISTEN connection of its own (opened on first use), that a run's record was ended
- * by its last node, so an API waiting for that run's result can answer from the record without
- * waiting for Temporal to close the workflow and for its result's long poll to return. A hint
- * only: a notification missed (the connection lost, or the run ended before LISTEN took effect)
- * leaves the caller waiting on Temporal's result, as it always did.
+ * Hears, on the API process's LISTEN connection (the one agent turn streams use), that a run's
+ * record was ended by its last node, so an API waiting for that run's result can answer from the
+ * record without waiting for Temporal to close the workflow and for its result's long poll to
+ * return. A hint only: a notification missed (the connection lost, or the run ended before LISTEN
+ * took effect) leaves the caller waiting on Temporal's result, as it always did.
  */
 export class RunClosedListener {
-  private client?: pg.Client;
-  private connecting?: Promise<pg.Client | undefined>;
+  private subscribed?: Promise<unknown>;
   private readonly waiters = new Map<number, Set<() => void>>();
 
   constructor(
-    private readonly databaseUrl: string,
+    private readonly hub: Pick<TurnStreamHub, 'listen' | 'connected'>,
     private readonly logger: Logger,
   ) {}
 
@@ -41,43 +40,25 @@ export class RunClosedListener {
         },
         { once: true },
       );
-      void this.connect();
+      this.listen();
     });
   }
 
-  private connect(): Promise<pg.Client | undefined> {
-    if (this.client) return Promise.resolve(this.client);
-    this.connecting ??= (async () => {
-      const client = new pg.Client({ connectionString: this.databaseUrl, keepAlive: true });
-      client.on('notification', (message) => {
-        if (message.channel !== RUN_CLOSED_CHANNEL) return;
-        const id = Number(message.payload);
-        const set = this.waiters.get(id);
-        if (!set) return;
-        this.waiters.delete(id);
-        for (const waiter of set) waiter();
+  /** Subscribes once; afterwards only makes sure the connection is open (after a loss, it listens again). */
+  private listen(): void {
+    this.subscribed ??= this.hub.listen(RUN_CLOSED_CHANNEL, (payload) => this.heard(Number(payload)));
+    this.subscribed
+      .then(() => this.hub.connected())
+      .catch((err: unknown) => {
+        this.logger.warn({ err }, 'run-closed listener could not listen; waits fall back to Temporal results');
+        this.subscribed = undefined;
       });
-      client.on('error', (err) => {
-        this.logger.warn({ err }, 'run-closed listener lost; waits fall back to Temporal results');
-        if (this.client === client) this.client = undefined;
-      });
-      try {
-        await client.connect();
-        await client.query(`listen ${RUN_CLOSED_CHANNEL}`);
-      } catch (err) {
-        this.logger.warn({ err }, 'run-closed listener could not connect; waits fall back to Temporal results');
-        await client.end().catch(() => undefined);
-        return undefined;
-      }
-      this.client = client;
-      return client;
-    })().finally(() => (this.connecting = undefined));
-    return this.connecting;
   }
 
-  async close(): Promise<void> {
-    const client = this.client;
-    this.client = undefined;
-    await client?.end().catch(() => undefined);
+  private heard(executionId: number): void {
+    const set = this.waiters.get(executionId);
+    if (!set) return;
+    this.waiters.delete(executionId);
+    for (const waiter of set) waiter();
   }
 }

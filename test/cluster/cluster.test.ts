@@ -5,6 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../../bench/lib.js';
 import { launchChromium } from '../helpers/browser.js';
 import { parseSse, providerConnection } from '../helpers/fake-providers.js';
+import { closedHistory } from '../helpers/history.js';
 import { eventually } from '../helpers/http-target.js';
 import { NEXT_DEPLOYMENT_MEMO, NEXT_DEPLOYMENT_PATCH } from './fixtures/workflows-next/index.js';
 import { ADMIN_APP_PASSWORD, startSuite, type Suite } from './harness.js';
@@ -56,6 +57,9 @@ const finished = (executionId: number, api: 1 | 2 = 1, timeoutMs = 90_000) =>
 async function historyOf(workflowId: string, runId?: string): Promise<History> {
   return s.temporal.workflow.getHandle(workflowId, runId).fetchHistory();
 }
+
+/** The history of a run whose record says it ended, once Temporal has closed it too (its last node ends the record a little before). */
+const endedHistoryOf = (workflowId: string, runId?: string): Promise<History> => closedHistory(s.temporal.workflow.getHandle(workflowId, runId));
 
 /** The identities of the workers that completed workflow tasks or started activities of a history. */
 const identities = (history: History) =>
@@ -335,7 +339,7 @@ describe('faults under a steady load', () => {
     const survivor = s.identity(worker(2));
     const takenOver: number[] = [];
     for (const v of views) {
-      const events = (await historyOf(v.temporal.workflow_id, v.temporal.run_id)).events ?? [];
+      const events = (await endedHistoryOf(v.temporal.workflow_id, v.temporal.run_id)).events ?? [];
       const at = (e: (typeof events)[number]) => Number(e.eventTime?.seconds ?? 0) * 1000 + (e.eventTime?.nanos ?? 0) / 1e6;
       const byDead = events.some((e) => identities({ events: [e] }).has(dead));
       const finishedBySurvivor = events.some((e) => at(e) > killedAt && e.workflowTaskCompletedEventAttributes?.identity === survivor);
@@ -439,7 +443,7 @@ describe('faults under a steady load', () => {
         ]);
       // Runs in flight kept the old commands (no marker); runs begun on the new code carry it.
       const marked = async (v: any) => {
-        for (const e of (await historyOf(v.temporal.workflow_id, v.temporal.run_id)).events ?? [])
+        for (const e of (await endedHistoryOf(v.temporal.workflow_id, v.temporal.run_id)).events ?? [])
           if (e.markerRecordedEventAttributes?.markerName === 'core_patch' && (await patchIdOf(e)) === NEXT_DEPLOYMENT_PATCH) return true;
         return false;
       };
@@ -447,7 +451,9 @@ describe('faults under a steady load', () => {
       // worker, which fails that workflow task (nondeterminism) until a new worker takes it.
       let failedTasks = 0;
       for (const v of views)
-        failedTasks += ((await historyOf(v.temporal.workflow_id, v.temporal.run_id)).events ?? []).filter((e) => e.workflowTaskFailedEventAttributes).length;
+        failedTasks += ((await endedHistoryOf(v.temporal.workflow_id, v.temporal.run_id)).events ?? []).filter(
+          (e) => e.workflowTaskFailedEventAttributes,
+        ).length;
       console.info(`rolling upgrade: ${failedTasks} failed workflow tasks in ${views.length} runs across the roll`);
       for (const v of views.slice(0, delays.length)) expect(await marked(v), `in-flight execution ${v.id}`).toBe(false);
       for (const v of views.slice(-upgraded.length)) {
