@@ -364,7 +364,8 @@ export class ExecutionService {
         // An error's message and data are the run's data: the rule of the execution view. A run of
         // its own (not a replay carrying another's data) is told from the row; a replay is asked.
         const own = holdsRunRights(principal, [{ ownerId: r.workflow_owner_id, actingUserIds: r.acting_user_ids ?? [r.workflow_owner_id] }]);
-        const shown = own && (r.replay_of === null || (await this.mayViewRunData(principal, Number(r.id))));
+        // Without an error there is nothing to withhold, and nothing to ask.
+        const shown = own && (r.replay_of === null || !r.error || (await this.mayViewRunData(principal, Number(r.id))));
         return shown ? summary : { ...summary, error: withheldError(summary.error) };
       }),
     );

@@ -1,5 +1,5 @@
+import type { PublicUrl } from '../platform/public-url.js';
 import { z } from 'zod';
-import type { Config } from '../config.js';
 import type { Principal } from '../auth/auth.service.js';
 import { toIso } from '../db/sql.js';
 import { idempotencyHeaders, idempotencyOf, replayedHeader, replayedHeaders } from '../executions/idempotency.js';
@@ -16,16 +16,6 @@ const root = '/api/workflow/v1';
 const manage = { capability: 'svc_manage_workflows' } as const;
 const executionStarted = z.object({ execution_id: z.number().int() });
 named(executionStarted, 'ExecutionStarted', { description: 'The execution a call started', examples: [{ execution_id: 42 }] });
-
-/**
- * Where callers from outside reach this API: SVC_PUBLIC_URL when set (behind a proxy or a load
- * balancer that rewrites the address), else the origin the request came to (its scheme and
- * `Host`; X-Forwarded-Proto and X-Forwarded-Host when TRUST_PROXY is set).
- */
-export function publicBase(ctx: { protocol: string; host: string }, publicUrl: string | undefined): string {
-  if (publicUrl) return publicUrl.replace(/\/+$/, '');
-  return `${ctx.protocol}://${ctx.host}`;
-}
 
 export function workflowView_(row: WorkflowRow, principal: Principal | undefined, apiBase: string) {
   const mayManage = principal && (principal.role === 'administrator' || principal.id === row.owner_id);
@@ -55,14 +45,16 @@ export function workflowView_(row: WorkflowRow, principal: Principal | undefined
 export function workflowRoutes({
   workflows,
   executions,
-  config,
+  publicUrl,
 }: {
   workflows: WorkflowService;
   executions: ExecutionService;
-  config: Pick<Config, 'SVC_PUBLIC_URL'>;
+  publicUrl: Pick<PublicUrl, 'base'>;
 }): AnyRoute[] {
+  // Where callers from outside reach this API: SVC_PUBLIC_URL, else the origin the request came to
+  // (X-Forwarded-Proto and X-Forwarded-Host when TRUST_PROXY is set).
   const view = (row: WorkflowRow, principal: Principal, ctx: { protocol: string; host: string }) =>
-    workflowView_(row, principal, publicBase(ctx, config.SVC_PUBLIC_URL));
+    workflowView_(row, principal, publicUrl.base(`${ctx.protocol}://${ctx.host}`));
   const transition = (operationId: string, action: 'activate' | 'deactivate' | 'restore', summary: string, description: string) =>
     defineRoute({
       method: 'post',

@@ -396,7 +396,7 @@ export class WorkflowService {
       ]);
       // An active workflow's new version is saved with its schedule or not at all: a schedule
       // Temporal refuses rolls the version back, and the old schedule runs on as it was.
-      if (current.status === 'active') scheduled = await this.schedules.sync({ id, trigger }).then(() => true);
+      if (current.status === 'active') scheduled = await this.schedules.sync({ ...current, trigger }).then(() => true);
     });
     await saved.catch(async (err: unknown) => {
       // The commit failed after Temporal took the new schedule: the old one is put back.

@@ -110,6 +110,7 @@ const problems = {
 };
 
 export function workflowFilesRoutes({ workflowFiles }: { workflowFiles: WorkflowFilesService }, openApi: () => unknown): AnyRoute[] {
+  let fileSchema: ReturnType<typeof fileJsonSchema> | undefined;
   return [
     defineRoute({
       method: 'get',
@@ -126,7 +127,8 @@ export function workflowFilesRoutes({ workflowFiles }: { workflowFiles: Workflow
           raw: z.object({ $schema: z.string(), $defs: z.record(z.string(), z.unknown()) }).loose(),
         },
       },
-      handler: async () => ({ raw: fileJsonSchema(openApi() as Parameters<typeof fileJsonSchema>[0]) }),
+      // Built once: the document it is drawn from does not change while the process runs.
+      handler: async () => ({ raw: (fileSchema ??= fileJsonSchema(openApi() as Parameters<typeof fileJsonSchema>[0])) }),
     }),
     defineRoute({
       method: 'get',
