@@ -149,8 +149,11 @@ describe('secrets', () => {
     // The Temporal history of every run of this app: raw bytes, and every payload decoded.
     const { client, decode, executionWorkflowId } = app.stack.services.temporal;
     const histories: string[] = [];
-    for (const workflowId of [...executions.map(executionWorkflowId), agentSessionWorkflowId(session)]) {
-      const history = await closedHistory(client.workflow.getHandle(workflowId));
+    const runs = executions.map(executionWorkflowId);
+    for (const workflowId of [...runs, agentSessionWorkflowId(session)]) {
+      // The runs have ended (read once Temporal has closed them); the session stays open.
+      const handle = client.workflow.getHandle(workflowId);
+      const history = runs.includes(workflowId) ? await closedHistory(handle) : await handle.fetchHistory();
       const decoded = await Promise.all(payloadsOf(history).map((p) => decode(p)));
       histories.push(JSON.stringify(history), JSON.stringify(decoded));
     }
