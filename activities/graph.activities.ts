@@ -140,11 +140,40 @@ export const runOf = () => Context.current().info.workflowExecution!;
 async function findExecution(g: GraphWorker, temporalWorkflowId: string, runId: string): Promise<ExecutionRef | undefined> {
   const cached = g.runs.get(runId);
   if (cached) return cached;
-  const ref = await patiently(() => g.ports.executionMirror.claim(temporalWorkflowId, runId));
-  if (!ref) return undefined;
+  return claimExecution(g, temporalWorkflowId, runId);
+}
+
+/** Claims the record of a run (see ExecutionMirror.claim), counting `attempt` in the same statement. */
+async function claimExecution(
+  g: GraphWorker,
+  temporalWorkflowId: string,
+  runId: string,
+  attempt?: { node: GraphNode; startedAt: Date },
+): Promise<(ExecutionRef & { attempts?: number }) | undefined> {
+  const claimed = await patiently(() => g.ports.executionMirror.claim(temporalWorkflowId, runId, attempt));
+  if (!claimed) return undefined;
+  const { attempts: _attempts, ...ref } = claimed;
   if (ref.firstClaim) g.ports.metrics.runsStarted.inc({ trigger: ref.trigger });
   g.runs.set(runId, ref);
-  return ref;
+  return claimed;
+}
+
+/**
+ * The record of a run and one more attempt of `node` counted on it before its call is made (a
+ * short call run inside the workflow task; see beginAttempt): in one statement when this is the
+ * run's first step to claim its record, as a webhook's one node is. `attempts` is unset when the
+ * entry may not change (a cancel ended it, a replay carried it over).
+ */
+async function countedAttempt(g: GraphWorker, node: GraphNode, startedAt: Date): Promise<{ ref: ExecutionRef; attempts?: number }> {
+  const { workflowId, runId } = runOf();
+  const claimed = g.runs.get(runId) ? undefined : await claimExecution(g, workflowId, runId, { node, startedAt });
+  if (claimed) {
+    const { attempts, ...ref } = claimed;
+    return attempts === undefined ? { ref } : { ref, attempts };
+  }
+  const ref = await currentExecution(g, runId);
+  const attempts = await patiently(() => g.ports.executionMirror.beginAttempt(ref.id, node, startedAt));
+  return attempts === undefined ? { ref } : { ref, attempts };
 }
 
 /**
@@ -434,8 +463,7 @@ export async function runNode(g: GraphWorker, input: RunNodeInput): Promise<RunN
   const call = activity.info.isLocal && !pure;
   const run = async () => {
     const started = Date.now();
-    const ref = await currentExecution(g, runOf().runId);
-    const counted = call ? await patiently(() => g.ports.executionMirror.beginAttempt(ref.id, node, new Date(started))) : undefined;
+    const { ref, attempts: counted } = call ? await countedAttempt(g, node, new Date(started)) : { ref: await currentExecution(g, runOf().runId) };
     const attempt: NodeAttempt = { ref, node, started, attempts: counted ?? activity.info.attempt };
     // A pure node run locally ends in moments, a local call shows as running already; any other shows so once it takes a while.
     const shown = showRunningLater(g, attempt, activity.info.isLocal);

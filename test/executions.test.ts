@@ -338,20 +338,37 @@ describe('the history a run leaves in Temporal', () => {
     const ok = await lastNode({ type: 'http_request', connection_id: connectionId, config: { method: 'POST', path: '/echo', body: { n: '{{ trigger.n }}' } } });
     const failing = await lastNode({ type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/missing' } });
     const start = async (workflowId: number) => (await app.admin.post(`${W}/${workflowId}/run`, { payload: { n: 7 } })).body.data.execution_id as number;
+    // An output too large for a notification: the announcement names the record, which is read.
+    const large = await lastNode({
+      type: 'http_request',
+      connection_id: connectionId,
+      config: { method: 'POST', path: '/echo', body: { n: '{{ trigger.n }}', pad: 'x'.repeat(9_000) } },
+    });
     const held = vi.spyOn(services.temporal.client, 'withAbortSignal').mockImplementation(() => new Promise<never>(() => undefined));
+    const reads = vi.spyOn(services.executionMirror, 'get');
+    const readsOf = (id: number) => reads.mock.calls.filter(([executionId]) => executionId === id).length;
     try {
       const started = await start(ok);
       const answered = await services.executions.waitForResult(services.temporal.executionWorkflowId(started), 60_000, started);
+      // A small output comes with the announcement: the record is not read again.
+      expect(readsOf(started)).toBe(0);
       const record = await view(started);
       expect(record.status).toBe('success');
       expect(record.output).toMatchObject({ status: 200, body: { echoed: { n: 7 } } });
       expect(answered).toEqual({ executionId: started, status: 'success', lastOutput: record.output });
+      const big = await start(large);
+      const bigAnswer = await services.executions.waitForResult(services.temporal.executionWorkflowId(big), 60_000, big);
+      expect(readsOf(big)).toBe(1);
+      const bigRecord = await view(big);
+      expect(bigRecord.output).toMatchObject({ body: { echoed: { n: 7, pad: 'x'.repeat(9_000) } } });
+      expect(bigAnswer).toEqual({ executionId: big, status: 'success', lastOutput: bigRecord.output });
       // A failed run's outcome (its error) is Temporal's to answer: the record ends it without an announcement.
       const failed = await start(failing);
       expect(await services.executions.waitForResult(services.temporal.executionWorkflowId(failed), 3_000, failed)).toBeUndefined();
       expect((await view(failed)).status).toBe('failed');
     } finally {
       held.mockRestore();
+      reads.mockRestore();
     }
     // Temporal's result, once let through, says the same.
     const again = await start(ok);

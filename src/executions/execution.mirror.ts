@@ -5,7 +5,7 @@ import { CODE } from '../../workflows/error-codes.js';
 import { errorWorkflowPayload, type ErrorRun } from './error-workflow.js';
 import { holdsRunRights, withheldError } from './run-data-access.js';
 import type { Role } from '../auth/capabilities.js';
-import { RUN_CLOSED_CHANNEL } from './run-closed.js';
+import { CLOSED_PAYLOAD_BYTES, RUN_CLOSED_CHANNEL } from './run-closed.js';
 
 /**
  * The execution mirror: the queryable copy of every run's history in PostgreSQL (`executions` and
@@ -480,15 +480,21 @@ export class ExecutionMirror {
    * confirm (it marked the record start_failed) did happen after all: the claim sets it running.
    * The claim waits for a lock the API holds on the record (marking it unconfirmed or confirmed
    * while the run already began): skipping it would leave the record unclaimed and make the run
-   * a second record of its own.
+   * a second record of its own. With `attempt`, the same statement begins that node's attempt as
+   * beginAttempt does (a run's first node, a short call: one round trip instead of two) and the
+   * answer carries its number (`attempts`, unset when the entry may not change).
    */
-  async claim(temporalWorkflowId: string, runId: string): Promise<ExecutionRef | undefined> {
+  async claim(
+    temporalWorkflowId: string,
+    runId: string,
+    attempt?: { node: Pick<GraphNode, 'id' | 'type'>; startedAt: Date },
+  ): Promise<(ExecutionRef & { attempts?: number }) | undefined> {
     // Only a record no run has claimed yet can be unconfirmed (a finished run may carry these codes
     // from a `fail` node); an unconfirmed reset is claimable for ten minutes, so a reset Temporal
     // in fact refused cannot be taken, long after, by a later reset of the same workflow id.
     const unconfirmed = `e.temporal_run_id is null and e.status = 'failed' and e.error->>'code' in (${UNCONFIRMED_CODES.map((c) => `'${c}'`).join(', ')})`;
     // The people the run acts for are fixed when it is first claimed (see ACTING_USERS).
-    const [row] = await this.sql.query<RefRow>(
+    const [row] = await this.sql.query<RefRow & { attempts?: number | null }>(
       `with target as (
          select id, acting_user_ids is null as first_claim from executions
           where temporal_workflow_id = ? and (temporal_run_id = ? or temporal_run_id is null)
@@ -504,10 +510,12 @@ export class ExecutionMirror {
                left join workflow_versions v on v.workflow_id = w.id and v.version = e.workflow_version
                left join executions p on p.id = e.parent_execution_id where w.id = e.workflow_id))
            from target where e.id = target.id returning e.id, e.workflow_id, e.acting_user_ids, e.depth, e.root_execution_id, e.trigger, target.first_claim)
-       select c.*, w.owner_id from claimed c join workflows w on w.id = c.workflow_id`,
-      [temporalWorkflowId, runId, runId, currentTraceId() ?? null],
+       ${attempt ? `, counted as (${beginAttemptFrom("select claimed.id, ?, ?, 'running', ?::timestamptz, 1, false from claimed")})` : ''}
+       select c.*, w.owner_id ${attempt ? ', (select attempts from counted) as attempts' : ''} from claimed c join workflows w on w.id = c.workflow_id`,
+      [temporalWorkflowId, runId, runId, currentTraceId() ?? null, ...(attempt ? [attempt.node.id, attempt.node.type, attempt.startedAt] : [])],
     );
-    return row ? refOf(row) : undefined;
+    if (!row) return undefined;
+    return row.attempts === undefined || row.attempts === null ? refOf(row) : { ...refOf(row), attempts: row.attempts };
   }
 
   /**
@@ -702,14 +710,7 @@ export class ExecutionMirror {
    * replay carried it over).
    */
   async beginAttempt(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, startedAt: Date): Promise<number | undefined> {
-    const [row] = await this.sql.query<{ attempts: number }>(
-      `insert into execution_nodes (execution_id, node_id, node_type, status, started_at, attempts, reused) values (?, ?, ?, 'running', ?, 1, false)
-       on conflict (execution_id, node_id) do update set status = 'running', attempts = execution_nodes.attempts + 1,
-         finished_at = null, duration_ms = null, last_attempt_ms = null, output = null, error = null
-       where execution_nodes.status <> 'cancelled' and not execution_nodes.reused
-       returning attempts`,
-      [executionId, node.id, node.type, startedAt],
-    );
+    const [row] = await this.sql.query<{ attempts: number }>(BEGIN_ATTEMPT, [executionId, node.id, node.type, startedAt]);
     return row?.attempts;
   }
 
@@ -759,18 +760,19 @@ export class ExecutionMirror {
         await markHandled(tx, executionId, result.handled ?? []);
         const ended = await this.endRecord(tx, executionId, result);
         // Delivered at commit.
-        if (ended) await announceClosed(tx, executionId);
+        if (ended) await tx.query(`select ${announceClosed('x')} from executions x where x.id = ?`, [RUN_CLOSED_CHANNEL, executionId]);
         return ended;
       });
     }
-    // A data-modifying WITH runs once whether or not it is read: the entry and the record change together.
+    // A data-modifying WITH runs once whether or not it is read: the entry and the record change
+    // together, and the record's end is announced by the same statement when it ended it.
     const [row] = await this.sql.query<{ was: string; seconds: number }>(
       // Its comments left out: their apostrophes would read as quotes around the placeholders after them.
-      `with entry as (${WRITE_NODE.replace(/--.*$/gm, '')} returning 1) ${END_RECORD}`,
-      [executionId, node.id, ...nodeValues(node, entry), ...endRecordValues(executionId, result)],
+      `with entry as (${WRITE_NODE.replace(/--.*$/gm, '')} returning 1), ended as (${END_RECORD}, e.id, e.status, e.last_output)
+       select ended.was, ended.seconds from ended left join lateral (select ${announceClosed('ended')} where ended.was = 'running') announced on true`,
+      [executionId, node.id, ...nodeValues(node, entry), ...endRecordValues(executionId, result), RUN_CLOSED_CHANNEL],
     );
     if (!row || row.was !== 'running') return undefined;
-    await announceClosed(this.sql, executionId);
     return { seconds: row.seconds };
   }
 
@@ -786,10 +788,15 @@ export class ExecutionMirror {
  * Tells an API waiting for this run's result that its record is ended (RunClosedListener): it
  * answers from the record rather than waiting for Temporal to close the workflow. Only the last
  * node's end announces: a run whose record its own finishing step ends is answered by Temporal.
+ * The payload carries what the answer needs, `{"id", "status", "output"}`, when that fits in a
+ * notification (at most CLOSED_PAYLOAD_BYTES); otherwise the execution id alone, and the waiting
+ * API reads the record. `row` names the ended record's columns (a statement that ends the record
+ * reads them from what its UPDATE returned: the table still shows them as they were); its one
+ * parameter is the channel.
  */
-async function announceClosed(q: Queryable, executionId: number): Promise<void> {
-  await q.query('select pg_notify(?, ?)', [RUN_CLOSED_CHANNEL, String(executionId)]);
-}
+const announceClosed = (row: string) =>
+  `pg_notify(?, (select case when octet_length(p.text) <= ${CLOSED_PAYLOAD_BYTES} then p.text else ${row}.id::text end
+     from (select json_build_object('id', ${row}.id, 'status', ${row}.status, 'output', ${row}.last_output)::text as text) p))`;
 
 /** How a run ended, as its finish writes it to the record. */
 export interface RunOutcome {
@@ -808,6 +815,15 @@ const marksOf = (result: Pick<RunOutcome, 'skipped' | 'cancelled' | 'handled'>) 
   Boolean(result.skipped?.length || result.cancelled?.length || result.handled?.length);
 
 /** The record's outcome; its last output inline, or the output of the entry it names. */
+/** One more attempt of a node run inside the workflow task (beginAttempt), its entry's values from `source`. */
+const beginAttemptFrom = (source: string) => `insert into execution_nodes (execution_id, node_id, node_type, status, started_at, attempts, reused) ${source}
+       on conflict (execution_id, node_id) do update set status = 'running', attempts = execution_nodes.attempts + 1,
+         finished_at = null, duration_ms = null, last_attempt_ms = null, output = null, error = null
+       where execution_nodes.status <> 'cancelled' and not execution_nodes.reused
+       returning attempts`;
+/** Its parameters: the execution id, the node's id and type, the attempt's start. */
+const BEGIN_ATTEMPT = beginAttemptFrom(`values (?, ?, ?, 'running', ?, 1, false)`);
+
 const END_RECORD = `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?,
                 last_output = coalesce(?::jsonb, (select output from execution_nodes where execution_id = ? and node_id = ?))
            from (select status as was from executions where id = ? for no key update) before

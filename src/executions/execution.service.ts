@@ -338,13 +338,16 @@ export class ExecutionService {
     }
   }
 
-  /** The result of a run its last node ended, read from its record once that is heard; pending otherwise. */
+  /**
+   * The result of a run its last node ended, once that is heard: from the announcement when it
+   * carried the record's status and output, else read from the record; pending otherwise.
+   */
   private async closedResult(executionId: number, signal: AbortSignal): Promise<RunGraphResult> {
-    await this.runClosed!.closed(executionId, signal);
-    const row = await this.mirror.get(executionId);
+    const announced = await this.runClosed!.closed(executionId, signal);
+    const row = announced ?? (await this.mirror.get(executionId).then((r) => r && { status: r.status, output: r.last_output ?? null }));
     // Only a success or a partial run is ended by its last node; anything else waits for Temporal.
     if (!row || (row.status !== 'success' && row.status !== 'partial')) return new Promise<never>(() => undefined);
-    return { executionId, status: row.status, lastOutput: row.last_output ?? null };
+    return { executionId, status: row.status, lastOutput: row.output };
   }
 
   private async visible(principal: Principal, executionId: number): Promise<ExecutionRow> {
