@@ -1,5 +1,8 @@
+import { readFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
+import { preloadedWorkflowModules } from '../src/temporal/worker.js';
 
 /**
  * workflows/ holds deterministic code only. The rule is ESLint's (eslint.config.js,
@@ -42,5 +45,29 @@ describe('workflows/ holds deterministic code only', () => {
       'export const noop = (a: ControlActivities, b: typeof sleep, c: GraphState) => [a, b, c];',
     ].join('\n');
     expect(await lintWorkflowSource(ok)).toEqual([]);
+  });
+});
+
+describe('the workflow modules the worker preloads', () => {
+  // Evaluated once per workflow thread and shared by every run: a value kept at module level
+  // would leak from one run into the next, and a workflow API called at module level has no run.
+  const sources = preloadedWorkflowModules.map((path) => ({ file: basename(path), path, code: readFileSync(path, 'utf8') }));
+
+  it('keep nothing at module level and call no workflow API', () => {
+    for (const { file, code } of sources) {
+      expect(code, file).not.toMatch(/^(export\s+)?(let|var)\s/m);
+      expect(code, file).not.toMatch(/^import\s+(?!type\b)[^;]*from\s+'@temporalio\/workflow'/m);
+      expect(code, file).not.toMatch(/^(export\s+)?const\s+\w+\s*(:[^=]+)?=\s*new\s+(Map|WeakMap|Array)\b/m);
+    }
+  });
+
+  it('import only one another (what they import is shared too)', () => {
+    const listed = new Set(preloadedWorkflowModules);
+    for (const { file, path, code } of sources) {
+      for (const [, spec] of code.matchAll(/^(?:import|export)\s+(?!type\b)[^;]*?from\s+'(\.[^']+)'/gm)) {
+        const imported = join(dirname(path), spec!.replace(/\.js$/, '.ts'));
+        expect(listed.has(imported), `${file} imports ${spec}`).toBe(true);
+      }
+    }
   });
 });

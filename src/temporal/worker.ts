@@ -18,8 +18,34 @@ export const workflowInterceptorsPath = fileURLToPath(new URL('../../workflows/t
 /** The interceptors that refuse input the service did not produce: first, so nothing else sees it before. */
 export const trustInterceptorsPath = fileURLToPath(new URL('../../workflows/trust.interceptors.ts', import.meta.url));
 
-/** What every bundle of the service's workflow code is built with besides its workflows: interceptors and converters. */
-export const bundleOptions = { workflowInterceptorModules: [trustInterceptorsPath, workflowInterceptorsPath], ...bundledConverters };
+/**
+ * The workflow modules that hold no state of a run and call no workflow API: plain data and pure
+ * functions (the graph, its values and state, the error catalogue, the loop's and the agent
+ * turn's pure steps). The worker evaluates them once per workflow thread instead of once per run
+ * (the SDK's module preloading): a run's first workflow task then evaluates only the modules that
+ * issue commands. Preloaded modules are shared by every run and frozen by the SDK, so a module
+ * that keeps anything at module level, or mutates what it exports, must never be listed here.
+ */
+export const preloadedWorkflowModules = [
+  'defs.ts',
+  'error-codes.ts',
+  'graph.ts',
+  'run-values.ts',
+  'references.ts',
+  'template-scan.mjs',
+  'run-state.ts',
+  'local-gate.ts',
+  'for-each-state.ts',
+  'slots.ts',
+  'agent-turn.ts',
+].map((file) => fileURLToPath(new URL(`../../workflows/${file}`, import.meta.url)));
+
+/** What every bundle of the service's workflow code is built with besides its workflows: interceptors, converters, preloading. */
+export const bundleOptions = {
+  workflowInterceptorModules: [trustInterceptorsPath, workflowInterceptorsPath],
+  preloadModules: preloadedWorkflowModules,
+  ...bundledConverters,
+};
 
 /** Bundles the deterministic workflow code once; workers reuse the bundle. */
 export async function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
