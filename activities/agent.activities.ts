@@ -5,6 +5,7 @@ import { inSpan } from '../src/platform/tracing.js';
 import { insertMessage, loadHistory, loadSession, ownerOf, stepMessage, type ActionRow, type SessionRow } from '../src/agent/agent.store.js';
 import type { AgentActionStore } from '../src/agent/agent-action.store.js';
 import { publish } from '../src/agent/agent.stream.js';
+import { announceAnswer, answeredOutcome } from '../src/agent/agent.turns.js';
 import { runTool, summarizeCall, toolSpecs } from '../src/agent/agent.tools.js';
 import { providerFor, type ChatMessage, type ModelReply } from '../src/providers/index.js';
 import { toIso } from '../src/db/sql.js';
@@ -179,7 +180,10 @@ async function recordModelReply(
   if (input.streamChannel) {
     for (const call of reply.toolCalls) await publish(ports.sql, input.streamChannel, { event: 'tool_call', data: { tool: call.name, args: call.args } });
   }
-  return { text: reply.text, toolCalls: reply.toolCalls, tokensIn: reply.usage.tokensIn, tokensOut: reply.usage.tokensOut, costUsd };
+  const result = { text: reply.text, toolCalls: reply.toolCalls, tokensIn: reply.usage.tokensIn, tokensOut: reply.usage.tokensOut, costUsd };
+  // The stored answer ends the turn: its caller may answer now (the outcome the workflow will give).
+  if (input.announce && !reply.toolCalls.length) await announceAnswer(ports.sql, input.turnId, answeredOutcome(input.announce, result, Date.now()));
+  return result;
 }
 
 /**

@@ -9,7 +9,9 @@ import { checkInSandbox } from './approvals/editable-fields.js';
 import { AgentGateService } from './agent/agent.gate.js';
 import { AgentService } from './agent/agent.service.js';
 import { TurnStreamHub } from './agent/agent.stream.js';
-import { RunClosedListener } from './executions/run-closed.js';
+import { turnAnsweredAnnouncements } from './agent/agent.turns.js';
+import { runClosedAnnouncements, type ClosedRecord } from './executions/run-closed.js';
+import type { Announcements } from './platform/announcements.js';
 import { ActingUsers } from './auth/acting.js';
 import { AuthService } from './auth/auth.service.js';
 import { UserStore } from './auth/user.store.js';
@@ -107,7 +109,7 @@ export interface Services {
   /** LISTEN side of agent turn streams and of runs ended by their last node (one dedicated PostgreSQL connection, opened on first use). */
   agentStreams: TurnStreamHub;
   /** Runs whose last node ended their record, heard on agentStreams' connection (a wait for a result answers from the record). */
-  runClosed: RunClosedListener;
+  runClosed: Announcements<ClosedRecord | undefined>;
 }
 
 export interface Endpoints {
@@ -225,7 +227,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const workflows = new WorkflowService(sql, schedules, executionMirror, { connections, entities, acting });
   const errorWorkflows = new ErrorWorkflows(temporal, logger);
   const agentStreams = new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER);
-  const runClosed = new RunClosedListener(agentStreams, logger);
+  const runClosed = runClosedAnnouncements(agentStreams, logger);
   const executions = new ExecutionService(
     sql,
     executionMirror,
@@ -260,7 +262,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     entities,
     records,
     recordEvents,
-    agent: new AgentService(sql, agentActions, connections, temporal, config, limiter, metrics),
+    agent: new AgentService(sql, agentActions, connections, temporal, config, limiter, metrics, turnAnsweredAnnouncements(agentStreams, logger)),
     agentGate: new AgentGateService(sql, agentActions, temporal, { records, entities, workflows, executions }, metrics, approvals),
     events: new EventService(stores.events, temporal, metrics),
     approvals,

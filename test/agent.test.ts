@@ -1,4 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 import { providerConnection, shareConnections, startFakeAnthropic, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 import { eventually } from './helpers/http-target.js';
@@ -297,6 +299,73 @@ describe('turns', () => {
       release();
     }
     expect((await first).body.data.assistant_message).toBe('slow answer');
+  });
+
+  it('answers a turn without a stream once its answer is stored, with the outcome the workflow then completes the turn with', async () => {
+    const id = await session(openaiId);
+    const { client } = app.stack.services.temporal;
+    const getHandle = client.workflow.getHandle.bind(client.workflow);
+    // The update runs in the workflow as ever, but its outcome never reaches the API.
+    const held = vi.spyOn(client.workflow, 'getHandle').mockImplementation((workflowId: string) => {
+      const handle = getHandle(workflowId);
+      return Object.assign(Object.create(handle) as WorkflowHandle, {
+        executeUpdate: (...args: Parameters<WorkflowHandle['executeUpdate']>) => {
+          handle.executeUpdate(...args).catch(() => undefined);
+          return new Promise<never>(() => undefined);
+        },
+      });
+    });
+    let answer;
+    try {
+      openai.script({ toolCalls: [{ name: 'entities_list', args: {} }] }, { text: 'one entity: note', usage: { in: 7, out: 3 } });
+      answer = await say(id, 'which entities?');
+    } finally {
+      held.mockRestore();
+    }
+    expect(answer.status, answer.text).toBe(200);
+    expect(answer.body.data).toMatchObject({ outcome: 'answered', assistant_message: 'one entity: note', tools_called: [{ name: 'entities_list' }] });
+    const [user] = await app.sql<{ turn_id: string }>(`select turn_id from agent_messages where session_id = $1 and role = 'user'`, [id]);
+    const completed = await getHandle(`agent-session-${id}`).getUpdateHandle(`message-${user!.turn_id}`).result();
+    const { telemetry, ...rest } = answer.body.data;
+    expect(completed).toMatchObject({ ...rest, telemetry: { tokens_in: telemetry.tokens_in, tokens_out: telemetry.tokens_out, cost_usd: telemetry.cost_usd } });
+    // Its wall time runs to the answer's store, a moment before the workflow's next task.
+    expect(telemetry.wall_ms).toBeLessThanOrEqual((completed as { telemetry: { wall_ms: number } }).telemetry.wall_ms);
+  });
+
+  it('takes a message refused only because the workflow is still completing the turn before, whose answer was given', async () => {
+    const id = await session(openaiId);
+    openai.script({ text: 'first' });
+    expect((await say(id, 'one')).body.data.assistant_message).toBe('first');
+    const { client } = app.stack.services.temporal;
+    const getHandle = client.workflow.getHandle.bind(client.workflow);
+    let refused = 0;
+    // The first try of the next message meets the turn before still being completed, as the workflow refuses it then.
+    const busy = vi.spyOn(client.workflow, 'getHandle').mockImplementation((workflowId: string) => {
+      const handle = getHandle(workflowId);
+      return Object.assign(Object.create(handle) as WorkflowHandle, {
+        executeUpdate: (...args: Parameters<WorkflowHandle['executeUpdate']>) => {
+          if (refused++ > 0) return handle.executeUpdate(...args);
+          const failure = ApplicationFailure.create({ type: 'turn_in_progress', message: 'A turn of this session is still running', nonRetryable: true });
+          return Promise.reject(new WorkflowUpdateFailedError('Workflow Update failed', failure));
+        },
+      });
+    });
+    try {
+      openai.script({ text: 'second' });
+      const res = await say(id, 'two');
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.data.assistant_message).toBe('second');
+      expect(refused).toBe(2);
+      // While a turn's model call runs, its last message is the user's: a refusal then stays a 409.
+      refused = 0;
+      await app.sql(`update agent_messages set role = 'user', tool_calls = null where id = (select max(id) from agent_messages where session_id = $1)`, [id]);
+      const again = await say(id, 'three');
+      expect(again.status).toBe(409);
+      expect(again.body.error).toBe('turn_in_progress');
+      expect(refused).toBe(1);
+    } finally {
+      busy.mockRestore();
+    }
   });
 
   it('ends a turn after the configured number of model calls', async () => {

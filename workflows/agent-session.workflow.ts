@@ -130,8 +130,12 @@ interface Drive {
   turn: Turn;
   ids: { sessionId: string; turnId: string };
   streamChannel: string | undefined;
+  /** When this drive began (workflow time). */
+  started: number;
   /** The turn's telemetry with this drive's wall time added. */
   spent: () => AgentTelemetry;
+  /** A caller waits for this message turn's outcome without a stream: its answer is announced (AgentModelCallInput.announce). */
+  announce: boolean;
 }
 
 /**
@@ -139,10 +143,17 @@ interface Drive {
  * the model, whose tool calls are queued in turn. `decision` is the decision on the first queued
  * call (a gated one), `gate` the gate it closed.
  */
-async function drive(session: Session, turn: Turn, streamChannel: string | undefined, decision?: AgentDecision, gate?: OpenGate): Promise<AgentTurnOutcome> {
+async function drive(
+  session: Session,
+  turn: Turn,
+  streamChannel: string | undefined,
+  decision?: AgentDecision,
+  gate?: OpenGate,
+  announce = false,
+): Promise<AgentTurnOutcome> {
   const started = Date.now();
   const spent = () => withWallTime(turn.telemetry, started, Date.now());
-  const d: Drive = { session, turn, ids: { sessionId: session.input.sessionId, turnId: turn.turnId }, streamChannel, spent };
+  const d: Drive = { session, turn, ids: { sessionId: session.input.sessionId, turnId: turn.turnId }, streamChannel, started, spent, announce };
   for (;;) {
     const call = turn.queue[0];
     if (call) {
@@ -237,6 +248,8 @@ async function askModel(d: Drive): Promise<AgentTurnOutcome | undefined> {
       step: turn.modelCalls,
       ...(streamChannel ? { streamChannel } : {}),
       ...(turn.userMessage !== undefined ? { userMessage: turn.userMessage } : {}),
+      // A lean turn's answer ends it with nothing more to store: what the activity announces is its outcome.
+      ...(d.announce && turn.lean ? { announce: { toolsCalled: turn.toolsCalled, telemetry: turn.telemetry, startedAt: d.started } } : {}),
     });
   } catch (err) {
     return failTurn(d, failureOf(err));
@@ -262,7 +275,7 @@ async function onMessage(session: Session, args: AgentMessageArgs): Promise<Agen
     // A turn's first model call stores the message: the update goes straight to the model.
     const lean = patched(AGENT_LEAN_TURN_PATCH);
     if (!lean) await bookkeeping().agentBeginTurn({ sessionId: session.input.sessionId, turnId: args.turnId, content: args.content });
-    return await drive(session, newTurn(args.turnId, args.content, lean), args.streamChannel);
+    return await drive(session, newTurn(args.turnId, args.content, lean), args.streamChannel, undefined, undefined, !args.streamChannel);
   } finally {
     session.busy = false;
   }

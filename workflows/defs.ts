@@ -651,6 +651,13 @@ export interface AgentModelCallInput {
   streamChannel?: string;
   /** The first call of a message turn: the user's message, stored before the conversation is read. */
   userMessage?: string;
+  /**
+   * Set for a message turn whose caller waits for its outcome without a stream: when this call's
+   * answer ends the turn (no tool calls), the activity announces the turn's outcome once the
+   * answer is stored, from the turn so far (its tools called, its telemetry before this call, and
+   * when it began, in workflow time), so the caller can answer before the workflow's next task.
+   */
+  announce?: { toolsCalled: AgentToolCalled[]; telemetry: AgentTelemetry; startedAt: number };
 }
 
 export interface AgentModelCallResult {

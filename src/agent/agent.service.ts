@@ -20,8 +20,14 @@ import { hasPrice } from '../providers/pricing.js';
 import { deleteSession, insertSession, loadMessages, loadSession, sessionUsage, type SessionRow } from './agent.store.js';
 import type { AgentActionStore } from './agent-action.store.js';
 import { acceptedTurn, completedTurn, countOutcome, type AcceptedTurn } from './agent.turns.js';
+import type { Announcements } from '../platform/announcements.js';
+import type { AgentTurnOutcome } from '../../workflows/defs.js';
+import type { WorkflowHandle } from '@temporalio/client';
 import type { Metrics } from '../platform/metrics.js';
 import { MODEL_CONNECTION_TYPES } from '../providers/index.js';
+
+/** How long a message refused while the turn before is being completed waits for it (finishingTurn). */
+const FINISHING_TURN_WAIT_MS = 5_000;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -44,6 +50,8 @@ export class AgentService {
     private readonly config: Config,
     private readonly limiter: Pick<RateLimiter, 'hit'>,
     private readonly metrics?: Pick<Metrics, 'agentTurns'>,
+    /** Answers announced by model calls (turnAnsweredAnnouncements): a turn without a stream is answered from them. */
+    private readonly turnAnswers?: Pick<Announcements<AgentTurnOutcome>, 'heard'>,
   ) {}
 
   async createSession(principal: Principal, input: NewSession): Promise<{ session_id: string }> {
@@ -145,6 +153,48 @@ export class AgentService {
     };
   }
 
+  /**
+   * Runs a message turn to its outcome, answered by whichever comes first: the update's outcome,
+   * or the announcement of its model call that the answer ending the turn is stored (the same
+   * outcome, a workflow task sooner). A refusal comes with the update, before any announcement.
+   */
+  private async completedTurn(handle: WorkflowHandle, args: [AgentMessageArgs], updateId: string, turnId: string): Promise<AcceptedTurn> {
+    if (!this.turnAnswers) return completedTurn(() => handle.executeUpdate(agentMessageUpdate, { args, updateId }));
+    const done = new AbortController();
+    const announced = this.turnAnswers.heard(turnId, done.signal);
+    const update = handle.executeUpdate(agentMessageUpdate, { args, updateId });
+    // Answered from the announcement, the update goes on to the same outcome in the workflow.
+    update.catch(() => undefined);
+    try {
+      return await completedTurn(() => Promise.race([update, announced]));
+    } finally {
+      done.abort();
+    }
+  }
+
+  /**
+   * Whether the session's last turn was answered and its workflow may still be completing it (its
+   * last message is an answer with no tool calls); if so, waits for that turn's update to complete
+   * (at most FINISHING_TURN_WAIT_MS), so that a message sent right after its answer is taken.
+   */
+  private async finishingTurn(sessionId: string, handle: WorkflowHandle): Promise<boolean> {
+    const [last] = await this.sql.query<{ turn_id: string; role: string; tool_calls: unknown[] | null }>(
+      'select turn_id, role, tool_calls from agent_messages where session_id = ? order by id desc limit 1',
+      [sessionId],
+    );
+    if (!last || last.role !== 'assistant' || last.tool_calls?.length) return false;
+    const done = new AbortController();
+    try {
+      await Promise.race([
+        this.temporal.client.withAbortSignal(done.signal, () => handle.getUpdateHandle(`message-${last.turn_id}`).result()).catch(() => undefined),
+        new Promise((resolve) => setTimeout(resolve, FINISHING_TURN_WAIT_MS).unref()),
+      ]);
+    } finally {
+      done.abort();
+    }
+    return true;
+  }
+
   /** Starts a turn; resolves once the session workflow has accepted it (or refused with a 409). */
   async sendMessage(principal: Principal, id: string, content: string, streamChannel?: string, turnId: string = randomUUID()): Promise<AcceptedTurn> {
     const session = await this.visible(principal, id);
@@ -167,10 +217,13 @@ export class AgentService {
     const send = () =>
       streamChannel
         ? acceptedTurn(() => handle.startUpdate(agentMessageUpdate, { args, updateId, waitForStage: 'ACCEPTED' }))
-        : completedTurn(() => handle.executeUpdate(agentMessageUpdate, { args, updateId }));
+        : this.completedTurn(handle, args, updateId, turnId);
     try {
       return countOutcome(await send(), this.metrics);
     } catch (err) {
+      // The turn before was answered from its announcement and its workflow is completing it still:
+      // this message waits for that, as if it had been sent a few milliseconds later.
+      if (err instanceof AppError && err.code === 'turn_in_progress' && (await this.finishingTurn(id, handle))) return countOutcome(await send(), this.metrics);
       if (!(err instanceof WorkflowNotFoundError)) throw err;
       // The session's workflow is gone (terminated from the Temporal UI, say). The conversation is
       // in PostgreSQL, so a new run carries on; a gate it waited at can no longer be resumed.

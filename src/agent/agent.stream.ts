@@ -34,7 +34,7 @@ interface Subscription {
 
 /**
  * One dedicated LISTEN connection per API process, shared by every open turn stream and by the
- * API's waits for run results (RunClosedListener). After the connection is lost, the next
+ * API's waits for run results and agent answers (Announcements). After the connection is lost, the next
  * subscription opens a new one and listens again on every channel still subscribed.
  */
 export class TurnStreamHub {

@@ -2,7 +2,18 @@ import { WorkflowUpdateFailedError, type WorkflowUpdateHandle } from '@temporali
 import { ApplicationFailure } from '@temporalio/common';
 import { AppError, conflict } from '../platform/errors.js';
 import type { Metrics } from '../platform/metrics.js';
-import { AGENT_ACTION_NOT_APPROVED, AGENT_REJECTION, AGENT_REJECTIONS, type AgentRejection, type AgentTurnOutcome } from '../../workflows/defs.js';
+import { Announcements, type ListeningHub } from '../platform/announcements.js';
+import type { Logger } from '../platform/logger.js';
+import type { Sql } from '../db/sql.js';
+import {
+  AGENT_ACTION_NOT_APPROVED,
+  AGENT_REJECTION,
+  AGENT_REJECTIONS,
+  type AgentModelCallInput,
+  type AgentRejection,
+  type AgentTurnOutcome,
+} from '../../workflows/defs.js';
+import { addUsage, withWallTime } from '../../workflows/agent-turn.js';
 import { answersWith, isHttpErrorCode, CODE } from '../../workflows/error-codes.js';
 
 /** A turn the workflow accepted; `outcome` settles when the turn reaches its next outcome. */
@@ -103,4 +114,56 @@ export function countOutcome(turn: AcceptedTurn, metrics: Pick<Metrics, 'agentTu
     () => metrics?.agentTurns.inc({ outcome: 'failed' }),
   );
   return turn;
+}
+
+/**
+ * The channel a message turn's model call announces its outcome on once the answer that ends the
+ * turn is stored (AgentModelCallInput.announce): `{"turn_id", "outcome"}`. The API waiting for that
+ * turn's outcome without a stream answers from it instead of waiting for the session workflow's
+ * next task to complete the update. The stored answer is the turn's: a retried call finds it and
+ * answers the same, so the workflow's outcome says what the announcement said.
+ */
+export const TURN_ANSWERED_CHANNEL = 'svc_agent_turn_answered';
+
+/** An outcome larger than this is not announced (PostgreSQL refuses a notification of 8,000 bytes or more): its caller waits for the update. */
+const ANSWER_PAYLOAD_BYTES = 7_900;
+
+/** The outcome of a turn its model call ended, as the workflow will answer it (its wall time up to `now`). */
+export function answeredOutcome(
+  announce: NonNullable<AgentModelCallInput['announce']>,
+  reply: { text: string; tokensIn: number; tokensOut: number; costUsd: number },
+  now: number,
+): AgentTurnOutcome {
+  const telemetry = { ...announce.telemetry };
+  addUsage(telemetry, reply);
+  return {
+    outcome: 'answered',
+    assistant_message: reply.text,
+    tools_called: announce.toolsCalled,
+    telemetry: withWallTime(telemetry, announce.startedAt, now),
+  };
+}
+
+/** Announces a turn's outcome (once its answer is stored); an outcome too large to announce is not. */
+export async function announceAnswer(sql: Pick<Sql, 'query'>, turnId: string, outcome: AgentTurnOutcome): Promise<void> {
+  const payload = JSON.stringify({ turn_id: turnId, outcome });
+  if (Buffer.byteLength(payload) > ANSWER_PAYLOAD_BYTES) return;
+  await sql.query('select pg_notify(?, ?)', [TURN_ANSWERED_CHANNEL, payload]);
+}
+
+/** The answered turns announced on TURN_ANSWERED_CHANNEL, by turn id. */
+export function turnAnsweredAnnouncements(hub: ListeningHub, logger: Logger): Announcements<AgentTurnOutcome> {
+  return new Announcements<AgentTurnOutcome>(
+    hub,
+    TURN_ANSWERED_CHANNEL,
+    (payload) => {
+      try {
+        const { turn_id: turnId, outcome } = JSON.parse(payload) as { turn_id?: unknown; outcome?: AgentTurnOutcome };
+        return typeof turnId === 'string' && outcome?.outcome === 'answered' ? { key: turnId, value: outcome } : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+    logger,
+  );
 }

@@ -785,7 +785,7 @@ export class ExecutionMirror {
 }
 
 /**
- * Tells an API waiting for this run's result that its record is ended (RunClosedListener): it
+ * Tells an API waiting for this run's result that its record is ended (runClosedAnnouncements): it
  * answers from the record rather than waiting for Temporal to close the workflow. Only the last
  * node's end announces: a run whose record its own finishing step ends is answered by Temporal.
  * The payload carries what the answer needs, `{"id", "status", "output"}`, when that fits in a

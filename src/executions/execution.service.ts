@@ -3,7 +3,8 @@ import Long from 'long';
 import { toDate, toIso, type Queryable, type Sql } from '../db/sql.js';
 import { FIRST_STEP_ASKS, PREPARED_FIRST_STEP, RUN_GRAPH_WORKFLOW, type RunGraphInput, type RunGraphResult } from '../../workflows/defs.js';
 import { firstStepAnswer, type FirstStepSettings } from './first-step.js';
-import type { RunClosedListener } from './run-closed.js';
+import type { Announcements } from '../platform/announcements.js';
+import type { ClosedRecord } from './run-closed.js';
 import type { Principal } from '../auth/auth.service.js';
 import { AppError, conflict, invalidRequest, notFound } from '../platform/errors.js';
 import { temporalFailure, type TemporalHandle } from '../temporal/connection.js';
@@ -120,7 +121,7 @@ export class ExecutionService {
     /** The items of for_each loops, for their listing and the counters of a loop's timeline entry. */
     private readonly items?: ExecutionItems,
     /** Hears that a run's last node ended its record: a wait for its result answers from the record then. */
-    private readonly runClosed?: Pick<RunClosedListener, 'closed'>,
+    private readonly runClosed?: Pick<Announcements<ClosedRecord | undefined>, 'heard'>,
   ) {}
 
   /**
@@ -343,7 +344,7 @@ export class ExecutionService {
    * carried the record's status and output, else read from the record; pending otherwise.
    */
   private async closedResult(executionId: number, signal: AbortSignal): Promise<RunGraphResult> {
-    const announced = await this.runClosed!.closed(executionId, signal);
+    const announced = await this.runClosed!.heard(String(executionId), signal);
     const row = announced ?? (await this.mirror.get(executionId).then((r) => r && { status: r.status, output: r.last_output ?? null }));
     // Only a success or a partial run is ended by its last node; anything else waits for Temporal.
     if (!row || (row.status !== 'success' && row.status !== 'partial')) return new Promise<never>(() => undefined);
