@@ -5,7 +5,7 @@ import { inSpan } from '../src/platform/tracing.js';
 import { insertMessage, loadHistory, loadSession, ownerOf, stepMessage, type ActionRow, type SessionRow } from '../src/agent/agent.store.js';
 import type { AgentActionStore } from '../src/agent/agent-action.store.js';
 import { publish } from '../src/agent/agent.stream.js';
-import { announceAnswer, answeredOutcome } from '../src/agent/agent.turns.js';
+import { answeredOutcome, turnAnnouncement } from '../src/agent/agent.turns.js';
 import { runTool, summarizeCall, toolSpecs } from '../src/agent/agent.tools.js';
 import { providerFor, type ChatMessage, type ModelReply } from '../src/providers/index.js';
 import { toIso } from '../src/db/sql.js';
@@ -168,21 +168,17 @@ async function recordModelReply(
   const costUsd = costOf(ports.config.SVC_AGENT_PRICES, session.model, reply.usage.tokensIn, reply.usage.tokensOut);
   const telemetry = { tokens_in: reply.usage.tokensIn, tokens_out: reply.usage.tokensOut, cost_usd: costUsd };
   countModelUse(ports.metrics, session.provider_type, 'agent', telemetry);
-  await insertMessage(ports.sql, {
-    sessionId: input.sessionId,
-    stepKey,
-    turnId: input.turnId,
-    role: 'assistant',
-    content: reply.text,
-    toolCalls: reply.toolCalls,
-    telemetry,
-  });
+  const result = { text: reply.text, toolCalls: reply.toolCalls, tokensIn: reply.usage.tokensIn, tokensOut: reply.usage.tokensOut, costUsd };
+  // An answer that ends the turn is announced once stored: its caller may answer with the outcome the workflow will give.
+  const answered = input.announce && !reply.toolCalls.length ? answeredOutcome(input.announce, result, Date.now()) : undefined;
+  await insertMessage(
+    ports.sql,
+    { sessionId: input.sessionId, stepKey, turnId: input.turnId, role: 'assistant', content: reply.text, toolCalls: reply.toolCalls, telemetry },
+    answered && turnAnnouncement(input.turnId, answered),
+  );
   if (input.streamChannel) {
     for (const call of reply.toolCalls) await publish(ports.sql, input.streamChannel, { event: 'tool_call', data: { tool: call.name, args: call.args } });
   }
-  const result = { text: reply.text, toolCalls: reply.toolCalls, tokensIn: reply.usage.tokensIn, tokensOut: reply.usage.tokensOut, costUsd };
-  // The stored answer ends the turn: its caller may answer now (the outcome the workflow will give).
-  if (input.announce && !reply.toolCalls.length) await announceAnswer(ports.sql, input.turnId, answeredOutcome(input.announce, result, Date.now()));
   return result;
 }
 

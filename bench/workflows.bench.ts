@@ -354,7 +354,10 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
   // side, their whole histories fetched and their events listed (in the log).
   const sample: Record<'bare' | 'ours', { events: number; types: string[] }[]> = { bare: [], ours: [] };
   const eventsOf = async (workflowId: string) => {
-    const events = (await temporal.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+    // Our API may answer from the record a few milliseconds before Temporal closes the run: its history is read once closed.
+    const handle = temporal.workflow.getHandle(workflowId);
+    await handle.result().catch(() => undefined);
+    const events = (await handle.fetchHistory()).events ?? [];
     return {
       events: events.length,
       types: events.map((e) => (proto.temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType)).replace(/^EVENT_TYPE_/, '')),

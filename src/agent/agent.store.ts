@@ -114,25 +114,26 @@ export async function insertMessage(
     decision?: DecisionRecord;
     telemetry?: unknown;
   },
+  /** A notification sent by the same statement, delivered once the message is stored. */
+  announce?: { channel: string; payload: string },
 ): Promise<void> {
-  await sql.query(
-    `insert into agent_messages (session_id, step_key, turn_id, role, content, tool_calls, tool_call_id, tool_name, args, result_summary, decision, telemetry)
-       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (session_id, step_key) do nothing`,
-    [
-      row.sessionId,
-      row.stepKey,
-      row.turnId,
-      row.role,
-      row.content,
-      row.toolCalls ? JSON.stringify(row.toolCalls) : null,
-      row.toolCallId ?? null,
-      row.toolName ?? null,
-      row.args === undefined ? null : JSON.stringify(row.args),
-      row.resultSummary ?? null,
-      row.decision === undefined ? null : JSON.stringify(row.decision),
-      row.telemetry === undefined ? null : JSON.stringify(row.telemetry),
-    ],
-  );
+  const insert = `insert into agent_messages (session_id, step_key, turn_id, role, content, tool_calls, tool_call_id, tool_name, args, result_summary, decision, telemetry)
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (session_id, step_key) do nothing`;
+  await sql.query(announce ? `with stored as (${insert} returning 1) select pg_notify(?, ?)` : insert, [
+    row.sessionId,
+    row.stepKey,
+    row.turnId,
+    row.role,
+    row.content,
+    row.toolCalls ? JSON.stringify(row.toolCalls) : null,
+    row.toolCallId ?? null,
+    row.toolName ?? null,
+    row.args === undefined ? null : JSON.stringify(row.args),
+    row.resultSummary ?? null,
+    row.decision === undefined ? null : JSON.stringify(row.decision),
+    row.telemetry === undefined ? null : JSON.stringify(row.telemetry),
+    ...(announce ? [announce.channel, announce.payload] : []),
+  ]);
 }
 
 /** A step's stored message, when an earlier attempt of the activity already wrote it. */

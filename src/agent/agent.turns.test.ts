@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../platform/logger.js';
-import { answeredOutcome, turnAnsweredAnnouncements } from './agent.turns.js';
+import { TURN_ANSWERED_CHANNEL, answeredOutcome, turnAnnouncement, turnAnsweredAnnouncements } from './agent.turns.js';
 
 describe('an answered turn announced by its model call', () => {
   it('says what the workflow will: the turn so far with this call’s usage, its wall time to now', () => {
@@ -18,6 +18,20 @@ describe('an answered turn announced by its model call', () => {
     });
     // The turn's own telemetry is left as it was.
     expect(announce.telemetry).toEqual({ tokens_in: 10, tokens_out: 4, wall_ms: 30, cost_usd: 0.000001 });
+  });
+
+  it('is sent whole, or not at all when too large for a notification (its caller then waits for the update)', () => {
+    const outcome = (text: string) => ({
+      outcome: 'answered' as const,
+      assistant_message: text,
+      tools_called: [],
+      telemetry: { tokens_in: 1, tokens_out: 1, wall_ms: 1, cost_usd: 0 },
+    });
+    expect(turnAnnouncement('t-1', outcome('short'))).toEqual({
+      channel: TURN_ANSWERED_CHANNEL,
+      payload: JSON.stringify({ turn_id: 't-1', outcome: outcome('short') }),
+    });
+    expect(turnAnnouncement('t-1', outcome('é'.repeat(4_000)))).toBeUndefined();
   });
 
   it('is heard by the caller waiting for that turn only; unreadable payloads are ignored', async () => {

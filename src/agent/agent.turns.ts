@@ -4,7 +4,6 @@ import { AppError, conflict } from '../platform/errors.js';
 import type { Metrics } from '../platform/metrics.js';
 import { Announcements, type ListeningHub } from '../platform/announcements.js';
 import type { Logger } from '../platform/logger.js';
-import type { Sql } from '../db/sql.js';
 import {
   AGENT_ACTION_NOT_APPROVED,
   AGENT_REJECTION,
@@ -144,11 +143,10 @@ export function answeredOutcome(
   };
 }
 
-/** Announces a turn's outcome (once its answer is stored); an outcome too large to announce is not. */
-export async function announceAnswer(sql: Pick<Sql, 'query'>, turnId: string, outcome: AgentTurnOutcome): Promise<void> {
+/** The announcement of a turn's outcome, sent with the statement that stores its answer; none for an outcome too large to announce. */
+export function turnAnnouncement(turnId: string, outcome: AgentTurnOutcome): { channel: string; payload: string } | undefined {
   const payload = JSON.stringify({ turn_id: turnId, outcome });
-  if (Buffer.byteLength(payload) > ANSWER_PAYLOAD_BYTES) return;
-  await sql.query('select pg_notify(?, ?)', [TURN_ANSWERED_CHANNEL, payload]);
+  return Buffer.byteLength(payload) > ANSWER_PAYLOAD_BYTES ? undefined : { channel: TURN_ANSWERED_CHANNEL, payload };
 }
 
 /** The answered turns announced on TURN_ANSWERED_CHANNEL, by turn id. */
