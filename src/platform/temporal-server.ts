@@ -14,13 +14,20 @@ export { TEMPORAL_CLI_MODULE, provisionTemporalCli, userCacheDir } from './tempo
  * - eager activity execution hands a run's first activity task back in the answer to the workflow
  *   task that scheduled it, skipping one dispatch;
  * - a new timer must lie 1 s beyond the timer queue's read point by default, so a 1 ms `delay`
- *   fired after a second.
+ *   fired after a second;
+ * - a task queue has four partitions by default: under a burst a run's first workflow task that
+ *   did not come back with its start (no slot free for it at that moment) could land on a
+ *   partition no poller was waiting on and wait there for seconds (webhooks at concurrency 50:
+ *   p99 3.9 to 5.4 s with four, 2.9 to 3.2 s with one, in alternate runs the same hour,
+ *   docs/performance.md). One server has no matching hosts to spread them over.
  * The same values are in deploy/temporal-dynamicconfig.yaml for a cluster.
  */
 export const LOW_LATENCY_DYNAMIC_CONFIG: Readonly<Record<string, string | number | boolean>> = {
   'history.transferProcessorMaxPollRPS': 1000,
   'system.enableActivityEagerExecution': true,
   'history.timerProcessorMaxTimeShift': '10ms',
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
 };
 
 export interface DevServerOptions {
