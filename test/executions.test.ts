@@ -344,6 +344,8 @@ describe('the history a run leaves in Temporal', () => {
       connection_id: connectionId,
       config: { method: 'POST', path: '/echo', body: { n: '{{ trigger.n }}', pad: 'x'.repeat(9_000) } },
     });
+    const fast = await create({ nodes: [{ id: 'call', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } }] });
+    const pure = await create({ nodes: [{ id: 'double', type: 'transform', config: { value: { doubled: '{{ trigger.n * 2 }}' } } }] });
     const held = vi.spyOn(services.temporal.client, 'withAbortSignal').mockImplementation(() => new Promise<never>(() => undefined));
     const reads = vi.spyOn(services.executionMirror, 'get');
     const readsOf = (id: number) => reads.mock.calls.filter(([executionId]) => executionId === id).length;
@@ -356,15 +358,28 @@ describe('the history a run leaves in Temporal', () => {
       expect(record.status).toBe('success');
       expect(record.output).toMatchObject({ status: 200, body: { echoed: { n: 7 } } });
       expect(answered).toEqual({ executionId: started, status: 'success', lastOutput: record.output });
+      // A short run is answered without asking Temporal at all, whichever of its steps ended the
+      // record: its last node (a call), or its finishing step (its last node pure, run in the workflow).
+      for (const workflowId of [fast, pure]) {
+        const asked = held.mock.calls.length;
+        const res = await app.admin.post(`${W}/${workflowId}/run?wait=true&timeout_ms=20000`, { payload: { n: 7 } });
+        expect(res.status, res.text).toBe(200);
+        expect(held.mock.calls.length).toBe(asked);
+        const record = await view(res.body.data.execution_id);
+        expect(record.status).toBe('success');
+        expect(res.body.data).toMatchObject({ status: 'success', output: record.output });
+      }
       const big = await start(large);
       const bigAnswer = await services.executions.waitForResult(services.temporal.executionWorkflowId(big), 60_000, big);
       expect(readsOf(big)).toBe(1);
       const bigRecord = await view(big);
       expect(bigRecord.output).toMatchObject({ body: { echoed: { n: 7, pad: 'x'.repeat(9_000) } } });
       expect(bigAnswer).toEqual({ executionId: big, status: 'success', lastOutput: bigRecord.output });
-      // A failed run's outcome (its error) is Temporal's to answer: the record ends it without an announcement.
+      // A failed run's outcome (its error) is Temporal's to answer: heard ended, Temporal is asked then.
       const failed = await start(failing);
+      const asked = held.mock.calls.length;
       expect(await services.executions.waitForResult(services.temporal.executionWorkflowId(failed), 3_000, failed)).toBeUndefined();
+      expect(held.mock.calls.length).toBe(asked + 1);
       expect((await view(failed)).status).toBe('failed');
     } finally {
       held.mockRestore();

@@ -758,45 +758,48 @@ export class ExecutionMirror {
         await tx.query(WRITE_NODE, [executionId, node.id, ...nodeValues(node, entry)]);
         await markSkipped(tx, executionId, result.skipped ?? []);
         await markHandled(tx, executionId, result.handled ?? []);
-        const ended = await this.endRecord(tx, executionId, result);
-        // Delivered at commit.
-        if (ended) await tx.query(`select ${announceClosed('x')} from executions x where x.id = ?`, [RUN_CLOSED_CHANNEL, executionId]);
-        return ended;
+        return this.endRecord(tx, executionId, result);
       });
     }
-    // A data-modifying WITH runs once whether or not it is read: the entry and the record change
-    // together, and the record's end is announced by the same statement when it ended it.
+    // A data-modifying WITH runs once whether or not it is read: the entry and the record change together.
     const [row] = await this.sql.query<{ was: string; seconds: number }>(
       // Its comments left out: their apostrophes would read as quotes around the placeholders after them.
-      `with entry as (${WRITE_NODE.replace(/--.*$/gm, '')} returning 1), ended as (${END_RECORD}, e.id, e.status, e.last_output)
-       select ended.was, ended.seconds from ended left join lateral (select ${announceClosed('ended')} where ended.was = 'running') announced on true`,
+      endAndAnnounce(`entry as (${WRITE_NODE.replace(/--.*$/gm, '')} returning 1), `),
       [executionId, node.id, ...nodeValues(node, entry), ...endRecordValues(executionId, result), RUN_CLOSED_CHANNEL],
     );
     if (!row || row.was !== 'running') return undefined;
     return { seconds: row.seconds };
   }
 
-  /** The record's outcome; undefined when it had ended already (a retried call). */
+  /** The record's outcome, announced (delivered at commit); undefined when it had ended already (a retried call). */
   private async endRecord(q: Queryable, executionId: number, result: RunOutcome): Promise<{ seconds: number } | undefined> {
-    const [row] = await q.query<{ was: string; seconds: number }>(END_RECORD, endRecordValues(executionId, result));
+    const [row] = await q.query<{ was: string; seconds: number }>(endAndAnnounce(), [...endRecordValues(executionId, result), RUN_CLOSED_CHANNEL]);
     if (!row || row.was !== 'running') return undefined;
     return { seconds: row.seconds };
   }
 }
 
 /**
- * Tells an API waiting for this run's result that its record is ended (runClosedAnnouncements): it
- * answers from the record rather than waiting for Temporal to close the workflow. Only the last
- * node's end announces: a run whose record its own finishing step ends is answered by Temporal.
- * The payload carries what the answer needs, `{"id", "status", "output"}`, when that fits in a
- * notification (at most CLOSED_PAYLOAD_BYTES); otherwise the execution id alone, and the waiting
- * API reads the record. `row` names the ended record's columns (a statement that ends the record
- * reads them from what its UPDATE returned: the table still shows them as they were); its one
- * parameter is the channel.
+ * Tells an API waiting for this run's result that its record is ended (runClosedAnnouncements),
+ * whichever of the run's own steps ended it (its last node, or its finishing step): it answers a
+ * success from the record rather than waiting for Temporal to close the workflow, and asks
+ * Temporal for any other outcome only then. The payload carries what the answer needs, `{"id",
+ * "status", "output"}`, when that fits in a notification (at most CLOSED_PAYLOAD_BYTES);
+ * otherwise the execution id alone, and the waiting API reads the record. `row` names the ended
+ * record's columns (a statement that ends the record reads them from what its UPDATE returned:
+ * the table still shows them as they were); its one parameter is the channel.
  */
 const announceClosed = (row: string) =>
   `pg_notify(?, (select case when octet_length(p.text) <= ${CLOSED_PAYLOAD_BYTES} then p.text else ${row}.id::text end
      from (select json_build_object('id', ${row}.id, 'status', ${row}.status, 'output', ${row}.last_output)::text as text) p))`;
+
+/**
+ * Ends the record (END_RECORD, after the data-modifying WITH entries `before`, each ending in a
+ * comma) and announces it in the same statement when this statement ended it. Its parameters:
+ * those of `before`, END_RECORD's, then the channel.
+ */
+const endAndAnnounce = (before = '') => `with ${before}ended as (${END_RECORD}, e.id, e.status, e.last_output)
+   select ended.was, ended.seconds from ended left join lateral (select ${announceClosed('ended')} where ended.was = 'running') announced on true`;
 
 /** How a run ended, as its finish writes it to the record. */
 export interface RunOutcome {

@@ -97,6 +97,13 @@ const UNSTARTED_GRACE_MS = 60_000;
 const ERROR_RUN_GRACE_MS = 10_000;
 
 /**
+ * How long a wait for a run's result listens for the run's own announcement of its end before it
+ * also asks Temporal (a run still going, an announcement missed). A missed announcement of a run
+ * that ended sooner delays its answer by at most this.
+ */
+const RESULT_POLL_AFTER_MS = 500;
+
+/**
  * Starting runs and reading the queryable mirror of their history. Each run is one Temporal
  * workflow whose id is derived from the execution id; the mirror is written by the activities.
  */
@@ -323,31 +330,42 @@ export class ExecutionService {
   async waitForResult(temporalWorkflowId: string, timeoutMs: number, executionId?: number): Promise<RunGraphResult | undefined> {
     const handle = this.temporal.client.workflow.getHandle(temporalWorkflowId);
     const done = new AbortController();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), timeoutMs)));
-    const fromTemporal = this.temporal.client.withAbortSignal(done.signal, () => handle.result() as Promise<RunGraphResult>);
+    const timers: NodeJS.Timeout[] = [];
+    const timeout = new Promise<undefined>((resolve) => timers.push(setTimeout(() => resolve(undefined), timeoutMs)));
+    // Temporal's result is asked for only when needed: when the run's record is heard ended other
+    // than in success, or when nothing is heard within RESULT_POLL_AFTER_MS (a long run, an
+    // announcement missed). A short run that succeeds is answered without a call to Temporal.
+    let askTemporal!: () => void;
+    const asked = new Promise<void>((resolve) => (askTemporal = resolve));
+    const fromTemporal = asked.then(() => this.temporal.client.withAbortSignal(done.signal, () => handle.result() as Promise<RunGraphResult>));
     const racers: Promise<RunGraphResult | undefined>[] = [fromTemporal, timeout];
-    if (executionId !== undefined && this.runClosed) racers.push(this.closedResult(executionId, done.signal));
+    if (executionId !== undefined && this.runClosed) {
+      racers.push(this.closedResult(executionId, done.signal, askTemporal));
+      timers.push(setTimeout(askTemporal, RESULT_POLL_AFTER_MS));
+    } else askTemporal();
     try {
       const result = await Promise.race(racers).catch(() => undefined);
       // An output too large for Temporal's history is read from the record the run wrote it to.
       if (result?.lastOutputRef) return { ...result, lastOutput: (await this.mirror.get(result.executionId))?.last_output ?? null };
       return result;
     } finally {
-      clearTimeout(timer);
+      for (const timer of timers) clearTimeout(timer);
       done.abort();
     }
   }
 
   /**
-   * The result of a run its last node ended, once that is heard: from the announcement when it
-   * carried the record's status and output, else read from the record; pending otherwise.
+   * The result of a run whose record is heard ended in success (or partly so): from the
+   * announcement when it carried the record's status and output, else read from the record.
+   * Any other outcome is Temporal's to answer: `askTemporal`, and pending here.
    */
-  private async closedResult(executionId: number, signal: AbortSignal): Promise<RunGraphResult> {
+  private async closedResult(executionId: number, signal: AbortSignal, askTemporal: () => void): Promise<RunGraphResult> {
     const announced = await this.runClosed!.heard(String(executionId), signal);
     const row = announced ?? (await this.mirror.get(executionId).then((r) => r && { status: r.status, output: r.last_output ?? null }));
-    // Only a success or a partial run is ended by its last node; anything else waits for Temporal.
-    if (!row || (row.status !== 'success' && row.status !== 'partial')) return new Promise<never>(() => undefined);
+    if (!row || (row.status !== 'success' && row.status !== 'partial')) {
+      askTemporal();
+      return new Promise<never>(() => undefined);
+    }
     return { executionId, status: row.status, lastOutput: row.output };
   }
 

@@ -2,10 +2,10 @@ import { Announcements, type ListeningHub } from '../platform/announcements.js';
 import type { Logger } from '../platform/logger.js';
 
 /**
- * The channel a run's last node announces on once its activity has ended the run's record
- * (success or partial, in one statement with its own timeline entry). The payload is the ended
- * record as JSON, `{"id", "status", "output"}`, when it fits in CLOSED_PAYLOAD_BYTES, else the
- * execution id alone.
+ * The channel a run announces on when one of its own steps has ended its record: its last node
+ * (in one statement with its own timeline entry) or its finishing step, with the statement that
+ * ends it. The payload is the ended record as JSON, `{"id", "status", "output"}`, when it fits
+ * in CLOSED_PAYLOAD_BYTES, else the execution id alone.
  */
 export const RUN_CLOSED_CHANNEL = 'svc_run_closed';
 
@@ -34,9 +34,9 @@ export function readAnnouncement(payload: string): { executionId: number; record
 
 /**
  * Hears, on the API process's LISTEN connection (the one agent turn streams use), that a run's
- * record was ended by its last node, so an API waiting for that run's result can answer from the
- * record without waiting for Temporal to close the workflow and for its result's long poll to
- * return. Keyed by execution id; what it resolves with is the record when the announcement
+ * record was ended by the run itself, so an API waiting for that run's result can answer a
+ * success from the record without asking Temporal at all, and ask it for any other outcome as
+ * soon as the record says so. Keyed by execution id; what it resolves with is the record when the announcement
  * carried it.
  */
 export function runClosedAnnouncements(hub: ListeningHub, logger: Logger): Announcements<ClosedRecord | undefined> {
