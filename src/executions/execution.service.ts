@@ -321,11 +321,13 @@ export class ExecutionService {
   }
 
   /**
-   * Waits up to `timeoutMs` for a run's result; undefined when it is still running. A run whose
-   * last node ended its record (in one statement with the node's own entry) is answered from that
-   * record as soon as it is written, which holds the outcome Temporal's result would carry: the
-   * caller does not wait for the workflow task to complete and the result's long poll to return.
-   * Any other run, or a notification missed, is answered by Temporal's result.
+   * Waits up to `timeoutMs` for a run's result; undefined when it is still running. With the
+   * `executionId` of a run just started, a success the run's own step wrote to its record (its
+   * last node, in one statement with the node's own entry, or its finishing step) is answered from
+   * that record as soon as it is written, which holds the outcome Temporal's result would carry:
+   * the caller does not wait for the workflow task to complete and the result's long poll to
+   * return. Any other outcome, a notification missed, or a wait without `executionId` (a run that
+   * may have ended before the wait began) is answered by Temporal's result.
    */
   async waitForResult(temporalWorkflowId: string, timeoutMs: number, executionId?: number): Promise<RunGraphResult | undefined> {
     const handle = this.temporal.client.workflow.getHandle(temporalWorkflowId);

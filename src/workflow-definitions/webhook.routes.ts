@@ -50,7 +50,8 @@ export function webhookRoutes({ workflows, executions }: { workflows: WorkflowSe
         const started = await executions.start(workflow, { payload: body, trigger: 'webhook' }, undefined, idempotencyOf(headers, 'webhook', body));
         const replayed = replayedHeaders(started.replayed);
         if (workflow.trigger.config.respond === 'last_node') {
-          const result = await executions.waitForResult(started.temporalWorkflowId, LAST_NODE_WAIT_MS, started.executionId);
+          // A repeated Idempotency-Key's run may have ended long ago: its end is not heard again, Temporal answers at once.
+          const result = await executions.waitForResult(started.temporalWorkflowId, LAST_NODE_WAIT_MS, started.replayed ? undefined : started.executionId);
           if (result?.status === 'failed') {
             const data = runResultOf(started.executionId, result);
             throw new AppError(

@@ -189,7 +189,12 @@ export function workflowRoutes({
         const started = await executions.start(workflow, { payload, trigger: 'manual' }, principal.id, idempotencyOf(headers, 'run', { payload }));
         const replayed = replayedHeaders(started.replayed);
         if (query.wait) {
-          const result = await executions.waitForResult(started.temporalWorkflowId, query.timeout_ms ?? 30_000, started.executionId);
+          // A repeated Idempotency-Key's run may have ended long ago: its end is not heard again, Temporal answers at once.
+          const result = await executions.waitForResult(
+            started.temporalWorkflowId,
+            query.timeout_ms ?? 30_000,
+            started.replayed ? undefined : started.executionId,
+          );
           if (result) {
             // A repeated Idempotency-Key may name another person's run: its data is theirs.
             const shown = !started.replayed || (await executions.mayViewRunData(principal, started.executionId));
