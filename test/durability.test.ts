@@ -157,12 +157,16 @@ describe('durability, in order', { shuffle: false }, () => {
       ).body.data;
       const worker = workers.at(-1)!;
       const run = (await app.admin.post(`${W}/${workflow.id}/run`, { payload: {} })).body.data.execution_id;
-      // Killed once the delay has begun: the first node is done and the timer is Temporal's.
+      // Killed once the delay has begun: the first node is done and the timer is Temporal's. The
+      // delay's entry shows it running a moment before the workflow task that recorded the first
+      // node and started the timer completes, so the history is what tells.
+      const handle = app.stack.services.temporal.client.workflow.getHandle(app.stack.services.temporal.executionWorkflowId(run));
       await eventually(
-        async () => (await app.sql(`select 1 from execution_nodes where execution_id = $1 and node_id = 'pause' and status = 'running'`, [run])).length > 0,
+        async () => ((await handle.fetchHistory()).events ?? []).some((e) => e.timerStartedEventAttributes),
         30_000,
-        'the delay to begin',
+        'the delay’s timer to start',
       );
+      expect((await app.sql(`select status from execution_nodes where execution_id = $1 and node_id = 'pause'`, [run]))[0]).toEqual({ status: 'running' });
       await kill(worker);
       startWorker();
       const done = await finished(run);
