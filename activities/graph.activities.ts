@@ -140,7 +140,7 @@ export const runOf = () => Context.current().info.workflowExecution!;
 async function findExecution(g: GraphWorker, temporalWorkflowId: string, runId: string): Promise<ExecutionRef | undefined> {
   const cached = g.runs.get(runId);
   if (cached) return cached;
-  return claimExecution(g, temporalWorkflowId, runId);
+  return (await claimExecution(g, temporalWorkflowId, runId))?.ref;
 }
 
 /** Claims the record of a run (see ExecutionMirror.claim), counting `attempt` in the same statement. */
@@ -149,13 +149,13 @@ async function claimExecution(
   temporalWorkflowId: string,
   runId: string,
   attempt?: { node: GraphNode; startedAt: Date },
-): Promise<(ExecutionRef & { attempts?: number }) | undefined> {
+): Promise<{ ref: ExecutionRef; attempts?: number } | undefined> {
   const claimed = await patiently(() => g.ports.executionMirror.claim(temporalWorkflowId, runId, attempt));
   if (!claimed) return undefined;
-  const { attempts: _attempts, ...ref } = claimed;
+  const { attempts, ...ref } = claimed;
   if (ref.firstClaim) g.ports.metrics.runsStarted.inc({ trigger: ref.trigger });
   g.runs.set(runId, ref);
-  return claimed;
+  return attempts === undefined ? { ref } : { ref, attempts };
 }
 
 /**
@@ -167,10 +167,7 @@ async function claimExecution(
 async function countedAttempt(g: GraphWorker, node: GraphNode, startedAt: Date): Promise<{ ref: ExecutionRef; attempts?: number }> {
   const { workflowId, runId } = runOf();
   const claimed = g.runs.get(runId) ? undefined : await claimExecution(g, workflowId, runId, { node, startedAt });
-  if (claimed) {
-    const { attempts, ...ref } = claimed;
-    return attempts === undefined ? { ref } : { ref, attempts };
-  }
+  if (claimed) return claimed;
   const ref = await currentExecution(g, runId);
   const attempts = await patiently(() => g.ports.executionMirror.beginAttempt(ref.id, node, startedAt));
   return attempts === undefined ? { ref } : { ref, attempts };

@@ -17,7 +17,7 @@ import {
   type AgentSessionInput,
 } from '../../workflows/defs.js';
 import { hasPrice } from '../providers/pricing.js';
-import { deleteSession, insertSession, loadMessages, loadSession, sessionUsage, type SessionRow } from './agent.store.js';
+import { deleteSession, insertSession, lastMessage, loadMessages, loadSession, sessionUsage, type SessionRow } from './agent.store.js';
 import type { AgentActionStore } from './agent-action.store.js';
 import { acceptedTurn, completedTurn, countOutcome, type AcceptedTurn } from './agent.turns.js';
 import type { Announcements } from '../platform/announcements.js';
@@ -178,10 +178,7 @@ export class AgentService {
    * (at most FINISHING_TURN_WAIT_MS), so that a message sent right after its answer is taken.
    */
   private async finishingTurn(sessionId: string, handle: WorkflowHandle): Promise<boolean> {
-    const [last] = await this.sql.query<{ turn_id: string; role: string; tool_calls: unknown[] | null }>(
-      'select turn_id, role, tool_calls from agent_messages where session_id = ? order by id desc limit 1',
-      [sessionId],
-    );
+    const last = await lastMessage(this.sql, sessionId);
     if (!last || last.role !== 'assistant' || last.tool_calls?.length) return false;
     const done = new AbortController();
     try {

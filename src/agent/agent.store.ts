@@ -136,6 +136,15 @@ export async function insertMessage(
   ]);
 }
 
+/** The session's last message: its turn, its role and its tool calls. */
+export async function lastMessage(sql: Sql, sessionId: string): Promise<Pick<MessageRow, 'turn_id' | 'role' | 'tool_calls'> | undefined> {
+  const [row] = await sql.query<Pick<MessageRow, 'turn_id' | 'role' | 'tool_calls'>>(
+    'select turn_id, role, tool_calls from agent_messages where session_id = ? order by id desc limit 1',
+    [sessionId],
+  );
+  return row;
+}
+
 /** A step's stored message, when an earlier attempt of the activity already wrote it. */
 export async function stepMessage<K extends keyof MessageRow>(
   sql: Sql,

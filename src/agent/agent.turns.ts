@@ -2,7 +2,7 @@ import { WorkflowUpdateFailedError, type WorkflowUpdateHandle } from '@temporali
 import { ApplicationFailure } from '@temporalio/common';
 import { AppError, conflict } from '../platform/errors.js';
 import type { Metrics } from '../platform/metrics.js';
-import { Announcements, type ListeningHub } from '../platform/announcements.js';
+import { Announcements, NOTIFY_PAYLOAD_BYTES, type ListeningHub } from '../platform/announcements.js';
 import type { Logger } from '../platform/logger.js';
 import {
   AGENT_ACTION_NOT_APPROVED,
@@ -124,9 +124,6 @@ export function countOutcome(turn: AcceptedTurn, metrics: Pick<Metrics, 'agentTu
  */
 export const TURN_ANSWERED_CHANNEL = 'svc_agent_turn_answered';
 
-/** An outcome larger than this is not announced (PostgreSQL refuses a notification of 8,000 bytes or more): its caller waits for the update. */
-const ANSWER_PAYLOAD_BYTES = 7_900;
-
 /** The outcome of a turn its model call ended, as the workflow will answer it (its wall time up to `now`). */
 export function answeredOutcome(
   announce: NonNullable<AgentModelCallInput['announce']>,
@@ -146,7 +143,7 @@ export function answeredOutcome(
 /** The announcement of a turn's outcome, sent with the statement that stores its answer; none for an outcome too large to announce. */
 export function turnAnnouncement(turnId: string, outcome: AgentTurnOutcome): { channel: string; payload: string } | undefined {
   const payload = JSON.stringify({ turn_id: turnId, outcome });
-  return Buffer.byteLength(payload) > ANSWER_PAYLOAD_BYTES ? undefined : { channel: TURN_ANSWERED_CHANNEL, payload };
+  return Buffer.byteLength(payload) > NOTIFY_PAYLOAD_BYTES ? undefined : { channel: TURN_ANSWERED_CHANNEL, payload };
 }
 
 /** The answered turns announced on TURN_ANSWERED_CHANNEL, by turn id. */

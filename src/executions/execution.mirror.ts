@@ -5,7 +5,8 @@ import { CODE } from '../../workflows/error-codes.js';
 import { errorWorkflowPayload, type ErrorRun } from './error-workflow.js';
 import { holdsRunRights, withheldError } from './run-data-access.js';
 import type { Role } from '../auth/capabilities.js';
-import { CLOSED_PAYLOAD_BYTES, RUN_CLOSED_CHANNEL } from './run-closed.js';
+import { NOTIFY_PAYLOAD_BYTES } from '../platform/announcements.js';
+import { RUN_CLOSED_CHANNEL } from './run-closed.js';
 
 /**
  * The execution mirror: the queryable copy of every run's history in PostgreSQL (`executions` and
@@ -784,13 +785,13 @@ export class ExecutionMirror {
  * whichever of the run's own steps ended it (its last node, or its finishing step): it answers a
  * success from the record rather than waiting for Temporal to close the workflow, and asks
  * Temporal for any other outcome only then. The payload carries what the answer needs, `{"id",
- * "status", "output"}`, when that fits in a notification (at most CLOSED_PAYLOAD_BYTES);
+ * "status", "output"}`, when that fits in a notification (at most NOTIFY_PAYLOAD_BYTES);
  * otherwise the execution id alone, and the waiting API reads the record. `row` names the ended
  * record's columns (a statement that ends the record reads them from what its UPDATE returned:
  * the table still shows them as they were); its one parameter is the channel.
  */
 const announceClosed = (row: string) =>
-  `pg_notify(?, (select case when octet_length(p.text) <= ${CLOSED_PAYLOAD_BYTES} then p.text else ${row}.id::text end
+  `pg_notify(?, (select case when octet_length(p.text) <= ${NOTIFY_PAYLOAD_BYTES} then p.text else ${row}.id::text end
      from (select json_build_object('id', ${row}.id, 'status', ${row}.status, 'output', ${row}.last_output)::text as text) p))`;
 
 /**

@@ -5,12 +5,9 @@ import type { Logger } from '../platform/logger.js';
  * The channel a run announces on when one of its own steps has ended its record: its last node
  * (in one statement with its own timeline entry) or its finishing step, with the statement that
  * ends it. The payload is the ended record as JSON, `{"id", "status", "output"}`, when it fits
- * in CLOSED_PAYLOAD_BYTES, else the execution id alone.
+ * in NOTIFY_PAYLOAD_BYTES, else the execution id alone.
  */
 export const RUN_CLOSED_CHANNEL = 'svc_run_closed';
-
-/** The largest payload announced whole: PostgreSQL refuses a notification of 8,000 bytes or more. */
-export const CLOSED_PAYLOAD_BYTES = 7_900;
 
 /** What an announcement said of the ended record: its status and output, unless they did not fit. */
 export interface ClosedRecord {

@@ -1,5 +1,8 @@
 import type { Logger } from './logger.js';
 
+/** The largest payload a notification carries whole: PostgreSQL refuses one of 8,000 bytes or more. */
+export const NOTIFY_PAYLOAD_BYTES = 7_900;
+
 /** A LISTEN connection shared by the API process (TurnStreamHub): payloads of a channel as sent. */
 export interface ListeningHub {
   /** Starts listening to a channel's payloads; resolves once LISTEN is in effect. */
