@@ -26,7 +26,14 @@ service=$!
 trap 'kill -INT $service 2>/dev/null; wait $service 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 1; done
 # revokeAppPassword is left out: it would revoke the credential the fuzzer itself uses.
+status=0
 "$st" --config-file scripts/schemathesis.toml run "http://127.0.0.1:$port/api/openapi.json" -a "admin:$password" \
   --exclude-operation-id revokeAppPassword -n "${FUZZ_EXAMPLES:-40}" \
   --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
-  --phases examples,coverage,fuzzing --no-color "$@"
+  --phases examples,coverage,fuzzing --no-color "$@" || status=$?
+# A failure's cause is in the service's log: its errors (level 50) and warnings about dependencies.
+if [ "$status" -ne 0 ]; then
+  echo "== the service's errors during the fuzz run (last 20)" >&2
+  grep -E '"level":(50|60)|Temporal dev server exited' "$dir/service.log" | tail -n 20 | cut -c1-1500 >&2 || true
+fi
+exit "$status"

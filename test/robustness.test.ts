@@ -52,3 +52,49 @@ describe('hostile input on every route', () => {
     expect(seen.length).toBeGreaterThan(operations.length);
   }, 300_000);
 });
+
+/**
+ * Temporal answering that it does not know the service's namespace (a server that lost it for a
+ * moment, or a namespace not yet registered) is Temporal being unavailable to the service: 503
+ * with Retry-After on every path that asks it, never a 500.
+ */
+describe('a Temporal server that does not know the namespace', () => {
+  it('answers 503 service_unavailable, with or without an Idempotency-Key, and keeps the record to retry', async () => {
+    const lost = await startTestApp({ env: { TEMPORAL_NAMESPACE: `svc-missing-${process.pid}` } });
+    try {
+      const created = await lost.admin.post('/api/workflow/v1/workflows', {
+        title: 'Namespace lost',
+        trigger: { type: 'manual' },
+        nodes: [{ id: 'a', type: 'transform', config: { value: { x: 1 } } }],
+        edges: [],
+      });
+      expect(created.status).toBe(201);
+      const id = created.body.data.id as number;
+      const plain = await lost.admin.post(`/api/workflow/v1/workflows/${id}/run?wait=0&timeout_ms=1`, { payload: null });
+      const keyed = await lost.admin.post(`/api/workflow/v1/workflows/${id}/run`, { payload: null }, { headers: { 'Idempotency-Key': 'lost-namespace-1' } });
+      const again = await lost.admin.post(`/api/workflow/v1/workflows/${id}/run`, { payload: null }, { headers: { 'Idempotency-Key': 'lost-namespace-1' } });
+      for (const res of [plain, keyed, again]) {
+        expect(res.status, res.text).toBe(503);
+        expect(res.body).toMatchObject({ status: 'fail', error: 'service_unavailable', data: { dependency: 'temporal' } });
+        expect(res.headers.get('retry-after')).toBe('5');
+      }
+      // The keyed run's record says why it did not start, and the key still names it.
+      const [record] = await lost.sql<{ status: string; error: { code: string } }>(
+        `select e.status, e.error from executions e join idempotency_keys k on k.execution_id = e.id where k.key = 'lost-namespace-1'`,
+      );
+      expect(record).toMatchObject({ status: 'failed', error: { code: 'start_failed' } });
+      // A schedule is Temporal's too: activating one asks it.
+      const scheduled = await lost.admin.post('/api/workflow/v1/workflows', {
+        title: 'Namespace lost, scheduled',
+        trigger: { type: 'schedule', config: { cron: '0 3 * * *', overlap: 'skip' } },
+        nodes: [{ id: 'a', type: 'transform', config: { value: { x: 1 } } }],
+        edges: [],
+      });
+      const activate = await lost.admin.post(`/api/workflow/v1/workflows/${scheduled.body.data.id}/activate`);
+      expect(activate.status, activate.text).toBe(503);
+      expect(activate.body.error).toBe('service_unavailable');
+    } finally {
+      await lost.close();
+    }
+  });
+});

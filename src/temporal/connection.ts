@@ -1,5 +1,5 @@
 import { Client, Connection, defaultGrpcRetryOptions, isRetryableError, makeGrpcRetryInterceptor } from '@temporalio/client';
-import { defaultPayloadConverter, type Payload } from '@temporalio/common';
+import { defaultPayloadConverter, NamespaceNotFoundError, WorkflowNotFoundError, type Payload } from '@temporalio/common';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { Config } from '../config.js';
 import type { KeyRing } from '../platform/crypto.js';
@@ -103,6 +103,13 @@ const GRPC_REFUSED = new Set([3, 6, 9]); // INVALID_ARGUMENT, ALREADY_EXISTS, FA
  * that did not come from a Temporal call.
  */
 export function temporalFailure(err: unknown): { kind: 'missing' | 'refused' | 'unavailable'; detail: string } | undefined {
+  // The client turns some gRPC answers into errors of their own, without the gRPC status: a run
+  // Temporal does not know, and a namespace it does not know. The namespace is the service's own
+  // configuration (or a server that lost it for a moment), never the caller's mistake.
+  if (err instanceof WorkflowNotFoundError) return { kind: 'missing', detail: err.message };
+  if (err instanceof NamespaceNotFoundError) return { kind: 'unavailable', detail: err.message };
+  // The worker's native connection (the eager client's) reports a broken transport so.
+  if ((err as { name?: unknown })?.name === 'TransportError') return { kind: 'unavailable', detail: (err as Error).message ?? '' };
   const e = err as { name?: string; code?: unknown; details?: unknown; cause?: { code?: unknown; details?: unknown } } | undefined;
   const grpc = typeof e?.code === 'number' && typeof e?.details === 'string' ? e : e?.name === 'ServiceError' ? e.cause : undefined;
   if (!grpc && e?.name !== 'ServiceError') return undefined;
