@@ -195,16 +195,27 @@ export class ExecutionItems {
   async read(items: ItemKey[], kept: { item: ItemKey; key: string }[]): Promise<{ inputs: Map<string, unknown>; kept: Map<string, unknown> }> {
     const inputs = new Map<string, unknown>();
     const values = new Map<string, unknown>();
-    for (const item of items) {
-      const [row] = await this.sql.query<{ input: unknown }>(`select input from execution_items where ${where} and index = ?`, [...keyOf(item), item.index]);
-      if (row) inputs.set(itemId(item), row.input);
-    }
-    for (const { item, key } of kept) {
-      const [row] = await this.sql.query<{ found: boolean; value: unknown }>(
-        `select refs is not null and jsonb_exists(refs, ?) as found, refs -> ? as value from execution_items where ${where} and index = ?`,
-        [key, key, ...keyOf(item), item.index],
-      );
-      if (row?.found) values.set(`${itemId(item)}:${key}`, row.value);
+    // One statement for every item asked for, its input (no key) or one kept value (its key).
+    const wanted = [...items.map((item) => ({ item, key: null as string | null })), ...kept];
+    if (!wanted.length) return { inputs, kept: values };
+    const rows = await this.sql.query<{ ord: string; input: unknown; found: boolean; value: unknown }>(
+      `select w.ord, case when w.key is null then i.input end as input,
+              w.key is not null and i.refs is not null and jsonb_exists(i.refs, w.key) as found,
+              case when w.key is not null then i.refs -> w.key end as value
+         from unnest(?::bigint[], ?::text[], ?::text[], ?::int[], ?::text[]) with ordinality as w(execution_id, node_id, scope, index, key, ord)
+         join execution_items i on i.execution_id = w.execution_id and i.node_id = w.node_id and i.scope = w.scope::int[] and i.index = w.index`,
+      [
+        wanted.map((w) => w.item.execution),
+        wanted.map((w) => w.item.node),
+        wanted.map((w) => `{${w.item.scope.join(',')}}`),
+        wanted.map((w) => w.item.index),
+        wanted.map((w) => w.key),
+      ],
+    );
+    for (const row of rows) {
+      const { item, key } = wanted[Number(row.ord) - 1]!;
+      if (key === null) inputs.set(itemId(item), row.input);
+      else if (row.found) values.set(`${itemId(item)}:${key}`, row.value);
     }
     return { inputs, kept: values };
   }
