@@ -59,7 +59,7 @@ describe('hostile input on every route', () => {
  * with Retry-After on every path that asks it, never a 500.
  */
 describe('a Temporal server that does not know the namespace', () => {
-  it('answers 503 service_unavailable, with or without an Idempotency-Key, and keeps the record to retry', async () => {
+  it('answers 503 service_unavailable, with or without an Idempotency-Key, and keeps the record of the start that failed, its error shown to who asked for it', async () => {
     const lost = await startTestApp({ env: { TEMPORAL_NAMESPACE: `svc-missing-${process.pid}` } });
     try {
       const created = await lost.admin.post('/api/workflow/v1/workflows', {
@@ -83,6 +83,27 @@ describe('a Temporal server that does not know the namespace', () => {
         `select e.status, e.error from executions e join idempotency_keys k on k.execution_id = e.id where k.key = 'lost-namespace-1'`,
       );
       expect(record).toMatchObject({ status: 'failed', error: { code: 'start_failed' } });
+      // The record of a start that never happened was written by whoever asked for it: they see
+      // why it failed, in the list as in the view (its people are worked out the same way there,
+      // though no run has claimed it).
+      const editor = await lost.createUser('editor');
+      const shared = await lost.admin.post('/api/workflow/v1/workflows', {
+        title: 'Namespace lost, shared',
+        trigger: { type: 'manual' },
+        nodes: [{ id: 'a', type: 'transform', config: { value: { x: 1 } } }],
+        edges: [],
+        shared_with: [editor.id],
+      });
+      expect((await editor.client.post(`/api/workflow/v1/workflows/${shared.body.data.id}/run`, { payload: null })).status).toBe(503);
+      const listed = (await editor.client.get(`/api/workflow/v1/executions?workflow_id=${shared.body.data.id}`)).body.data.items;
+      expect(listed).toHaveLength(1);
+      const viewed = (await editor.client.get(`/api/workflow/v1/executions/${listed[0].id}`)).body.data;
+      expect(viewed.error).toMatchObject({ code: 'start_failed', message: expect.stringContaining('Temporal is unavailable') });
+      expect(listed[0].error).toEqual({
+        code: viewed.error.code,
+        message: viewed.error.message,
+        ...(viewed.error.node_id ? { node_id: viewed.error.node_id } : {}),
+      });
       // A schedule is Temporal's too: activating one asks it.
       const scheduled = await lost.admin.post('/api/workflow/v1/workflows', {
         title: 'Namespace lost, scheduled',

@@ -385,11 +385,16 @@ export class ExecutionService {
     const items = await Promise.all(
       rows.map(async (r) => {
         const summary = this.summary(r);
-        // An error's message and data are the run's data: the rule of the execution view. A run of
-        // its own (not a replay carrying another's data) is told from the row; a replay is asked.
-        const own = holdsRunRights(principal, [{ ownerId: r.workflow_owner_id, actingUserIds: r.acting_user_ids ?? [r.workflow_owner_id] }]);
         // Without an error there is nothing to withhold, and nothing to ask.
-        const shown = own && (r.replay_of === null || !r.error || (await this.mayViewRunData(principal, Number(r.id))));
+        if (!r.error) return summary;
+        // An error's message and data are the run's data: the rule of the execution view. A claimed
+        // run of its own (not a replay carrying another's data) is told from the row; a replay, or
+        // a run whose people are not fixed yet (not claimed, or never started), is asked as the
+        // execution view asks.
+        const shown =
+          r.acting_user_ids !== null && r.replay_of === null
+            ? holdsRunRights(principal, [{ ownerId: r.workflow_owner_id, actingUserIds: r.acting_user_ids }])
+            : await this.mayViewRunData(principal, Number(r.id));
         return shown ? summary : { ...summary, error: withheldError(summary.error) };
       }),
     );
