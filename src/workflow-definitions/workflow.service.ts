@@ -51,6 +51,11 @@ export function workflowVisibility(principal: Principal, alias = 'w'): [string, 
   return [`(${alias}.owner_id = ? or ? = any(${alias}.shared_with))`, [principal.id, principal.id]];
 }
 
+/** The same rule as workflowVisibility, over a workflow row already read. */
+export function workflowVisibleTo(principal: Principal, row: Pick<WorkflowRow, 'owner_id'> & { shared_with?: number[] | null }): boolean {
+  return principal.role === 'administrator' || row.owner_id === principal.id || (row.shared_with ?? []).includes(principal.id);
+}
+
 /**
  * Whether a workflow exists at all is its owner's choice, as whom it is shared with is: someone it
  * is shared with may edit and run it, not archive, restore or purge it (administrators may).

@@ -5,7 +5,7 @@ import type { Queryable, Sql, Transaction } from '../db/sql.js';
 import { AppError } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import type { WorkflowSchedules } from '../workflow-definitions/workflow.schedules.js';
-import { workflowVisibility, type WorkflowService } from '../workflow-definitions/workflow.service.js';
+import { workflowVisibility, workflowVisibleTo, type WorkflowService } from '../workflow-definitions/workflow.service.js';
 import type { CreateWorkflow, UpdateWorkflow, WorkflowRow } from '../workflow-definitions/workflow.schemas.js';
 import { checkFile, storedDefinition, type Checked } from './definition.js';
 import { fileFieldOf, mentionedIds, mentionedNames, namesForIds, type IdOf, type NameOf, type ReferenceKind } from './references.js';
@@ -70,9 +70,6 @@ interface Prepared {
   /** Resolves names for a file once the ids of created workflows are known. */
   idOf(planned: Planned, created: Map<string, number>): IdOf;
 }
-
-const visibleTo = (principal: Principal, row: Row) =>
-  principal.role === 'administrator' || row.owner_id === principal.id || (row.shared_with ?? []).includes(principal.id);
 
 /** JSON with sorted keys: two equal definitions, whatever order PostgreSQL gave their keys in. */
 function canonicalJson(value: unknown): string {
@@ -257,7 +254,7 @@ export class WorkflowFilesService {
     );
     for (const [slug, parsed] of files) {
       const row = rows.get(slug);
-      if (row && !visibleTo(principal, row)) {
+      if (row && !workflowVisibleTo(principal, row)) {
         problems.push({ file: parsed.path, field: 'slug', message: `the slug ${slug} is taken by a workflow you cannot see`, ...line(parsed, 'slug') });
         files.delete(slug);
       }
@@ -417,7 +414,8 @@ export class WorkflowFilesService {
         if (kind === 'workflow') {
           if (files.has(name)) return rows.get(name)?.id ?? created.get(name) ?? { problem: `workflow ${name} is not created by these files` };
           const target = referenced.get(name);
-          if (!target || !visibleTo(principal, target)) return { problem: `no workflow with slug ${name} among the files or the workflows you may see` };
+          if (!target || !workflowVisibleTo(principal, target))
+            return { problem: `no workflow with slug ${name} among the files or the workflows you may see` };
           if (target.status === 'archived') return { problem: `workflow ${name} is archived: restore it, or add its file` };
           if (archivedByPrune.has(name)) return { problem: `workflow ${name} has no file, so prune would archive it` };
           return target.id;
