@@ -118,6 +118,12 @@ async function checkAsTheToolWould(tool: string, ports: AgentToolPorts, runner: 
   }
 }
 
+/** `row` when it is an agent action the caller may see (see visibleAction); else 404. */
+function visibleAgentAction(principal: Principal, row: ActionWithSession | WorkflowActionRow | undefined): ActionWithSession {
+  if (!row || row.source !== 'agent' || (!gateRights(principal, row).maySee && row.decided_by !== principal.id)) throw notFound('Action');
+  return row;
+}
+
 /** The side-effect gate's API side: decisions, the inbox and the audit trail of actions. */
 export class AgentGateService {
   constructor(
@@ -133,16 +139,14 @@ export class AgentGateService {
 
   /** An agent action the caller may see (they may decide it, own or administer its session, or decided it); else 404. */
   private async visibleAction(principal: Principal, actionId: string): Promise<ActionWithSession> {
-    const row = UUID.test(actionId) ? await this.actions.withSession(actionId) : undefined;
-    if (!row || row.source !== 'agent' || (!gateRights(principal, row).maySee && row.decided_by !== principal.id)) throw notFound('Action');
-    return row;
+    return visibleAgentAction(principal, UUID.test(actionId) ? await this.actions.withSession(actionId) : undefined);
   }
 
   /** One action of the gate: an agent's, or a workflow approval (`origin`: for its approver's link). */
   async action(principal: Principal, actionId: string, origin?: string): Promise<ActionView | WorkflowActionView> {
     const row = UUID.test(actionId) ? await this.actions.withSession(actionId) : undefined;
     if (row?.source === 'workflow' && this.approvals) return this.approvals.view(principal, row, origin);
-    return actionView(await this.visibleAction(principal, actionId));
+    return actionView(visibleAgentAction(principal, row));
   }
 
   /** The audit trail of one session, oldest first. */
