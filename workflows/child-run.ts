@@ -1,6 +1,14 @@
 // A run_workflow node: a child run of another workflow, in a graph or for a for_each item. Workflow code.
 import { ApplicationFailure, executeChild, isCancellation, workflowInfo } from '@temporalio/workflow';
-import { RUN_GRAPH_WORKFLOW, childWorkflowId, itemChildWorkflowId, type GraphNode, type RunGraphInput, type RunNodeOutput } from './defs.js';
+import {
+  RUN_GRAPH_WORKFLOW,
+  childWorkflowId,
+  itemChildWorkflowId,
+  type GraphNode,
+  type RunGraphInput,
+  type RunGraphResult,
+  type RunNodeOutput,
+} from './defs.js';
 import { control, localControl } from './control.js';
 import { CODE } from './error-codes.js';
 import { nodeErrorOf } from './node-errors.js';
@@ -18,21 +26,11 @@ export async function runChild(run: Scope, node: GraphNode): Promise<RunNodeOutp
       other(run, () =>
         executeChild(RUN_GRAPH_WORKFLOW, {
           workflowId: childWorkflowId(workflowInfo().workflowId, node.id),
-          // Answers recorded before children knew their parent carry no parentExecutionId.
-          args: [
-            {
-              workflowId: child.workflowId,
-              payload: child.payload ?? null,
-              trigger: 'child',
-              ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
-              ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
-            } satisfies RunGraphInput,
-          ],
+          args: [childInput(child)],
         }),
       ),
     );
-    const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
-    if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
+    const output = childOutput(result);
     // A child's large output stays out of this run's history too: the activity copies it into
     // this node's entry and answers a reference.
     const kept = await local(run, () =>
@@ -62,19 +60,28 @@ async function runItemChild(run: Scope, item: ItemScope, node: GraphNode): Promi
   const result = await other(run, () =>
     executeChild(RUN_GRAPH_WORKFLOW, {
       workflowId: itemChildWorkflowId(item.itemsWorkflowId, item.key.index, node.id),
-      args: [
-        {
-          workflowId: child.workflowId,
-          payload: child.payload ?? null,
-          trigger: 'child',
-          parentExecutionId: child.parentExecutionId,
-          ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
-        } satisfies RunGraphInput,
-      ],
+      args: [childInput(child)],
     }),
   );
-  if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
-  const output = { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
+  const output = childOutput(result);
   if (!result.lastOutputRef && jsonBytes(output) <= inlineBytes) return { output };
   return other(run, () => control.keepItemOutput(item.key, node.id, output, result.lastOutputRef));
+}
+
+/** What a child run starts with, as its prepare step answered. */
+function childInput(child: { workflowId: number; payload?: unknown; parentExecutionId?: number; payloadRef?: RunGraphInput['payloadRef'] }): RunGraphInput {
+  return {
+    workflowId: child.workflowId,
+    payload: child.payload ?? null,
+    trigger: 'child',
+    // Answers recorded before children knew their parent carry no parentExecutionId.
+    ...(child.parentExecutionId !== undefined ? { parentExecutionId: child.parentExecutionId } : {}),
+    ...(child.payloadRef ? { payloadRef: child.payloadRef } : {}),
+  };
+}
+
+/** A run_workflow node's output: the child's execution, status and output; a failed child fails the node (node_failed). */
+function childOutput(result: RunGraphResult): { execution_id: number; status: RunGraphResult['status']; output: unknown } {
+  if (result.status === 'failed') throw ApplicationFailure.nonRetryable(`Child workflow failed: ${result.error?.message ?? ''}`, CODE.node_failed);
+  return { execution_id: result.executionId, status: result.status, output: result.lastOutput ?? null };
 }
