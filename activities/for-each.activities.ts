@@ -38,7 +38,7 @@ import {
 } from './graph.activities.js';
 import { boundFailure, checkOutputSize, errorOf, jsonBytes, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
-import { contextValues } from './run-values.js';
+import { contextValues, evaluateForNode } from './run-values.js';
 
 /** What a loop's first step is given: the node, its context, and where the loop is. */
 export interface LoopStart {
@@ -103,9 +103,8 @@ export async function beginLoop(g: GraphWorker, start: LoopStart): Promise<Begun
   if (!within) await writeNode(g, ref.id, node, { status: 'running', started_at: startedAt, attempts: 1, input: node.config });
   try {
     const config = node.config as unknown as ForEachConfig;
-    const { config: limits, expressions, executionItems } = g.ports;
-    const values = await contextValues(g.ports.executionMirror, ref.id, context, g.ports.executionItems);
-    const items = await expressions.resolve(config.items, { ...values, execution: { id: ref.id, workflow_id: ref.workflowId } });
+    const { config: limits, executionItems } = g.ports;
+    const items = await evaluateForNode(g.ports, ref, context, config.items);
     if (!Array.isArray(items)) throw ApplicationFailure.nonRetryable(`items evaluated to ${kindOf(items)}, not an array`, CODE.items_not_array);
     if (items.length > limits.SVC_FOR_EACH_MAX_ITEMS) {
       throw ApplicationFailure.nonRetryable(
@@ -206,8 +205,7 @@ export async function prepareItemChildRun(
 ): Promise<{ workflowId: number; payload?: unknown; parentExecutionId: number; payloadRef?: { execution: number; node: string; item: ItemKey } }> {
   try {
     const ref = await executionById(g, item.execution);
-    const values = await contextValues(g.ports.executionMirror, ref.id, context, g.ports.executionItems);
-    const config = (await g.ports.expressions.resolve(node.config, { ...values, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
+    const config = (await evaluateForNode(g.ports, ref, context, node.config)) as {
       workflow_id: number;
       payload?: unknown;
     };

@@ -12,7 +12,6 @@ import {
   type RunNodeInput,
   type RunNodeOutput,
 } from '../workflows/defs.js';
-import type { ExpressionContext } from '../src/nodes/expressions.js';
 import type { ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
 import { nodeTypes } from '../src/nodes/index.js';
 import { firstStepAnswer, type Understands } from '../src/executions/first-step.js';
@@ -35,7 +34,7 @@ import { ForgetfulMap, OldestFirstMap } from './caches.js';
 import { withHeartbeat } from './heartbeat.js';
 import { boundFailure, checkOutputSize, errorOf, forHistory, invalidConfig, jsonBytes, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
-import { contextValues } from './run-values.js';
+import { evaluateForNode } from './run-values.js';
 import { admitScheduledRun, keepScheduledRefusal } from './scheduled-runs.js';
 import { CODE } from '../workflows/error-codes.js';
 
@@ -369,8 +368,7 @@ export async function prepareChildRun(
   const ref = await currentExecution(g, runId);
   await writeNode(g, ref.id, node, { status: 'running', started_at: new Date(), attempts: 1, input: node.config });
   try {
-    const values = await contextValues(g.ports.executionMirror, ref.id, context, g.ports.executionItems);
-    const config = (await g.ports.expressions.resolve(node.config, { ...values, execution: { id: ref.id, workflow_id: ref.workflowId } })) as {
+    const config = (await evaluateForNode(g.ports, ref, context, node.config)) as {
       workflow_id: number;
       payload?: unknown;
     };
@@ -557,11 +555,7 @@ export async function executeNode(g: GraphWorker, attempt: NodeAttempt, context:
   const activity = Context.current();
   const type = nodeTypes.get(node.type);
   if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, CODE.validation_failed);
-  const expressionContext: ExpressionContext = {
-    ...(await contextValues(g.ports.executionMirror, ref.id, context, g.ports.executionItems)),
-    execution: { id: ref.id, workflow_id: ref.workflowId },
-  };
-  attempt.input = await g.ports.expressions.resolve(node.config, expressionContext);
+  attempt.input = await evaluateForNode(g.ports, ref, context, node.config);
   const parsed = (type.resolvedSchema ?? type.configSchema).safeParse(attempt.input);
   if (!parsed.success) throw invalidConfig(parsed.error.issues);
   const result = await type.run({

@@ -6,7 +6,7 @@ import type { GraphNode, RunNodeInput } from '../workflows/defs.js';
 import { CODE } from '../workflows/error-codes.js';
 import { errorOf, invalidConfig, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
-import { contextValues } from './run-values.js';
+import { evaluateForNode } from './run-values.js';
 
 // What the steps of the nodes the workflow runs itself (a wait, an approval) share with each other:
 // the run's record, the node's configuration with its expressions evaluated, its timeline entry.
@@ -38,8 +38,7 @@ export class RunSteps {
   async config<C>(ref: ExecutionRef, node: GraphNode, context: RunNodeInput['context']): Promise<{ input: unknown; config: C }> {
     const type = nodeTypes.get(node.type);
     if (!type) throw ApplicationFailure.nonRetryable(`Unknown node type ${node.type}`, CODE.validation_failed);
-    const values = await contextValues(this.ports.executionMirror, ref.id, context);
-    const input = await this.ports.expressions.resolve(node.config, { ...values, execution: { id: ref.id, workflow_id: ref.workflowId } });
+    const input = await evaluateForNode({ executionMirror: this.ports.executionMirror, expressions: this.ports.expressions }, ref, context, node.config);
     const parsed = (type.resolvedSchema ?? type.configSchema).safeParse(input);
     if (!parsed.success) throw invalidConfig(parsed.error.issues);
     return { input, config: parsed.data as C };

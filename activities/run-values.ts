@@ -3,6 +3,7 @@
 // answering an output by reference when it is too large to go back through history.
 import { ApplicationFailure } from '@temporalio/activity';
 import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
+import type { ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
 import { itemId, type ExecutionItems } from '../src/executions/execution-items.store.js';
 import type { NodeContext, RunNodeOutput } from '../workflows/defs.js';
 import { CODE } from '../workflows/error-codes.js';
@@ -45,6 +46,25 @@ export async function contextValues(
   }
   const itemValue = refs.item ? { item: fromItems.inputs.get(itemId(refs.item)) ?? null, index: refs.item.index } : item;
   return { trigger: refs.trigger ? (read.trigger ?? null) : context.trigger, nodes, ...itemValue };
+}
+
+/**
+ * Evaluates `template` (a node's configuration, or a part of it) for a node of `execution`: its
+ * `{{ }}` against the node's context (its values read back as contextValues does) and the
+ * execution's id and workflow.
+ */
+export async function evaluateForNode(
+  ports: {
+    executionMirror: Pick<ExecutionMirror, 'readValues'>;
+    expressions: Pick<ExpressionSandbox, 'resolve'>;
+    executionItems?: Pick<ExecutionItems, 'read'>;
+  },
+  execution: { id: number; workflowId: number },
+  context: NodeContext,
+  template: unknown,
+): Promise<unknown> {
+  const values = await contextValues(ports.executionMirror, execution.id, context, ports.executionItems);
+  return ports.expressions.resolve(template, { ...values, execution: { id: execution.id, workflow_id: execution.workflowId } });
 }
 
 /**
