@@ -210,6 +210,8 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
 
   // Untraced first: the same process as `npm start` runs it, for the latency tracing does not add.
   const plain = await startOurs(await oursEnv({ ...settings, queue: 'bench-plain', localPureNodes: true }), join(dir, 'plain.log'));
+  // Stopped here once measured, and by the cleanup if a request fails first (a second stop does nothing).
+  cleanup.add(() => plain.stop());
   const plainHook = await webhookWorkflow(oursApi(plain).call, target.url);
   await calls(plain.api, plainHook, 10);
   const plainSamples = await calls(plain.api, plainHook, SAMPLES);

@@ -171,6 +171,12 @@ export function cpuMs(pid: number): number {
   return ticks * TICK_MS;
 }
 
+/** CPU milliseconds of `pid` alone (utime + stime of its threads), without its children. */
+export function ownCpuMs(pid: number): number {
+  const f = statOf(pid);
+  return f ? (Number(f[11]) + Number(f[12])) * TICK_MS : NaN;
+}
+
 /** Bytes the process caused to be written to storage so far (/proc/<pid>/io write_bytes: page-cache pages it dirtied). */
 export function writtenBytes(pid: number): number {
   try {

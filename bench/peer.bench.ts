@@ -23,7 +23,7 @@
  * (300), BENCH_PEER_PARTIES (n8n,bare,bare-local,ours), BENCH_PEER_W2_RUNS (3).
  * Run: npm run bench -- peer   (writes bench/results/peer.md and its section of latest.md)
  */
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { Agent, request } from 'node:http';
 import { loadavg } from 'node:os';
@@ -32,7 +32,7 @@ import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
 import { bundleWorkflows } from '../src/temporal/worker.js';
 import { nodeTypes } from '../src/nodes/index.js';
-import { cpuMs, oursApi, oursEnv, startBare, startOurs, startTarget, webhookWorkflow } from './harness.js';
+import { cpuMs, oursApi, oursEnv, ownCpuMs, startBare, startOurs, startTarget, webhookWorkflow } from './harness.js';
 import { cleanups, median, percentile, report, round, row, runMain, scratchDir, section, type BenchRow } from './lib.js';
 import { PEER_TARGET, startN8nPeer, type N8nPeer } from './n8n-peer.js';
 import { benchServers } from './servers.js';
@@ -51,18 +51,6 @@ const say = (line: string) => process.stderr.write(`[peer] ${line}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------- CPU of one process
-
-const TICK_MS = 10;
-/** CPU ms of `pid` alone (utime + stime of its threads), without its children. */
-function ownCpuMs(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) * TICK_MS;
-  } catch {
-    return NaN;
-  }
-}
 
 /** A process whose CPU a party's requests cost. */
 interface Proc {
