@@ -26,20 +26,15 @@
  * the table gives the traced p50 beside an untraced one measured in the same process's absence.
  * Run: npm run bench -- breakdown   (BENCH_SAMPLES, default 60)
  */
-import { rmSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { loadavg } from 'node:os';
 import { Client, Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import pg from 'pg';
-import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
-import { bundleWorkflows } from '../src/temporal/worker.js';
-import { oursApi, oursEnv, startOurs, startTarget, webhookWorkflow } from './harness.js';
-import { cleanups, median, percentile, round, runMain, scratchDir, section } from './lib.js';
-import { benchServers } from './servers.js';
+import { benchSetup, oursApi, oursEnv, startOurs, webhookWorkflow } from './harness.js';
+import { cleanups, median, percentile, round, runMain, section } from './lib.js';
 
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 60);
 const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
@@ -116,17 +111,9 @@ async function main() {
 }
 
 async function bench(cleanup: ReturnType<typeof cleanups>) {
-  const env = await benchServers('breakdown', logger);
-  cleanup.add(() => env.stop());
-  const target = await startTarget();
-  cleanup.add(() => target.close());
+  const { env, target, dir, settings } = await benchSetup('breakdown', logger, cleanup);
   const collector = await startCollector();
   cleanup.add(() => collector.close());
-  const dir = scratchDir('svc-bench-breakdown-');
-  cleanup.add(() => rmSync(dir, { recursive: true, force: true }));
-  const bundlePath = join(dir, 'bundle.js');
-  await writeFile(bundlePath, (await bundleWorkflows()).code);
-  const settings = { databaseUrl: env.databaseUrl, temporalAddress: env.temporalAddress, key: generateMasterKey(), bundlePath, dir, targetUrl: target.url };
   const connection = await Connection.connect({ address: env.temporalAddress });
   cleanup.add(() => connection.close());
   const temporal = new Client({ connection });

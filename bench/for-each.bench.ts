@@ -15,17 +15,12 @@
  *
  * Run: node --import tsx bench/for-each.bench.ts   (BENCH_ITEMS=10000, BENCH_ROUNDS=1)
  */
-import { rmSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
-import { bundleWorkflows } from '../src/temporal/worker.js';
-import { cpuMs, historiesBetween, oursApi, oursEnv, startBare, startOurs, startTarget, type BareProcess, type OursProcess } from './harness.js';
-import { cleanups, median, report, round, row, runMain, scratchDir, type BenchRow } from './lib.js';
-import { benchServers } from './servers.js';
+import { type BareProcess, benchSetup, cpuMs, historiesBetween, oursApi, oursEnv, type OursProcess, startBare, startOurs } from './harness.js';
+import { cleanups, median, report, round, row, runMain, type BenchRow } from './lib.js';
 
 const ITEMS = Number(process.env.BENCH_ITEMS ?? 10_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1);
@@ -55,15 +50,7 @@ async function main() {
 }
 
 async function bench(cleanup: ReturnType<typeof cleanups>) {
-  const env = await benchServers('for_each', logger);
-  cleanup.add(() => env.stop());
-  const target = await startTarget();
-  cleanup.add(() => target.close());
-  const dir = scratchDir('svc-bench-for-each-');
-  cleanup.add(() => rmSync(dir, { recursive: true, force: true }));
-  const bundlePath = join(dir, 'bundle.js');
-  await writeFile(bundlePath, (await bundleWorkflows()).code);
-  const settings = { databaseUrl: env.databaseUrl, temporalAddress: env.temporalAddress, key: generateMasterKey(), bundlePath, dir, targetUrl: target.url };
+  const { env, target, dir, settings } = await benchSetup('for_each', logger, cleanup);
   // BENCH_PROFILE=<dir>: our process under --cpu-prof, its profile written there when it stops.
   const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : [];
   const ours = await startOurs(await oursEnv({ ...settings, queue: 'bench-loops', localPureNodes: true }), join(dir, 'ours.log'), profile);

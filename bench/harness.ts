@@ -12,7 +12,8 @@
  *    the window, from its visibility store.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { createWriteStream, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -21,9 +22,13 @@ import type { Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import pg from 'pg';
 import { stopChild, tail, waitFor } from '../src/platform/child-process.js';
+import { generateMasterKey } from '../src/platform/crypto.js';
+import type { Logger } from '../src/platform/logger.js';
+import { bundleWorkflows } from '../src/temporal/worker.js';
 import { freePort } from '../test/helpers/ports.js';
 import type { BareAnswer, BareCommand } from './bare.js';
-import { apiCaller, basicAuth } from './lib.js';
+import { apiCaller, basicAuth, scratchDir, type cleanups } from './lib.js';
+import { benchServers } from './servers.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -462,4 +467,22 @@ export async function webhookWorkflow(call: ReturnType<typeof apiCaller>, target
     nodes: [{ id: 'get', type: 'http_request', connection_id: connection.id, config: { method: 'GET', path: '/' } }],
   })) as { id: number; slug: string; webhook: { secret: string } };
   return { connectionId: connection.id, workflowId: hook.id, path: `/api/workflow/v1/hooks/${hook.slug}`, secret: hook.webhook.secret };
+}
+
+/**
+ * What most benchmarks start with: the benchmark's PostgreSQL and Temporal servers, the local HTTP
+ * target, a scratch directory holding the workflow bundle, and the settings of a service process
+ * on them (oursEnv's, but for the queue and localPureNodes); all of it on `cleanup`'s list.
+ */
+export async function benchSetup(name: string, logger: Logger, cleanup: ReturnType<typeof cleanups>) {
+  const env = await benchServers(name, logger);
+  cleanup.add(() => env.stop());
+  const target = await startTarget();
+  cleanup.add(() => target.close());
+  const dir = scratchDir(`svc-bench-${name.replace(/_/g, '-')}-`);
+  cleanup.add(() => rmSync(dir, { recursive: true, force: true }));
+  const bundlePath = join(dir, 'bundle.js');
+  await writeFile(bundlePath, (await bundleWorkflows()).code);
+  const settings = { databaseUrl: env.databaseUrl, temporalAddress: env.temporalAddress, key: generateMasterKey(), bundlePath, dir, targetUrl: target.url };
+  return { env, target, dir, settings };
 }

@@ -9,16 +9,11 @@
  *   BENCH_ROUNDS (4), BENCH_C1 (60 requests), BENCH_C50 (200 requests)
  * Run: node --import tsx bench/levers.ts
  */
-import { rmSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
-import { bundleWorkflows } from '../src/temporal/worker.js';
-import { cpuMs, oursApi, oursEnv, startOurs, startTarget, webhookWorkflow } from './harness.js';
-import { cleanups, load, median, round, runMain, scratchDir } from './lib.js';
-import { benchServers } from './servers.js';
+import { benchSetup, cpuMs, oursApi, oursEnv, startOurs, webhookWorkflow } from './harness.js';
+import { cleanups, load, median, round, runMain } from './lib.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
 const C1 = Number(process.env.BENCH_C1 ?? 60);
@@ -46,27 +41,10 @@ async function main() {
 }
 
 async function bench(cleanup: ReturnType<typeof cleanups>) {
-  const env = await benchServers('levers', logger);
-  cleanup.add(() => env.stop());
-  const target = await startTarget();
-  cleanup.add(() => target.close());
-  const dir = scratchDir('svc-bench-levers-');
-  cleanup.add(() => rmSync(dir, { recursive: true, force: true }));
-  const bundlePath = join(dir, 'bundle.js');
-  await writeFile(bundlePath, (await bundleWorkflows()).code);
-  const key = generateMasterKey();
+  const { env, target, dir, settings } = await benchSetup('levers', logger, cleanup);
   const sides = [];
   for (const [i, v] of variants.entries()) {
-    const base = await oursEnv({
-      databaseUrl: env.databaseUrl,
-      temporalAddress: env.temporalAddress,
-      queue: `bench-lever-${i}`,
-      localPureNodes: true,
-      key,
-      bundlePath,
-      dir,
-      targetUrl: target.url,
-    });
+    const base = await oursEnv({ ...settings, queue: `bench-lever-${i}`, localPureNodes: true });
     const ours = await startOurs({ ...base, ...v.env }, join(dir, `lever-${i}.log`));
     cleanup.add(() => ours.stop());
     const hook = await webhookWorkflow(oursApi(ours).call, target.url);

@@ -29,37 +29,32 @@
  * total over those rounds divided by their runs (or nodes).
  * Run: node --import tsx bench/workflows.bench.ts   (BENCH_SCALE=0.3 for a quick pass)
  */
-import { rmSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { generateMasterKey } from '../src/platform/crypto.js';
 import { createLogger } from '../src/platform/logger.js';
-import { bundleWorkflows } from '../src/temporal/worker.js';
 import {
-  CHAIN,
-  HTTP_CHAIN,
-  PgStats,
+  type BareProcess,
+  benchSetup,
   benchWorkflows,
+  CHAIN,
   cpuMs,
   findTemporalMetrics,
   historiesBetween,
+  type HistoryTotals,
+  HTTP_CHAIN,
   isWriteOperation,
   oursApi,
   oursEnv,
-  startBare,
-  startOurs,
-  startTarget,
-  temporalPersistence,
-  writtenBytes,
-  type BareProcess,
-  type HistoryTotals,
   type OursProcess,
   type PgCounters,
+  PgStats,
+  startBare,
+  startOurs,
+  temporalPersistence,
+  writtenBytes,
 } from './harness.js';
-import { apiCaller, cleanups, load, median, report, round, row, scratchDir, type BenchRow, runMain } from './lib.js';
-import { benchServers } from './servers.js';
+import { apiCaller, cleanups, load, median, report, round, row, type BenchRow, runMain } from './lib.js';
 
 const scale = Number(process.env.BENCH_SCALE ?? 1);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -115,16 +110,7 @@ async function main() {
 }
 
 async function bench(cleanup: ReturnType<typeof cleanups>) {
-  const env = await benchServers('workflows', logger);
-  cleanup.add(() => env.stop());
-  const target = await startTarget();
-  cleanup.add(() => target.close());
-  const dir = scratchDir('svc-bench-workflows-');
-  cleanup.add(() => rmSync(dir, { recursive: true, force: true }));
-  const bundlePath = join(dir, 'bundle.js');
-  await writeFile(bundlePath, (await bundleWorkflows()).code);
-  const key = generateMasterKey();
-  const settings = { databaseUrl: env.databaseUrl, temporalAddress: env.temporalAddress, key, bundlePath, dir, targetUrl: target.url };
+  const { env, target, dir, settings } = await benchSetup('workflows', logger, cleanup);
 
   const ours = await startOurs(await oursEnv({ ...settings, queue: 'bench-ours', localPureNodes: true }), join(dir, 'ours.log'));
   cleanup.add(() => ours.stop());
