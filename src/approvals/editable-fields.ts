@@ -1,14 +1,11 @@
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import * as addFormatsModule from 'ajv-formats';
+import type { ErrorObject } from 'ajv/dist/2020.js';
 import { validationFailed, type FieldProblem } from '../platform/errors.js';
 import { ExpressionLimitError, type ExpressionSandbox } from '../nodes/expression-sandbox.js';
+import { schemaValidators } from '../nodes/schema-validators.mjs';
 
 // What an approver may change of an approval's fields: the keys the node's `editable` JSON Schema
 // lists under `properties`, and only so that the editable part of the fields still satisfies the
 // schema. Pure, so it is unit tested on its own (editable-fields.test.ts).
-
-// ajv-formats is CommonJS; under ESM its function arrives as the namespace's default.
-const addFormats = (addFormatsModule as unknown as { default: (ajv: Ajv2020) => void }).default;
 
 /** Largest `editable` schema a node may carry (JSON text); a schema is configuration, not data. */
 export const MAX_EDITABLE_SCHEMA_BYTES = 16 * 1024;
@@ -17,20 +14,7 @@ export const MAX_FIELDS_BYTES = 64 * 1024;
 
 export type EditableSchema = { type: 'object'; properties: Record<string, Record<string, unknown>> } & Record<string, unknown>;
 
-const ajv = new Ajv2020({ allErrors: true, strict: false });
-addFormats(ajv);
-const compiled = new Map<string, ValidateFunction>();
-
-function validatorOf(schema: EditableSchema): ValidateFunction {
-  const key = JSON.stringify(schema);
-  let validate = compiled.get(key);
-  if (!validate) {
-    validate = ajv.compile(schema);
-    if (compiled.size >= 200) compiled.delete(compiled.keys().next().value!);
-    compiled.set(key, validate);
-  }
-  return validate;
-}
+const { validatorOf } = schemaValidators();
 
 /**
  * Why `schema` cannot serve as an `editable` schema, or undefined when it can. A stored schema may

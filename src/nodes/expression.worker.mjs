@@ -6,8 +6,7 @@
 import { parentPort } from 'node:worker_threads';
 import jsonata from 'jsonata';
 import { templateParts, wholeExpression } from '../../workflows/template-scan.mjs';
-import Ajv2020Module from 'ajv/dist/2020.js';
-import addFormatsModule from 'ajv-formats';
+import { schemaValidators } from './schema-validators.mjs';
 /**
  * JSONata's own guardrails, within the sandbox's deadline: its evaluation loop stops itself a
  * little before the thread would be terminated, and recursion and sequences are bounded too.
@@ -111,25 +110,12 @@ function largerThan(value, limit) {
 // a busy machine) never counts against an expression.
 parentPort.postMessage({ ready: true });
 
-/** JSON Schemas checked here, compiled once (as src/approvals/editable-fields.ts compiles them). */
-const Ajv2020 = Ajv2020Module.Ajv2020 ?? Ajv2020Module.default ?? Ajv2020Module;
-const addFormats = addFormatsModule.default ?? addFormatsModule;
-let ajv;
-const validators = new Map();
+/** JSON Schemas checked here, compiled once (the same cache as src/approvals/editable-fields.ts uses). */
+const schemas = schemaValidators();
 
 /** Ajv's errors of `value` against `schema`, or null: its patterns run here, where the deadline stops them. */
 function checkSchema({ schema, value }) {
-  if (!ajv) {
-    ajv = new Ajv2020({ allErrors: true, strict: false });
-    addFormats(ajv);
-  }
-  const key = JSON.stringify(schema);
-  let validate = validators.get(key);
-  if (!validate) {
-    validate = ajv.compile(schema);
-    if (validators.size >= 200) validators.delete(validators.keys().next().value);
-    validators.set(key, validate);
-  }
+  const validate = schemas.validatorOf(schema);
   if (validate(value)) return null;
   return validate.errors.map(({ keyword, instancePath, params, message }) => ({ keyword, instancePath, params, message }));
 }

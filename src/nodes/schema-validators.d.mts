@@ -1,0 +1,3 @@
+import type { ValidateFunction } from 'ajv/dist/2020.js';
+
+export function schemaValidators(): { validatorOf(schema: object): ValidateFunction };
