@@ -46,16 +46,6 @@ function checkGraph(check: Check, graph: Graph, prefix: string, outer: Set<strin
   const bodies: [Body, string, GraphNode][] = [];
   graph.nodes.forEach((node, i) => {
     const at = `${prefix}nodes.${i}`;
-    if (prefix) {
-      // A body's nodes were stored as sent: each is shaped as a node of a workflow first.
-      const shaped = nodeSchema.safeParse(node);
-      if (!shaped.success) {
-        for (const issue of shaped.error.issues) problems.push({ field: [at, ...issue.path.map(String)].join('.'), message: issue.message });
-        return;
-      }
-      node = shaped.data as GraphNode;
-      graph.nodes[i] = node;
-    }
     if (check.seen.has(node.id)) {
       problems.push({
         field: `${at}.id`,
@@ -135,10 +125,13 @@ function checkBody(check: Check, body: Body, at: string, outer: Set<string> | un
     check.problems.push({ field: at, message: `for_each bodies nest at most ${MAX_LOOP_DEPTH} levels deep` });
     return;
   }
-  // A body's nodes were stored as sent: one that is not shaped as a node (null, a string) is
-  // reported, and the body's graph is not checked further (its ids and edges would mislead).
+  // A body's nodes were stored as sent: each is shaped as a node of a workflow (its defaults
+  // filled in) before its graph is checked. One that is not (null, a string) is reported, and the
+  // body's graph is not checked further (its ids and edges would mislead).
+  const nodes: GraphNode[] = [];
   const unshaped = body.nodes.flatMap((node, i) => {
     const shaped = nodeSchema.safeParse(node);
+    if (shaped.success) nodes.push(shaped.data as GraphNode);
     return shaped.success
       ? []
       : shaped.error.issues.map((issue) => ({ field: [`${at}.nodes.${i}`, ...issue.path.map(String)].join('.'), message: issue.message }));
@@ -151,7 +144,7 @@ function checkBody(check: Check, body: Body, at: string, outer: Set<string> | un
   }
   // Edges the schema refused (reported with the node's config) are left out of the graph's checks.
   const edges = (Array.isArray(body.edges) ? body.edges : []).filter((e) => e && typeof e.from === 'string' && typeof e.to === 'string');
-  const graph = { nodes: [...body.nodes] as GraphNode[], edges };
+  const graph = { nodes, edges };
   checkGraph(check, graph, `${at}.`, outer ?? check.all, depth + 1);
   const sources = new Set(graph.edges.map((e) => e.from));
   const sinks = graph.nodes.filter((n) => n && !sources.has(n.id)).map((n) => n.id);
