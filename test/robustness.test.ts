@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { temporalFailure } from '../src/temporal/connection.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 let app: TestApp;
@@ -114,6 +115,18 @@ describe('a Temporal server that does not know the namespace', () => {
       const activate = await lost.admin.post(`/api/workflow/v1/workflows/${scheduled.body.data.id}/activate`);
       expect(activate.status, activate.text).toBe(503);
       expect(activate.body.error).toBe('service_unavailable');
+      // Calls made on the workflow service directly (a replay's history read, its reset) get the
+      // namespace's absence as a bare gRPC NOT_FOUND: it is still the server's state, never a run
+      // gone past retention (which would turn a reset replay into a seeded new run).
+      const history = (namespace: string, workflowId: string) =>
+        lost.stack.services.temporal.client.workflowService.getWorkflowExecutionHistory({ namespace, execution: { workflowId } }).then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+      const lostNamespace = await history(lost.stack.services.temporal.namespace, 'no-such-run');
+      expect(temporalFailure(lostNamespace)?.kind).toBe('unavailable');
+      const unknownRun = await history(app.stack.services.temporal.namespace, `no-such-run-${process.pid}`);
+      expect(temporalFailure(unknownRun)?.kind).toBe('missing');
     } finally {
       await lost.close();
     }

@@ -1,6 +1,7 @@
 import { Client, Connection, defaultGrpcRetryOptions, isRetryableError, makeGrpcRetryInterceptor } from '@temporalio/client';
 import { defaultPayloadConverter, NamespaceNotFoundError, WorkflowNotFoundError, type Payload } from '@temporalio/common';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
+import proto from '@temporalio/proto';
 import type { Config } from '../config.js';
 import type { KeyRing } from '../platform/crypto.js';
 import { EncryptionCodec } from './codec.js';
@@ -95,6 +96,23 @@ export async function temporalHealthy(handle: TemporalHandle, timeoutMs = 2000):
 /** gRPC status codes Temporal answers that say something about the request, not the server's health. */
 const GRPC_NOT_FOUND = 5;
 const GRPC_REFUSED = new Set([3, 6, 9]); // INVALID_ARGUMENT, ALREADY_EXISTS, FAILED_PRECONDITION
+const NAMESPACE_NOT_FOUND = 'temporal.api.errordetails.v1.NamespaceNotFoundFailure';
+
+/**
+ * Whether a raw gRPC NOT_FOUND is Temporal's answer for a namespace it does not know (its status
+ * details name a NamespaceNotFoundFailure): calls made on the workflow service directly get it so,
+ * not as the client's NamespaceNotFoundError.
+ */
+function namespaceNotFound(grpc: { metadata?: unknown }): boolean {
+  const metadata = grpc.metadata as { get?: (key: string) => unknown[] } | undefined;
+  const status = typeof metadata?.get === 'function' ? metadata.get('grpc-status-details-bin')[0] : undefined;
+  if (!(status instanceof Uint8Array)) return false;
+  try {
+    return proto.google.rpc.Status.decode(status).details.some((d) => d.type_url?.endsWith(NAMESPACE_NOT_FOUND));
+  } catch {
+    return false;
+  }
+}
 
 /**
  * What a failed Temporal call means for the caller: `missing` (no such run, its history past
@@ -110,12 +128,13 @@ export function temporalFailure(err: unknown): { kind: 'missing' | 'refused' | '
   if (err instanceof NamespaceNotFoundError) return { kind: 'unavailable', detail: err.message };
   // The worker's native connection (the eager client's) reports a broken transport so.
   if ((err as { name?: unknown })?.name === 'TransportError') return { kind: 'unavailable', detail: (err as Error).message ?? '' };
-  const e = err as { name?: string; code?: unknown; details?: unknown; cause?: { code?: unknown; details?: unknown } } | undefined;
+  const e = err as
+    { name?: string; code?: unknown; details?: unknown; metadata?: unknown; cause?: { code?: unknown; details?: unknown; metadata?: unknown } } | undefined;
   const grpc = typeof e?.code === 'number' && typeof e?.details === 'string' ? e : e?.name === 'ServiceError' ? e.cause : undefined;
   if (!grpc && e?.name !== 'ServiceError') return undefined;
   const code = typeof grpc?.code === 'number' ? grpc.code : undefined;
   const detail = typeof grpc?.details === 'string' ? grpc.details : '';
-  if (code === GRPC_NOT_FOUND) return { kind: 'missing', detail };
+  if (code === GRPC_NOT_FOUND) return { kind: grpc && namespaceNotFound(grpc) ? 'unavailable' : 'missing', detail };
   if (code !== undefined && GRPC_REFUSED.has(code)) return { kind: 'refused', detail };
   return { kind: 'unavailable', detail };
 }
