@@ -43,6 +43,25 @@ interface PgClient {
  */
 export function numberPlaceholders(text: string): string {
   if (!text.includes('?')) return text;
+  // Long texts (a bulk insert's rows) are numbered each time, not kept.
+  if (text.length > NUMBERED_MAX_CHARS) return numberEach(text);
+  let numbered = numberedTexts.get(text);
+  if (numbered === undefined) {
+    // The texts are the code's own statements, a few hundred (record tables add some): once the
+    // cache is full it starts again rather than grow.
+    if (numberedTexts.size >= NUMBERED_KEPT) numberedTexts.clear();
+    numbered = numberEach(text);
+    numberedTexts.set(text, numbered);
+  }
+  return numbered;
+}
+
+/** Statement texts already numbered: a hot statement is numbered once, not at every call. */
+const numberedTexts = new Map<string, string>();
+const NUMBERED_KEPT = 500;
+const NUMBERED_MAX_CHARS = 8192;
+
+function numberEach(text: string): string {
   let n = 0;
   let out = '';
   let quoted = false;
