@@ -102,6 +102,11 @@ const ERROR_RUN_GRACE_MS = 10_000;
  * that ended sooner delays its answer by at most this.
  */
 const RESULT_POLL_AFTER_MS = 500;
+/**
+ * Why a finished wait stops what it still listens to: a reason given, so that aborting does not
+ * build a DOMException with its stack trace on every request that waits for a result.
+ */
+const WAIT_OVER = new Error('The wait for the run has ended');
 
 /**
  * Starting runs and reading the queryable mirror of their history. Each run is one Temporal
@@ -352,7 +357,7 @@ export class ExecutionService {
       return result;
     } finally {
       for (const timer of timers) clearTimeout(timer);
-      done.abort();
+      done.abort(WAIT_OVER);
     }
   }
 
