@@ -52,6 +52,32 @@ describe('hostile input on every route', () => {
     }
     expect(seen.length).toBeGreaterThan(operations.length);
   }, 300_000);
+
+  it('refuses a run wait outside its bounds with 400, and takes one within them', async () => {
+    const created = await app.admin.post('/api/workflow/v1/workflows', {
+      title: 'Wait bounds',
+      trigger: { type: 'manual' },
+      nodes: [{ id: 'a', type: 'transform', config: { value: { x: 1 } } }],
+      edges: [],
+    });
+    const run = (query: string) => app.admin.post(`/api/workflow/v1/workflows/${created.body.data.id}/run?${query}`, { payload: null });
+    for (const query of [
+      'wait=true&timeout_ms=0',
+      'wait=true&timeout_ms=-5',
+      'wait=true&timeout_ms=120001',
+      'wait=true&timeout_ms=abc',
+      'wait=true&timeout_ms=1.5',
+      'wait=maybe',
+    ]) {
+      const res = await run(query);
+      expect(res.status, `${query}: ${res.text}`).toBe(400);
+      expect(res.body).toMatchObject({ status: 'fail', error: 'validation_failed' });
+    }
+    // The lowest wait is taken (this app runs no worker: the run is still going when it ends).
+    const bounded = await run('wait=true&timeout_ms=1');
+    expect(bounded.status, bounded.text).toBe(202);
+    expect(bounded.body.data.execution_id).toEqual(expect.any(Number));
+  });
 });
 
 /**
