@@ -257,6 +257,12 @@ describe('licence webhooks: delivery', () => {
     expect(record.items[0]).toMatchObject({ status: 'failed', attempt_count: 3, last_status: 503, last_error: 'answered 503' });
     expect(record.items[0].attempts.map((a: { response_status: number }) => a.response_status)).toEqual([503, 503, 503]);
     expect((await deliveries(hook.id, '?status=delivered')).total).toBe(0);
+    // A page past the end is empty and still carries the total.
+    expect(await deliveries(hook.id, '?status=failed&page=9')).toMatchObject({ total: 1, items: [] });
+    const listed = await app.admin.get(`${root}?per_page=1`);
+    const past = await app.admin.get(`${root}?page=999`);
+    expect(past.body.data).toMatchObject({ total: listed.body.data.total, items: [] });
+    expect(listed.body.data.total).toBeGreaterThanOrEqual(1);
   });
 
   it('delivers events of changes made by the CLI, which only writes them: the sweep starts them', async () => {

@@ -77,20 +77,31 @@ export class LicenseWebhookStore {
     return row!;
   }
 
-  /** A total for a page past the end, which no row carries. */
-  private async count(text: string, params: unknown[]): Promise<number> {
-    const [row] = await this.sql.query<{ total: string }>(text, params);
-    return Number(row!.total);
+  /**
+   * One page of `from` (a table and its condition, `params` filling the condition's placeholders)
+   * and the total of its rows, from one statement (one snapshot), so that they always agree: also
+   * when the page is empty (past the end, or before a row arrives that a second count would see).
+   */
+  private async pageOf<T extends { id: unknown }>(
+    columns: string,
+    from: string,
+    params: unknown[],
+    order: string,
+    page: number,
+    perPage: number,
+  ): Promise<{ rows: T[]; total: number }> {
+    const found = await this.sql.query<T & { total: string }>(
+      `select p.*, t.total from (select count(*) as total from ${from}) t
+         left join lateral (select ${columns} from ${from} order by ${order} limit ? offset ?) p on true`,
+      [...params, ...params, perPage, (page - 1) * perPage],
+    );
+    const total = Number(found[0]?.total ?? 0);
+    const rows = found.filter((r) => r.id !== null).map(({ total: _total, ...row }) => row as unknown as T);
+    return { rows, total };
   }
 
   async page(page: number, perPage: number): Promise<{ rows: WebhookRow[]; total: number }> {
-    // The page and the total come from one statement (one snapshot), so they always agree.
-    const rows = await this.sql.query<WebhookRow & { total: string }>(
-      `select ${webhookColumns}, count(*) over () as total from license_webhooks order by id desc limit ? offset ?`,
-      [perPage, (page - 1) * perPage],
-    );
-    const total = rows.length ? Number(rows[0]!.total) : await this.count('select count(*) as total from license_webhooks', []);
-    return { rows, total };
+    return this.pageOf<WebhookRow>(webhookColumns, 'license_webhooks', [], 'id desc', page, perPage);
   }
 
   async get(id: number): Promise<WebhookRow | undefined> {
@@ -128,14 +139,15 @@ export class LicenseWebhookStore {
   ): Promise<{ rows: DeliveryRow[]; total: number; attempts: AttemptRow[] }> {
     const where = `webhook_id = ?${filter.status ? ' and status = ?' : ''}`;
     const params: unknown[] = [webhookId, ...(filter.status ? [filter.status] : [])];
-    // The page and the total come from one statement (one snapshot): a delivery that changes status
-    // meanwhile is counted and listed alike.
-    const rows = await this.sql.query<DeliveryRow & { total: string }>(
-      `select id, event_id, event, status, attempts, last_status, last_error, created_at, finished_at, payload, count(*) over () as total
-           from license_webhook_deliveries where ${where} order by created_at desc, id limit ? offset ?`,
-      [...params, filter.per_page, (filter.page - 1) * filter.per_page],
+    // A delivery that changes status meanwhile is counted and listed alike.
+    const { rows, total } = await this.pageOf<DeliveryRow>(
+      'id, event_id, event, status, attempts, last_status, last_error, created_at, finished_at, payload',
+      `license_webhook_deliveries where ${where}`,
+      params,
+      'created_at desc, id',
+      filter.page,
+      filter.per_page,
     );
-    const total = rows.length ? Number(rows[0]!.total) : await this.count(`select count(*) as total from license_webhook_deliveries where ${where}`, params);
     const attempts = rows.length
       ? await this.sql.query<AttemptRow>(
           'select delivery_id, attempt, started_at, duration_ms, response_status, error from license_webhook_attempts where delivery_id = any(?) order by attempt',
