@@ -38,6 +38,7 @@ export class RunSteps {
   async config<C>(ref: ExecutionRef, node: GraphNode, context: RunNodeInput['context']): Promise<{ input: unknown; config: C }> {
     const type = nodeTypes.get(node.type);
     if (!type) throw ApplicationFailure.nonRetryable(`Unknown node type ${node.type}`, CODE.validation_failed);
+    // These nodes run outside a loop's items: no item values to read (the ports given may hold them).
     const input = await evaluateForNode({ executionMirror: this.ports.executionMirror, expressions: this.ports.expressions }, ref, context, node.config);
     const parsed = (type.resolvedSchema ?? type.configSchema).safeParse(input);
     if (!parsed.success) throw invalidConfig(parsed.error.issues);

@@ -110,7 +110,7 @@ function largerThan(value, limit) {
 // a busy machine) never counts against an expression.
 parentPort.postMessage({ ready: true });
 
-/** JSON Schemas checked here, compiled once (the same cache as src/approvals/editable-fields.ts uses). */
+/** JSON Schemas checked here, each compiled once: this thread's own cache, of the code src/approvals/editable-fields.ts uses too. */
 const schemas = schemaValidators();
 
 /** Ajv's errors of `value` against `schema`, or null: its patterns run here, where the deadline stops them. */

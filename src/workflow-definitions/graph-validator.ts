@@ -129,12 +129,11 @@ function checkBody(check: Check, body: Body, at: string, outer: Set<string> | un
   // filled in) before its graph is checked. One that is not (null, a string) is reported, and the
   // body's graph is not checked further (its ids and edges would mislead).
   const nodes: GraphNode[] = [];
-  const unshaped = body.nodes.flatMap((node, i) => {
+  const unshaped: FieldProblem[] = [];
+  body.nodes.forEach((node, i) => {
     const shaped = nodeSchema.safeParse(node);
     if (shaped.success) nodes.push(shaped.data as GraphNode);
-    return shaped.success
-      ? []
-      : shaped.error.issues.map((issue) => ({ field: [`${at}.nodes.${i}`, ...issue.path.map(String)].join('.'), message: issue.message }));
+    else for (const issue of shaped.error.issues) unshaped.push({ field: [`${at}.nodes.${i}`, ...issue.path.map(String)].join('.'), message: issue.message });
   });
   if (unshaped.length) {
     // The loop's configuration check may have reported them already.
@@ -147,7 +146,7 @@ function checkBody(check: Check, body: Body, at: string, outer: Set<string> | un
   const graph = { nodes, edges };
   checkGraph(check, graph, `${at}.`, outer ?? check.all, depth + 1);
   const sources = new Set(graph.edges.map((e) => e.from));
-  const sinks = graph.nodes.filter((n) => n && !sources.has(n.id)).map((n) => n.id);
+  const sinks = graph.nodes.filter((n) => !sources.has(n.id)).map((n) => n.id);
   if (body.output_node !== undefined) {
     if (!graph.nodes.some((n) => n?.id === body.output_node))
       check.problems.push({ field: `${at}.output_node`, message: `no node "${body.output_node}" in this body` });
