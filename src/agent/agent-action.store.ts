@@ -506,6 +506,7 @@ export class AgentActionStore {
         where a.session_id = ? and a.status = 'expired' and a.decided_at < t.created_at and a.decided_at > coalesce(p.at, '-infinity')
         order by a.decided_at`,
       [sessionId, `user:${turnId}`, sessionId, sessionId],
+      { prepared: true },
     );
   }
 }

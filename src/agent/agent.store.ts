@@ -119,21 +119,25 @@ export async function insertMessage(
 ): Promise<void> {
   const insert = `insert into agent_messages (session_id, step_key, turn_id, role, content, tool_calls, tool_call_id, tool_name, args, result_summary, decision, telemetry)
        values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (session_id, step_key) do nothing`;
-  await sql.query(announce ? `with stored as (${insert} returning 1) select pg_notify(?, ?)` : insert, [
-    row.sessionId,
-    row.stepKey,
-    row.turnId,
-    row.role,
-    row.content,
-    row.toolCalls ? JSON.stringify(row.toolCalls) : null,
-    row.toolCallId ?? null,
-    row.toolName ?? null,
-    row.args === undefined ? null : JSON.stringify(row.args),
-    row.resultSummary ?? null,
-    row.decision === undefined ? null : JSON.stringify(row.decision),
-    row.telemetry === undefined ? null : JSON.stringify(row.telemetry),
-    ...(announce ? [announce.channel, announce.payload] : []),
-  ]);
+  await sql.query(
+    announce ? `with stored as (${insert} returning 1) select pg_notify(?, ?)` : insert,
+    [
+      row.sessionId,
+      row.stepKey,
+      row.turnId,
+      row.role,
+      row.content,
+      row.toolCalls ? JSON.stringify(row.toolCalls) : null,
+      row.toolCallId ?? null,
+      row.toolName ?? null,
+      row.args === undefined ? null : JSON.stringify(row.args),
+      row.resultSummary ?? null,
+      row.decision === undefined ? null : JSON.stringify(row.decision),
+      row.telemetry === undefined ? null : JSON.stringify(row.telemetry),
+      ...(announce ? [announce.channel, announce.payload] : []),
+    ],
+    { prepared: true },
+  );
 }
 
 /** The session's last message: its turn, its role and its tool calls. */
@@ -141,6 +145,7 @@ export async function lastMessage(sql: Sql, sessionId: string): Promise<Pick<Mes
   const [row] = await sql.query<Pick<MessageRow, 'turn_id' | 'role' | 'tool_calls'>>(
     'select turn_id, role, tool_calls from agent_messages where session_id = ? order by id desc limit 1',
     [sessionId],
+    { prepared: true },
   );
   return row;
 }
@@ -152,10 +157,14 @@ export async function stepMessage<K extends keyof MessageRow>(
   stepKey: string,
   columns: K[],
 ): Promise<Pick<MessageRow, K> | undefined> {
-  const [row] = await sql.query<Pick<MessageRow, K>>(`select ${columns.join(', ')} from agent_messages where session_id = ? and step_key = ?`, [
-    sessionId,
-    stepKey,
-  ]);
+  // Prepared: each caller names a fixed list of columns.
+  const [row] = await sql.query<Pick<MessageRow, K>>(
+    `select ${columns.join(', ')} from agent_messages where session_id = ? and step_key = ?`,
+    [sessionId, stepKey],
+    {
+      prepared: true,
+    },
+  );
   return row;
 }
 
@@ -165,6 +174,7 @@ export async function loadSession(sql: Sql, id: string): Promise<SessionRow | un
             s.approval, s.gate_ttl_s, s.budget_usd, s.created_at
      from agent_sessions s join users u on u.id = s.owner_id where s.id = ?`,
     [id],
+    { prepared: true },
   );
   return row;
 }

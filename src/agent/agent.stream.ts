@@ -24,7 +24,7 @@ export async function publish(sql: Queryable, channel: string, event: StreamEven
   let payload = JSON.stringify(event);
   if (payload.length > MAX_PAYLOAD)
     payload = JSON.stringify({ event: event.event, data: { truncated: true, preview: JSON.stringify(event.data).slice(0, MAX_PAYLOAD / 2) } });
-  await sql.query('select pg_notify(?, ?)', [channel, payload]);
+  await sql.query('select pg_notify(?, ?)', [channel, payload], { prepared: true });
 }
 
 interface Subscription {

@@ -83,6 +83,7 @@ export class UserStore {
          from users u join app_passwords ap on ap.user_id = u.id and ap.revoked_at is null
         where u.login = ?`,
       [login],
+      { prepared: true },
     );
   }
 

@@ -184,6 +184,7 @@ export class ConnectionService {
     const [row] = await this.sql.query<Pick<ConnectionRow, 'id' | 'type' | 'cred_encrypted' | 'key_id' | 'extra'> & { usable: boolean }>(
       `select c.id, c.type, c.cred_encrypted, c.key_id, c.extra, ${usableBy ? USABLE_BY_ALL : 'true'} as usable from connections c where c.id = ?`,
       usableBy ? [usableBy, usableBy, id] : [id],
+      { prepared: true },
     );
     if (!row) throw new AppError('connection_missing', `Connection ${id} does not exist (it was deleted)`);
     if (!row.usable) throw new AppError('forbidden', `Connection ${id} is not shared with everyone this run acts for`);

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Knex } from '@mikro-orm/knex';
 import pg from 'pg';
 import { SpanKind, inSpan, tracingActive } from '../platform/tracing.js';
@@ -12,10 +13,14 @@ import { SpanKind, inSpan, tracingActive } from '../platform/tracing.js';
 /** What a query may carry beside its text and values. */
 export interface QueryOptions {
   /**
-   * Prepares the statement once per pooled connection and then only executes it (hot paths: no
-   * parse and plan per call). A name must always go with the same text.
+   * Prepares the statement once per pooled connection and then only executes it: no parse and
+   * plan of its text at every call, which on a webhook's path is about half of PostgreSQL's work
+   * per request. For the hot, fixed statements of the code (a record table's changing texts are
+   * not), and only those that name their columns (no `select *` of a table): a migration that
+   * changes the shape of a prepared statement's answer makes PostgreSQL refuse it until it is
+   * prepared again, which `query` then does once by itself.
    */
-  name?: string;
+  prepared?: boolean;
 }
 
 /** Something to run statements on: the pool, or one transaction's connection. */
@@ -34,6 +39,34 @@ export type RowTypes = Record<number, (value: string) => unknown>;
 interface PgClient {
   query(config: pg.QueryConfig): Promise<{ rows: unknown[] }>;
   query(text: string): Promise<unknown>;
+  /** pg's record of the statements this connection has prepared, by name (what it parses no more). */
+  connection?: { parsedStatements?: Record<string, string> };
+}
+
+/** A prepared statement's name: from its text, so one name never goes with two texts. */
+function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    if (statementNames.size >= NUMBERED_KEPT) statementNames.clear();
+    name = `svc_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+const statementNames = new Map<string, string>();
+
+/**
+ * PostgreSQL's refusal of a prepared statement whose answer changed shape since it was prepared
+ * (a column's type altered, say): "cached plan must not change result type".
+ */
+function isStalePlan(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '0A000' && /cached plan/i.test(String((err as Error).message));
+}
+
+/** Drops a prepared statement from the connection, so that its next use prepares it again. */
+async function forget(client: PgClient, name: string): Promise<void> {
+  await client.query(`deallocate ${name}`);
+  if (client.connection?.parsedStatements) delete client.connection.parsedStatements[name];
 }
 
 /**
@@ -91,7 +124,7 @@ export class Sql implements Queryable {
     const config = {
       text: numberPlaceholders(text),
       values: params,
-      ...(options?.name ? { name: options.name } : {}),
+      ...(options?.prepared ? { name: statementName(text) } : {}),
       ...(this.types ? { types: this.types } : {}),
     };
     // A span per statement when tracing is on (its text holds placeholders only, never values).
@@ -104,7 +137,14 @@ export class Sql implements Queryable {
   async query<T = Record<string, unknown>>(text: string, params: unknown[] = [], options?: QueryOptions): Promise<T[]> {
     const client = (await this.knex.client.acquireConnection()) as PgClient;
     try {
-      return await this.run<T>(client, text, params, options);
+      try {
+        return await this.run<T>(client, text, params, options);
+      } catch (err) {
+        if (!options?.prepared || !isStalePlan(err)) throw err;
+        // Prepared before a migration changed the shape of its answer: prepared again, once.
+        await forget(client, statementName(text));
+        return await this.run<T>(client, text, params, options);
+      }
     } finally {
       await this.knex.client.releaseConnection(client);
     }
@@ -114,8 +154,13 @@ export class Sql implements Queryable {
   async transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
     const client = (await this.knex.client.acquireConnection()) as PgClient;
     let savepoints = 0;
+    const stale: string[] = [];
     const tx: Transaction = {
-      query: (text, params = [], options) => this.run(client, text, params, options),
+      query: <T>(text: string, params: unknown[] = [], options?: QueryOptions) =>
+        this.run<T>(client, text, params, options).catch((err: unknown) => {
+          if (options?.prepared && isStalePlan(err)) stale.push(statementName(text));
+          throw err;
+        }),
       async savepoint(inner) {
         const name = `sp_${++savepoints}`;
         await client.query(`savepoint ${name}`);
@@ -138,6 +183,9 @@ export class Sql implements Queryable {
       await client.query('rollback').catch(() => undefined);
       throw err;
     } finally {
+      // A prepared statement refused inside the transaction is prepared again at its next use (the
+      // statement itself failed; a caller that retries the transaction succeeds).
+      for (const name of stale) await forget(client, name).catch(() => undefined);
       await this.knex.client.releaseConnection(client);
     }
   }

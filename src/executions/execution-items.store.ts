@@ -117,7 +117,7 @@ export class ExecutionItems {
       `select index, case when octet_length(input::text) <= ? then input end as input, octet_length(input::text) as bytes
          from execution_items where ${where} and status = 'pending' and index > ? order by index limit ?`,
       [inlineBytes, ...keyOf(loop), after, limit],
-      { name: 'execution-items-page' },
+      { prepared: true },
     );
     return {
       items: rows.map((r) => (r.bytes <= inlineBytes ? { index: r.index, item: r.input ?? null } : { index: r.index })),
@@ -171,7 +171,7 @@ export class ExecutionItems {
                                                 started_ms float8, duration_ms int)
         where i.${where.replace(/ and /g, ' and i.')} and i.index = r.index and i.status = 'pending'`,
       [JSON.stringify(rows), ...keyOf(loop)],
-      { name: 'execution-items-record' },
+      { prepared: true },
     );
   }
 

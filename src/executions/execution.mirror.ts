@@ -239,6 +239,7 @@ export class ExecutionMirror {
         currentTraceId() ?? null,
         record.replayOf ?? null,
       ],
+      { prepared: true },
     );
     return { id: Number(row!.id), temporalWorkflowId: row!.temporal_workflow_id };
   }
@@ -514,6 +515,7 @@ export class ExecutionMirror {
        ${attempt ? `, counted as (${beginAttemptFrom("select claimed.id, ?, ?, 'running', ?::timestamptz, 1, false from claimed")})` : ''}
        select c.*, w.owner_id ${attempt ? ', (select attempts from counted) as attempts' : ''} from claimed c join workflows w on w.id = c.workflow_id`,
       [temporalWorkflowId, runId, runId, currentTraceId() ?? null, ...(attempt ? [attempt.node.id, attempt.node.type, attempt.startedAt] : [])],
+      { prepared: true },
     );
     if (!row) return undefined;
     return row.attempts === undefined || row.attempts === null ? refOf(row) : { ...refOf(row), attempts: row.attempts };
@@ -711,13 +713,13 @@ export class ExecutionMirror {
    * replay carried it over).
    */
   async beginAttempt(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, startedAt: Date): Promise<number | undefined> {
-    const [row] = await this.sql.query<{ attempts: number }>(BEGIN_ATTEMPT, [executionId, node.id, node.type, startedAt]);
+    const [row] = await this.sql.query<{ attempts: number }>(BEGIN_ATTEMPT, [executionId, node.id, node.type, startedAt], { prepared: true });
     return row?.attempts;
   }
 
   /** Writes a node's timeline entry (first write inserts, later ones update). */
   async writeNode(executionId: number, node: Pick<GraphNode, 'id' | 'type'>, entry: NodeEntry): Promise<void> {
-    await this.sql.query(WRITE_NODE, [executionId, node.id, ...nodeValues(node, entry)]);
+    await this.sql.query(WRITE_NODE, [executionId, node.id, ...nodeValues(node, entry)], { prepared: true });
   }
 
   /**
@@ -764,9 +766,9 @@ export class ExecutionMirror {
     }
     // A data-modifying WITH runs once whether or not it is read: the entry and the record change together.
     const [row] = await this.sql.query<{ was: string; seconds: number }>(
-      // Its comments left out: their apostrophes would read as quotes around the placeholders after them.
-      endAndAnnounce(`entry as (${WRITE_NODE.replace(/--.*$/gm, '')} returning 1), `),
+      FINISH_WITH_NODE,
       [executionId, node.id, ...nodeValues(node, entry), ...endRecordValues(executionId, result), RUN_CLOSED_CHANNEL],
+      { prepared: true },
     );
     if (!row || row.was !== 'running') return undefined;
     return { seconds: row.seconds };
@@ -774,7 +776,9 @@ export class ExecutionMirror {
 
   /** The record's outcome, announced (delivered at commit); undefined when it had ended already (a retried call). */
   private async endRecord(q: Queryable, executionId: number, result: RunOutcome): Promise<{ seconds: number } | undefined> {
-    const [row] = await q.query<{ was: string; seconds: number }>(endAndAnnounce(), [...endRecordValues(executionId, result), RUN_CLOSED_CHANNEL]);
+    const [row] = await q.query<{ was: string; seconds: number }>(endAndAnnounce(), [...endRecordValues(executionId, result), RUN_CLOSED_CHANNEL], {
+      prepared: true,
+    });
     if (!row || row.was !== 'running') return undefined;
     return { seconds: row.seconds };
   }
@@ -832,6 +836,13 @@ const END_RECORD = `update executions e set status = ?, finished_at = coalesce(e
                 last_output = coalesce(?::jsonb, (select output from execution_nodes where execution_id = ? and node_id = ?))
            from (select status as was from executions where id = ? for no key update) before
           where e.id = ? returning before.was, extract(epoch from e.finished_at - e.started_at)::float8 as seconds`;
+/**
+ * A node's entry written and the record ended by one statement (finishWithNode): WRITE_NODE's
+ * parameters, END_RECORD's, then the channel. WRITE_NODE's comments are left out: their
+ * apostrophes would read as quotes around the placeholders after them.
+ */
+const FINISH_WITH_NODE = endAndAnnounce(`entry as (${WRITE_NODE.replace(/--.*$/gm, '')} returning 1), `);
+
 const endRecordValues = (executionId: number, result: RunOutcome) => [
   result.status,
   result.error ? JSON.stringify(result.error) : null,

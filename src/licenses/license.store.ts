@@ -137,7 +137,7 @@ export class LicenseStore {
                          and (case when $3::text is null then a.counts_slot else a.domain = $3 end)) as site_match
          from licenses l where l.${column} = $2`,
       [siteFingerprint, value, domain],
-      { name: `license_verify_by_${column}` },
+      { prepared: true },
     );
     return rows[0];
   }

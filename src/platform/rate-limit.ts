@@ -107,7 +107,7 @@ export class RateLimiter {
            requested = excluded.requested, max_hits = excluded.max_hits, window_ms = excluded.window_ms, now_ms = excluded.now_ms
          returning bucket, admitted, cardinality(stamps) as live, stamps[1] as oldest, now_ms`,
         [names, names.map((n) => buckets.get(n)!.waiters.length), names.map((n) => buckets.get(n)!.limit), names.map((n) => buckets.get(n)!.windowMs)],
-        { name: 'rate_limit_hit' },
+        { prepared: true },
       );
       const answers = new Map(rows.map((r) => [r.bucket, r]));
       for (const [name, entry] of buckets) {

@@ -141,10 +141,13 @@ export class WorkflowService {
   /** A workflow the caller can see, else 404 (another user's workflow does not exist for them). */
   async get(principal: Principal | 'system', id: number): Promise<WorkflowRow> {
     const [visible, params] = principal === 'system' ? ['true', []] : this.visibility(principal);
-    const rows = await this.sql.query<WorkflowRow>(`select ${columns} from workflows w join users u on u.id = w.owner_id where w.id = ? and ${visible}`, [
-      id,
-      ...params,
-    ]);
+    const rows = await this.sql.query<WorkflowRow>(
+      `select ${columns} from workflows w join users u on u.id = w.owner_id where w.id = ? and ${visible}`,
+      [id, ...params],
+      {
+        prepared: true,
+      },
+    );
     if (!rows[0]) throw notFound('Workflow');
     return rows[0];
   }
@@ -160,7 +163,9 @@ export class WorkflowService {
   }
 
   async getBySlug(slug: string): Promise<WorkflowRow | undefined> {
-    const rows = await this.sql.query<WorkflowRow>(`select ${columns} from workflows w join users u on u.id = w.owner_id where w.slug = ?`, [slug]);
+    const rows = await this.sql.query<WorkflowRow>(`select ${columns} from workflows w join users u on u.id = w.owner_id where w.slug = ?`, [slug], {
+      prepared: true,
+    });
     return rows[0];
   }
 
