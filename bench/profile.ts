@@ -283,14 +283,21 @@ function categoryOf(stack: { area: string; name: string; fn: string; url: string
 }
 
 /** The profiles in `dir` restricted to [from, to] (µs, monotonic), summarised. */
+const WORKLOAD_TITLES: Record<string, string> = {
+  one: 'one-node http_request runs at concurrency 50',
+  webhook: 'the peer webhook (one http_request node, answered with its output), one request at a time',
+  'http-chain': `${HTTP_CHAIN}-node http_request chain`,
+  'noop-chain': `${CHAIN}-node no-op chain as activities`,
+};
+
 function summarise(transform: Transform | undefined, dir: string, w: Window): string {
   const { from, to } = w;
   const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
   const frameOf = resolver(transform, dir);
-  const unit = w.workload === 'one' ? 'run' : 'node';
+  const unit = w.workload === 'one' || w.workload === 'webhook' ? 'run' : 'node';
   const units = unit === 'run' ? w.runs : w.nodes;
   const lines: string[] = [
-    `# CPU profile: ${w.workload === 'one' ? 'one-node http_request runs at concurrency 50' : w.workload === 'http-chain' ? `${HTTP_CHAIN}-node http_request chain` : `${CHAIN}-node no-op chain as activities`}`,
+    `# CPU profile: ${WORKLOAD_TITLES[w.workload] ?? w.workload}`,
     '',
     `${w.side === 'bare' ? "The bare SDK (bench/bare.ts: the baseline workflows' worker and the client that starts them)." : 'The service as `npm start` runs it (API and worker in one process).'}`,
     '',
