@@ -39,6 +39,15 @@ describe('prepared statements of the Sql helper', () => {
     expect(await prepared()).toHaveLength(2);
   });
 
+  it('prepares a statement again when the session forgot it (DEALLOCATE ALL, as a pooler may run)', async () => {
+    const read = () => sql.query<{ label: number }>('select label from prepared_probe where id = 1 and id > 0', [], { prepared: true });
+    expect(await read()).toEqual([{ label: 10 }]);
+    await sql.query('deallocate all');
+    expect(await prepared()).toHaveLength(0);
+    expect(await read()).toEqual([{ label: 10 }]);
+    expect(await prepared()).toHaveLength(1);
+  });
+
   it('prepares a statement again when a migration changed the shape of its answer, instead of failing from then on', async () => {
     const read = () => sql.query<{ label: unknown }>('select label from prepared_probe where id = 2', [], { prepared: true });
     expect(await read()).toEqual([{ label: 20 }]);

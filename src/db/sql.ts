@@ -56,16 +56,19 @@ function statementName(text: string): string {
 const statementNames = new Map<string, string>();
 
 /**
- * PostgreSQL's refusal of a prepared statement whose answer changed shape since it was prepared
- * (a column's type altered, say): "cached plan must not change result type".
+ * PostgreSQL's refusal of a statement this connection prepared: its answer changed shape since
+ * (a migration altered a column it reads: "cached plan must not change result type"), or the
+ * session no longer holds it (something ran DEALLOCATE ALL or DISCARD ALL on the connection, as a
+ * pooler in front of PostgreSQL may).
  */
 function isStalePlan(err: unknown): boolean {
-  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '0A000' && /cached plan/i.test(String((err as Error).message));
+  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
+  return (code === '0A000' && /cached plan/i.test(String((err as Error).message))) || code === '26000';
 }
 
 /** Drops a prepared statement from the connection, so that its next use prepares it again. */
 async function forget(client: PgClient, name: string): Promise<void> {
-  await client.query(`deallocate ${name}`);
+  await client.query(`deallocate ${name}`).catch(() => undefined);
   if (client.connection?.parsedStatements) delete client.connection.parsedStatements[name];
 }
 
@@ -141,7 +144,7 @@ export class Sql implements Queryable {
         return await this.run<T>(client, text, params, options);
       } catch (err) {
         if (!options?.prepared || !isStalePlan(err)) throw err;
-        // Prepared before a migration changed the shape of its answer: prepared again, once.
+        // Prepared before a migration changed the shape of its answer, or forgotten by the session: prepared again, once.
         await forget(client, statementName(text));
         return await this.run<T>(client, text, params, options);
       }
