@@ -42,10 +42,16 @@ describe('prepared statements of the Sql helper', () => {
   it('prepares a statement again when the session forgot it (DEALLOCATE ALL, as a pooler may run)', async () => {
     const read = () => sql.query<{ label: number }>('select label from prepared_probe where id = 1 and id > 0', [], { prepared: true });
     expect(await read()).toEqual([{ label: 10 }]);
+    const other = () => sql.query<{ label: number }>('select label from prepared_probe where id = 2 and id > 0', [], { prepared: true });
+    expect(await other()).toEqual([{ label: 20 }]);
     await sql.query('deallocate all');
     expect(await prepared()).toHaveLength(0);
     expect(await read()).toEqual([{ label: 10 }]);
-    expect(await prepared()).toHaveLength(1);
+    // Every statement the session forgot is prepared again at its next use, none refused in turn.
+    expect(await sql.transaction((tx) => tx.query('select label from prepared_probe where id = 2 and id > 0', [], { prepared: true }))).toEqual([
+      { label: 20 },
+    ]);
+    expect(await prepared()).toHaveLength(2);
   });
 
   it('prepares a statement again when a migration changed the shape of its answer, instead of failing from then on', async () => {
@@ -56,11 +62,28 @@ describe('prepared statements of the Sql helper', () => {
     expect(await read()).toEqual([{ label: '20' }]);
     expect(await read()).toEqual([{ label: '20' }]);
 
-    // Inside a transaction the refused statement fails its transaction, and is prepared again at its next use.
-    const inTx = () => sql.transaction((tx) => tx.query<{ label: unknown }>('select label from prepared_probe where id = 1', [], { prepared: true }));
+    // Inside a transaction the refused statement's transaction, rolled back, runs once more.
+    const inTx = () =>
+      sql.transaction(async (tx) => {
+        await tx.query('insert into prepared_probe (id, label) values (?, 30)', [Date.now() % 1_000_000_000]);
+        return tx.query<{ label: unknown }>('select label from prepared_probe where id = 1', [], { prepared: true });
+      });
     expect(await inTx()).toEqual([{ label: '10' }]);
     await sql.query('alter table prepared_probe alter column label type int using label::int');
-    await expect(inTx()).rejects.toMatchObject({ code: '0A000' });
+    const before = await sql.query<{ n: string }>('select count(*) as n from prepared_probe');
     expect(await inTx()).toEqual([{ label: 10 }]);
+    // Its first run was rolled back: one row more, not two.
+    const after = await sql.query<{ n: string }>('select count(*) as n from prepared_probe');
+    expect(Number(after[0]!.n)).toBe(Number(before[0]!.n) + 1);
+  });
+
+  it('prepares a statement again when a migration widened the type of a column a parameter is compared with', async () => {
+    const read = (id: number) => sql.query<{ label: number }>('select label from prepared_probe where id = ?', [id], { prepared: true });
+    expect(await read(2)).toEqual([{ label: 20 }]);
+    await sql.query('alter table prepared_probe alter column id type bigint');
+    await sql.query('insert into prepared_probe (id, label) values (?, 40)', [2 ** 40]);
+    // The parameter was inferred as int when prepared: 2^40 no longer fits it (22003) until prepared again.
+    expect(await read(2 ** 40)).toEqual([{ label: 40 }]);
+    expect(await read(2)).toEqual([{ label: 20 }]);
   });
 });

@@ -16,9 +16,11 @@ export interface QueryOptions {
    * Prepares the statement once per pooled connection and then only executes it: no parse and
    * plan of its text at every call, which on a webhook's path is about half of PostgreSQL's work
    * per request. For the hot, fixed statements of the code (a record table's changing texts are
-   * not), and only those that name their columns (no `select *` of a table): a migration that
-   * changes the shape of a prepared statement's answer makes PostgreSQL refuse it until it is
-   * prepared again, which `query` then does once by itself.
+   * not), and only those that name their columns (no `select *` of a table). PostgreSQL refuses a
+   * prepared statement that a migration made stale (the shape of its answer, or a type it inferred
+   * for a parameter, changed) or that the session forgot: `query` prepares it again and runs it
+   * once more, and a transaction in which that happens runs again once (the rollback undid its
+   * work), so a transaction using one must do nothing outside the database.
    */
   prepared?: boolean;
 }
@@ -56,20 +58,37 @@ function statementName(text: string): string {
 const statementNames = new Map<string, string>();
 
 /**
- * PostgreSQL's refusal of a statement this connection prepared: its answer changed shape since
- * (a migration altered a column it reads: "cached plan must not change result type"), or the
+ * What PostgreSQL answers when a statement this connection prepared is stale or gone: 26000, the
  * session no longer holds it (something ran DEALLOCATE ALL or DISCARD ALL on the connection, as a
- * pooler in front of PostgreSQL may).
+ * pooler in front of PostgreSQL may); 0A000, a migration changed the shape of its answer ("cached
+ * plan must not change result type"; matched by code alone, its text is translated); 42804,
+ * 42883, 22003, a migration changed the type of a column a parameter was compared with or
+ * written to, and the type PostgreSQL inferred for the parameter when the statement was prepared
+ * no longer fits. Preparing it again settles each; a genuine error of these kinds comes back the
+ * same and is thrown then.
  */
-function isStalePlan(err: unknown): boolean {
+const STALE_CODES = new Set(['26000', '0A000', '42804', '42883', '22003']);
+const staleCode = (err: unknown): string | undefined => {
   const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
-  return (code === '0A000' && /cached plan/i.test(String((err as Error).message))) || code === '26000';
-}
+  return typeof code === 'string' && STALE_CODES.has(code) ? code : undefined;
+};
 
-/** Drops a prepared statement from the connection, so that its next use prepares it again. */
-async function forget(client: PgClient, name: string): Promise<void> {
-  await client.query(`deallocate ${name}`).catch(() => undefined);
-  if (client.connection?.parsedStatements) delete client.connection.parsedStatements[name];
+/**
+ * Makes the connection prepare a statement again at its next use. A session that forgot one
+ * (26000) may have forgotten them all: every statement it prepared is dropped (only this helper
+ * prepares statements on the pool's connections), so that none is refused in turn afterwards.
+ */
+async function forget(client: PgClient, name: string, code: string): Promise<void> {
+  const parsed = client.connection?.parsedStatements;
+  if (code === '26000') {
+    await client.query('deallocate all');
+    if (parsed) for (const key of Object.keys(parsed)) delete parsed[key];
+    return;
+  }
+  await client.query(`deallocate ${name}`).catch((err: unknown) => {
+    if (staleCode(err) !== '26000') throw err;
+  });
+  if (parsed) delete parsed[name];
 }
 
 /**
@@ -143,9 +162,10 @@ export class Sql implements Queryable {
       try {
         return await this.run<T>(client, text, params, options);
       } catch (err) {
-        if (!options?.prepared || !isStalePlan(err)) throw err;
-        // Prepared before a migration changed the shape of its answer, or forgotten by the session: prepared again, once.
-        await forget(client, statementName(text));
+        const code = options?.prepared ? staleCode(err) : undefined;
+        if (!code) throw err;
+        // Made stale by a migration, or forgotten by the session: prepared again, once.
+        await forget(client, statementName(text), code);
         return await this.run<T>(client, text, params, options);
       }
     } finally {
@@ -153,15 +173,46 @@ export class Sql implements Queryable {
     }
   }
 
-  /** Runs `fn` in one transaction on one connection: committed when it returns, rolled back when it throws. */
+  /**
+   * Runs `fn` in one transaction on one connection: committed when it returns, rolled back when it
+   * throws. When a prepared statement in it was refused as stale (see QueryOptions.prepared), the
+   * transaction, rolled back, runs once more with the statement prepared again.
+   */
   async transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
     const client = (await this.knex.client.acquireConnection()) as PgClient;
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const stale = new Map<string, string>();
+        let result: T;
+        try {
+          result = await this.inTransaction(client, fn, stale);
+        } catch (err) {
+          if (!stale.size) throw err;
+          try {
+            for (const [name, code] of stale) await forget(client, name, code);
+          } catch {
+            throw err;
+          }
+          if (attempt > 1) throw err;
+          continue;
+        }
+        // Refused and handled inside (a savepoint caught it): prepared again at its next use.
+        for (const [name, code] of stale) await forget(client, name, code).catch(() => undefined);
+        return result;
+      }
+    } finally {
+      await this.knex.client.releaseConnection(client);
+    }
+  }
+
+  /** One run of a transaction's function; `stale` collects the prepared statements refused as stale in it. */
+  private async inTransaction<T>(client: PgClient, fn: (tx: Transaction) => Promise<T>, stale: Map<string, string>): Promise<T> {
     let savepoints = 0;
-    const stale: string[] = [];
     const tx: Transaction = {
-      query: <T>(text: string, params: unknown[] = [], options?: QueryOptions) =>
-        this.run<T>(client, text, params, options).catch((err: unknown) => {
-          if (options?.prepared && isStalePlan(err)) stale.push(statementName(text));
+      query: <R>(text: string, params: unknown[] = [], options?: QueryOptions) =>
+        this.run<R>(client, text, params, options).catch((err: unknown) => {
+          const code = options?.prepared ? staleCode(err) : undefined;
+          if (code) stale.set(statementName(text), code);
           throw err;
         }),
       async savepoint(inner) {
@@ -185,11 +236,6 @@ export class Sql implements Queryable {
     } catch (err) {
       await client.query('rollback').catch(() => undefined);
       throw err;
-    } finally {
-      // A prepared statement refused inside the transaction is prepared again at its next use (the
-      // statement itself failed; a caller that retries the transaction succeeds).
-      for (const name of stale) await forget(client, name).catch(() => undefined);
-      await this.knex.client.releaseConnection(client);
     }
   }
 }
