@@ -97,6 +97,12 @@ export async function deleteSession(sql: Sql, id: string): Promise<void> {
   await sql.query('delete from agent_sessions where id = ?', [id]);
 }
 
+/** Stores one message (insertMessage): a retried activity finds its row by (session, step key). */
+const INSERT_MESSAGE = `insert into agent_messages (session_id, step_key, turn_id, role, content, tool_calls, tool_call_id, tool_name, args, result_summary, decision, telemetry)
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (session_id, step_key) do nothing`;
+/** The same, with a notification sent by the statement (its two last parameters: the channel, the payload). */
+const INSERT_MESSAGE_ANNOUNCED = `with stored as (${INSERT_MESSAGE} returning 1) select pg_notify(?, ?)`;
+
 /** One message of a conversation, idempotent on (session, step key): a retried activity finds its row. */
 export async function insertMessage(
   sql: Sql,
@@ -117,10 +123,8 @@ export async function insertMessage(
   /** A notification sent by the same statement, delivered once the message is stored. */
   announce?: { channel: string; payload: string },
 ): Promise<void> {
-  const insert = `insert into agent_messages (session_id, step_key, turn_id, role, content, tool_calls, tool_call_id, tool_name, args, result_summary, decision, telemetry)
-       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (session_id, step_key) do nothing`;
   await sql.query(
-    announce ? `with stored as (${insert} returning 1) select pg_notify(?, ?)` : insert,
+    announce ? INSERT_MESSAGE_ANNOUNCED : INSERT_MESSAGE,
     [
       row.sessionId,
       row.stepKey,

@@ -45,18 +45,6 @@ interface PgClient {
   connection?: { parsedStatements?: Record<string, string> };
 }
 
-/** A prepared statement's name: from its text, so one name never goes with two texts. */
-function statementName(text: string): string {
-  let name = statementNames.get(text);
-  if (name === undefined) {
-    if (statementNames.size >= NUMBERED_KEPT) statementNames.clear();
-    name = `svc_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`;
-    statementNames.set(text, name);
-  }
-  return name;
-}
-const statementNames = new Map<string, string>();
-
 /**
  * What PostgreSQL answers when a statement this connection prepared is stale or gone: 26000, the
  * session no longer holds it (something ran DEALLOCATE ALL or DISCARD ALL on the connection, as a
@@ -91,30 +79,54 @@ async function forget(client: PgClient, name: string, code: string): Promise<voi
   if (parsed) delete parsed[name];
 }
 
+/** Forgets the statements a transaction found stale (name -> code): false when one could not be. */
+async function forgetAll(client: PgClient, stale: Map<string, string>): Promise<boolean> {
+  try {
+    for (const [name, code] of stale) await forget(client, name, code);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * `?` placeholders become `$1..$n` (outside quoted literals); a text already written with `$n`
  * placeholders is left as it is. (MikroORM's `execute` inlines escaped values instead, which also
  * breaks array parameters.)
  */
 export function numberPlaceholders(text: string): string {
-  if (!text.includes('?')) return text;
-  // Long texts (a bulk insert's rows) are numbered each time, not kept.
-  if (text.length > NUMBERED_MAX_CHARS) return numberEach(text);
-  let numbered = numberedTexts.get(text);
-  if (numbered === undefined) {
-    // The texts are the code's own statements, a few hundred (record tables add some): once the
-    // cache is full it starts again rather than grow.
-    if (numberedTexts.size >= NUMBERED_KEPT) numberedTexts.clear();
-    numbered = numberEach(text);
-    numberedTexts.set(text, numbered);
-  }
-  return numbered;
+  return text.includes('?') ? statementText(text).numbered : text;
 }
 
-/** Statement texts already numbered: a hot statement is numbered once, not at every call. */
-const numberedTexts = new Map<string, string>();
-const NUMBERED_KEPT = 500;
-const NUMBERED_MAX_CHARS = 8192;
+/** A prepared statement's name: from its text, so one name never goes with two texts. */
+function statementName(text: string, known = statementText(text)): string {
+  return (known.name ??= `svc_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`);
+}
+
+/** What is derived from a statement's text: its numbered form, and its name once it is prepared. */
+interface StatementText {
+  numbered: string;
+  name?: string;
+}
+
+/**
+ * The code's statement texts, each numbered (and named) once, not at every call: a few hundred
+ * (record tables add some); once full the cache starts again rather than grow. Long texts (a bulk
+ * insert's rows) are numbered each time, not kept.
+ */
+function statementText(text: string): StatementText {
+  if (text.length > TEXT_MAX_CHARS) return { numbered: numberEach(text) };
+  let known = statementTexts.get(text);
+  if (known === undefined) {
+    if (statementTexts.size >= TEXTS_KEPT) statementTexts.clear();
+    known = { numbered: text.includes('?') ? numberEach(text) : text };
+    statementTexts.set(text, known);
+  }
+  return known;
+}
+const statementTexts = new Map<string, StatementText>();
+const TEXTS_KEPT = 500;
+const TEXT_MAX_CHARS = 8192;
 
 function numberEach(text: string): string {
   let n = 0;
@@ -143,10 +155,11 @@ export class Sql implements Queryable {
   }
 
   private run<T>(client: PgClient, text: string, params: unknown[], options?: QueryOptions): Promise<T[]> {
+    const known = statementText(text);
     const config = {
-      text: numberPlaceholders(text),
+      text: known.numbered,
       values: params,
-      ...(options?.prepared ? { name: statementName(text) } : {}),
+      ...(options?.prepared ? { name: statementName(text, known) } : {}),
       ...(this.types ? { types: this.types } : {}),
     };
     // A span per statement when tracing is on (its text holds placeholders only, never values).
@@ -181,24 +194,20 @@ export class Sql implements Queryable {
   async transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
     const client = (await this.knex.client.acquireConnection()) as PgClient;
     try {
-      for (let attempt = 1; ; attempt++) {
-        const stale = new Map<string, string>();
-        let result: T;
-        try {
-          result = await this.inTransaction(client, fn, stale);
-        } catch (err) {
-          if (!stale.size) throw err;
-          try {
-            for (const [name, code] of stale) await forget(client, name, code);
-          } catch {
-            throw err;
-          }
-          if (attempt > 1) throw err;
-          continue;
-        }
+      const stale = new Map<string, string>();
+      try {
+        const result = await this.inTransaction(client, fn, stale);
         // Refused and handled inside (a savepoint caught it): prepared again at its next use.
-        for (const [name, code] of stale) await forget(client, name, code).catch(() => undefined);
+        await forgetAll(client, stale);
         return result;
+      } catch (err) {
+        if (!stale.size || !(await forgetAll(client, stale))) throw err;
+      }
+      const again = new Map<string, string>();
+      try {
+        return await this.inTransaction(client, fn, again);
+      } finally {
+        await forgetAll(client, again);
       }
     } finally {
       await this.knex.client.releaseConnection(client);

@@ -776,7 +776,7 @@ export class ExecutionMirror {
 
   /** The record's outcome, announced (delivered at commit); undefined when it had ended already (a retried call). */
   private async endRecord(q: Queryable, executionId: number, result: RunOutcome): Promise<{ seconds: number } | undefined> {
-    const [row] = await q.query<{ was: string; seconds: number }>(endAndAnnounce(), [...endRecordValues(executionId, result), RUN_CLOSED_CHANNEL], {
+    const [row] = await q.query<{ was: string; seconds: number }>(END_AND_ANNOUNCE, [...endRecordValues(executionId, result), RUN_CLOSED_CHANNEL], {
       prepared: true,
     });
     if (!row || row.was !== 'running') return undefined;
@@ -836,6 +836,8 @@ const END_RECORD = `update executions e set status = ?, finished_at = coalesce(e
                 last_output = coalesce(?::jsonb, (select output from execution_nodes where execution_id = ? and node_id = ?))
            from (select status as was from executions where id = ? for no key update) before
           where e.id = ? returning before.was, extract(epoch from e.finished_at - e.started_at)::float8 as seconds`;
+/** The record ended and announced (endRecord): END_RECORD's parameters, then the channel. */
+const END_AND_ANNOUNCE = endAndAnnounce();
 /**
  * A node's entry written and the record ended by one statement (finishWithNode): WRITE_NODE's
  * parameters, END_RECORD's, then the channel. WRITE_NODE's comments are left out: their
