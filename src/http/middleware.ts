@@ -32,18 +32,24 @@ export function requestContext(logger: Logger, metrics: Pick<Metrics, 'httpReque
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       // The matched route template is logged and counted, not the URL: paths carry ids and licence keys.
       const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)';
-      const labels = { route, method: ctx.method, status: String(ctx.status) };
-      metrics.httpRequests.inc(labels);
-      metrics.httpDuration.observe(labels, seconds);
-      if (span) {
-        span.updateName(`${ctx.method} ${route}`);
-        span.setAttributes({ 'http.route': route, 'http.response.status_code': ctx.status, 'svc.request_id': id });
-        if (ctx.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-        span.end();
-      }
-      const line = { method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 10_000) / 10, user: ctx.state.principal?.login };
-      if (ctx.status >= 500) ctx.state.logger.error(line, 'request failed');
-      else ctx.state.logger.info(line, 'request');
+      const status = ctx.status;
+      const line = { method: ctx.method, route, status, ms: Math.round(seconds * 10_000) / 10, user: ctx.state.principal?.login };
+      const requestLogger = ctx.state.logger;
+      // The metrics, the span's end and the log line are written once the answer has gone (or the
+      // connection closed first): the client does not wait for them. What they say is taken here.
+      afterResponse(ctx, () => {
+        const labels = { route, method: line.method, status: String(status) };
+        metrics.httpRequests.inc(labels);
+        metrics.httpDuration.observe(labels, seconds);
+        if (span) {
+          span.updateName(`${line.method} ${route}`);
+          span.setAttributes({ 'http.route': route, 'http.response.status_code': status, 'svc.request_id': id });
+          if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+          span.end();
+        }
+        if (status >= 500) requestLogger.error(line, 'request failed');
+        else requestLogger.info(line, 'request');
+      });
     }
   };
   return (ctx: Context, next: Next) => {
@@ -53,6 +59,27 @@ export function requestContext(logger: Logger, metrics: Pick<Metrics, 'httpReque
       trace.getTracer(TRACER).startActiveSpan(ctx.method, { kind: SpanKind.SERVER, attributes }, (span) => handle(ctx, next, span)),
     );
   };
+}
+
+/**
+ * Runs `later` once the response has been written out, or at once when it has been already; also
+ * when the connection closes first. It runs in the request's context (its span), as the code
+ * that asked for it did.
+ */
+function afterResponse(ctx: Context, later: () => void): void {
+  const res = ctx.res;
+  const fn = context.bind(context.active(), later);
+  if (res.writableFinished || res.destroyed) return fn();
+  let done = false;
+  const once = () => {
+    if (done) return;
+    done = true;
+    res.off('finish', once);
+    res.off('close', once);
+    fn();
+  };
+  res.once('finish', once);
+  res.once('close', once);
 }
 
 /** An error of node:zlib's decompressors (raised while a request body is inflated). */
