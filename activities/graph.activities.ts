@@ -22,7 +22,7 @@ import type { ActingUsers } from '../src/auth/acting.js';
 import type { Principal } from '../src/auth/auth.service.js';
 import { countModelUse, type Metrics } from '../src/platform/metrics.js';
 import type { Config } from '../src/config.js';
-import type { ConnectionService } from '../src/connections/connection.service.js';
+import type { ConnectionService, ConnectionUse } from '../src/connections/connection.service.js';
 import { redactError, type Redact } from '../src/connections/redact.js';
 import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
 import { itemId, type ExecutionItems } from '../src/executions/execution-items.store.js';
@@ -69,7 +69,7 @@ export interface GraphActivityPorts {
   /** The items of for_each loops. */
   executionItems: ExecutionItems;
   workflows: Pick<WorkflowService, 'loadVersion' | 'visibleToAll'>;
-  connections: Pick<ConnectionService, 'resolve'>;
+  connections: Pick<ConnectionService, 'resolve' | 'use'>;
   /** The rights of the people a run acts for. */
   acting: Pick<ActingUsers, 'principal'>;
   records: NodeRunContext<unknown>['records'];
@@ -142,30 +142,40 @@ async function findExecution(g: GraphWorker, temporalWorkflowId: string, runId: 
   return (await claimExecution(g, temporalWorkflowId, runId))?.ref;
 }
 
+/** A run's record as a node's attempt found it: its attempt's number, and its connection when the claim read it (null: there is none). */
+interface Counted {
+  ref: ExecutionRef;
+  attempts?: number;
+  connection?: ConnectionUse | null;
+}
+
 /** Claims the record of a run (see ExecutionMirror.claim), counting `attempt` in the same statement. */
 async function claimExecution(
   g: GraphWorker,
   temporalWorkflowId: string,
   runId: string,
-  attempt?: { node: GraphNode; startedAt: Date },
-): Promise<{ ref: ExecutionRef; attempts?: number } | undefined> {
+  attempt?: { node: GraphNode; startedAt: Date; connectionId?: number },
+): Promise<Counted | undefined> {
   const claimed = await patiently(() => g.ports.executionMirror.claim(temporalWorkflowId, runId, attempt));
   if (!claimed) return undefined;
-  const { attempts, ...ref } = claimed;
+  const { attempts, connection, ...ref } = claimed;
   if (ref.firstClaim) g.ports.metrics.runsStarted.inc({ trigger: ref.trigger });
   g.runs.set(runId, ref);
-  return attempts === undefined ? { ref } : { ref, attempts };
+  return { ref, ...(attempts !== undefined ? { attempts } : {}), ...(connection !== undefined ? { connection } : {}) };
 }
 
 /**
  * The record of a run and one more attempt of `node` counted on it before its call is made (a
  * short call run inside the workflow task; see beginAttempt): in one statement when this is the
- * run's first step to claim its record, as a webhook's one node is. `attempts` is unset when the
- * entry may not change (a cancel ended it, a replay carried it over).
+ * run's first step to claim its record, as a webhook's one node is, which also reads the node's
+ * connection (`connection`). `attempts` is unset when the entry may not change (a cancel ended
+ * it, a replay carried it over).
  */
-async function countedAttempt(g: GraphWorker, node: GraphNode, startedAt: Date): Promise<{ ref: ExecutionRef; attempts?: number }> {
+async function countedAttempt(g: GraphWorker, node: GraphNode, startedAt: Date): Promise<Counted> {
   const { workflowId, runId } = runOf();
-  const claimed = g.runs.get(runId) ? undefined : await claimExecution(g, workflowId, runId, { node, startedAt });
+  const claimed = g.runs.get(runId)
+    ? undefined
+    : await claimExecution(g, workflowId, runId, { node, startedAt, ...(node.connection_id !== undefined ? { connectionId: node.connection_id } : {}) });
   if (claimed) return claimed;
   const ref = await currentExecution(g, runId);
   const attempts = await patiently(() => g.ports.executionMirror.beginAttempt(ref.id, node, startedAt));
@@ -446,6 +456,8 @@ export interface NodeAttempt {
   connectionType?: string;
   /** Redacts the credential of the node's connection, once resolved (see withoutCredential). */
   redact?: Redact;
+  /** The node's connection as the run's claim read it (null: there is none), used instead of reading it again. */
+  connectionRead?: ConnectionUse | null;
 }
 
 /** Runs one node: evaluates its expressions, runs the type's implementation, records the result. */
@@ -458,8 +470,15 @@ export async function runNode(g: GraphWorker, input: RunNodeInput): Promise<RunN
   const call = activity.info.isLocal && !pure;
   const run = async () => {
     const started = Date.now();
-    const { ref, attempts: counted } = call ? await countedAttempt(g, node, new Date(started)) : { ref: await currentExecution(g, runOf().runId) };
-    const attempt: NodeAttempt = { ref, node, started, attempts: counted ?? activity.info.attempt };
+    const counted: Counted = call ? await countedAttempt(g, node, new Date(started)) : { ref: await currentExecution(g, runOf().runId) };
+    const { ref } = counted;
+    const attempt: NodeAttempt = {
+      ref,
+      node,
+      started,
+      attempts: counted.attempts ?? activity.info.attempt,
+      ...(counted.connection !== undefined ? { connectionRead: counted.connection } : {}),
+    };
     // A pure node run locally ends in moments, a local call shows as running already; any other shows so once it takes a while.
     const shown = showRunningLater(g, attempt, activity.info.isLocal);
     try {
@@ -569,7 +588,14 @@ export async function executeNode(g: GraphWorker, attempt: NodeAttempt, context:
     connection: () => {
       if (node.connection_id === undefined) throw ApplicationFailure.nonRetryable('The node has no connection_id', CODE.validation_failed);
       const id = node.connection_id;
-      return patiently(() => g.ports.connections.resolve(id, ref.actingUserIds)).then((resolved) => {
+      // Read with the claim a moment ago, for the same people: used once, the next call reads it again.
+      const read = attempt.connectionRead;
+      delete attempt.connectionRead;
+      const resolving =
+        read !== undefined && (read === null || read.id === id)
+          ? Promise.resolve().then(() => g.ports.connections.use(id, read))
+          : patiently(() => g.ports.connections.resolve(id, ref.actingUserIds));
+      return resolving.then((resolved) => {
         attempt.connectionType = resolved.type;
         attempt.redact = resolved.redact;
         return resolved;

@@ -139,6 +139,35 @@ describe('probe', () => {
   });
 });
 
+describe('use in a run', () => {
+  // A run's first short call reads its connection with the claim of the run's record; a later
+  // node reads it on its own. Both must send the credential as it is now, and refuse alike.
+  const runOf = async (nodes: Record<string, unknown>[], edges: { from: string; to: string }[] = []) => {
+    const workflow = (await app.admin.post('/api/workflow/v1/workflows', { title: 'Calls', trigger: { type: 'manual' }, nodes, edges })).body.data;
+    const run = await app.admin.post(`/api/workflow/v1/workflows/${workflow.id}/run?wait=true&timeout_ms=90000`, { payload: {} });
+    return (await app.admin.get(`/api/workflow/v1/executions/${run.body.data.execution_id}`)).body.data;
+  };
+
+  it('sends the credential from the first node and from a later one, and refuses one it cannot decrypt', async () => {
+    const { id } = (await create({})).body.data;
+    const call = (name: string) => ({ id: name, type: 'http_request', connection_id: id, config: { method: 'GET', path: '/' } });
+    const both = await runOf([call('first'), call('second')], [{ from: 'first', to: 'second' }]);
+    expect(both.status).toBe('success');
+    // The target answers 401 to any other credential.
+    expect(both.timeline.map((e: { node_id: string; status: string; output: { status: number } }) => [e.node_id, e.status, e.output.status])).toEqual([
+      ['first', 'success', 200],
+      ['second', 'success', 200],
+    ]);
+
+    const sealed = await create({});
+    await app.sql(`update connections set cred_encrypted = 'ffffffff:AAAA:AAAA:AAAA', key_id = 'ffffffff' where id = $1`, [sealed.body.data.id]);
+    const unreadable = await runOf([{ ...call('first'), connection_id: sealed.body.data.id }]);
+    expect(unreadable.status).toBe('failed');
+    expect(unreadable.timeline[0]).toMatchObject({ node_id: 'first', status: 'failed', error: { code: 'credential_unreadable' } });
+    expect(JSON.stringify(unreadable)).not.toContain(SECRET);
+  });
+});
+
 describe('deletion', () => {
   it('is refused while an active workflow uses it; forced, those workflows fail with connection_missing', async () => {
     const { id } = (await create({})).body.data;

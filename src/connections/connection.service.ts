@@ -65,10 +65,23 @@ const VIEW = `select c.id, c.type, c.label, c.cred_preview, c.extra, c.owner_id,
 /**
  * Who may use a connection (in a workflow node, an agent session): its owner, the users it is
  * shared with, and administrators, who manage every connection anyway. As SQL over `connections c`,
- * true when every one of the users `?` (an int[]) may, and all of them exist.
+ * true when every one of the users `users` (an int[] expression) may, and all of them exist.
  */
-const USABLE_BY_ALL = `(select count(*) = cardinality(?::int[]) and coalesce(bool_and(u.role = 'administrator' or u.id = c.owner_id or u.id = any(c.shared_with)), true)
-    from users u where u.id = any(?::int[]))`;
+const usableByAll = (users: string) =>
+  `(select count(*) = cardinality(${users})
+      and coalesce(bool_and(u.role = 'administrator' or u.id = c.owner_id or u.id = any(c.shared_with)), true)
+    from users u where u.id = any(${users}))`;
+
+/** What a connection's use reads of it: its row, and whether the users a run acts for may use it. */
+export type ConnectionUse = Pick<ConnectionRow, 'id' | 'type' | 'cred_encrypted' | 'key_id' | 'extra'> & { usable: boolean };
+
+/**
+ * The read of connection `?` for its use by the users `users` (an int[] SQL expression), as one
+ * row: for a statement that reads it beside other rows (a run's first claim reads its first
+ * node's connection in the same round trip). Its answer goes to ConnectionService.use.
+ */
+export const connectionUseSql = (users: string) =>
+  `select c.id, c.type, c.cred_encrypted, c.key_id, c.extra, ${usableByAll(users)} as usable from connections c where c.id = ?`;
 
 /** Connections: credentials sealed at rest, masked in every view, usable by their owner and those they are shared with. */
 export class ConnectionService {
@@ -151,10 +164,14 @@ export class ConnectionService {
     return unique;
   }
 
-  /** Of `ids`, those every one of `userIds` may use (see USABLE_BY_ALL). */
+  /** Of `ids`, those every one of `userIds` may use (see usableByAll). */
   async usableBy(ids: number[], userIds: number[]): Promise<Set<number>> {
     if (!ids.length) return new Set();
-    const rows = await this.sql.query<{ id: number }>(`select c.id from connections c where c.id = any(?) and ${USABLE_BY_ALL}`, [ids, userIds, userIds]);
+    const rows = await this.sql.query<{ id: number }>(`select c.id from connections c where c.id = any(?) and ${usableByAll('?::int[]')}`, [
+      ids,
+      userIds,
+      userIds,
+    ]);
     return new Set(rows.map((r) => r.id));
   }
 
@@ -181,11 +198,19 @@ export class ConnectionService {
    * is refused with 403 `forbidden`.
    */
   async resolve(id: number, usableBy?: number[]): Promise<ResolvedConnection> {
-    const [row] = await this.sql.query<Pick<ConnectionRow, 'id' | 'type' | 'cred_encrypted' | 'key_id' | 'extra'> & { usable: boolean }>(
-      `select c.id, c.type, c.cred_encrypted, c.key_id, c.extra, ${usableBy ? USABLE_BY_ALL : 'true'} as usable from connections c where c.id = ?`,
+    const [row] = await this.sql.query<ConnectionUse>(
+      usableBy ? connectionUseSql('?::int[]') : `select c.id, c.type, c.cred_encrypted, c.key_id, c.extra, true as usable from connections c where c.id = ?`,
       usableBy ? [usableBy, usableBy, id] : [id],
       { prepared: true },
     );
+    return this.use(id, row);
+  }
+
+  /**
+   * Connection `id` made usable from its row as connectionUseSql read it (undefined or null: there
+   * is none): the same answers and refusals as resolve.
+   */
+  use(id: number, row: ConnectionUse | null | undefined): ResolvedConnection {
     if (!row) throw new AppError('connection_missing', `Connection ${id} does not exist (it was deleted)`);
     if (!row.usable) throw new AppError('forbidden', `Connection ${id} is not shared with everyone this run acts for`);
     let cred: string;

@@ -1,3 +1,4 @@
+import { connectionUseSql, type ConnectionUse } from '../connections/connection.service.js';
 import type { Queryable, Sql } from '../db/sql.js';
 import type { GraphNode, NodeError } from '../../workflows/defs.js';
 import { currentTraceId } from '../platform/tracing.js';
@@ -484,19 +485,23 @@ export class ExecutionMirror {
    * while the run already began): skipping it would leave the record unclaimed and make the run
    * a second record of its own. With `attempt`, the same statement begins that node's attempt as
    * beginAttempt does (a run's first node, a short call: one round trip instead of two) and the
-   * answer carries its number (`attempts`, unset when the entry may not change).
+   * answer carries its number (`attempts`, unset when the entry may not change); with its
+   * `connectionId`, it also reads that connection for the people the run acts for, as
+   * ConnectionService.resolve would next (`connection`, null when there is none).
    */
   async claim(
     temporalWorkflowId: string,
     runId: string,
-    attempt?: { node: Pick<GraphNode, 'id' | 'type'>; startedAt: Date },
-  ): Promise<(ExecutionRef & { attempts?: number }) | undefined> {
+    attempt?: { node: Pick<GraphNode, 'id' | 'type'>; startedAt: Date; connectionId?: number },
+  ): Promise<(ExecutionRef & { attempts?: number; connection?: ConnectionUse | null }) | undefined> {
     // Only a record no run has claimed yet can be unconfirmed (a finished run may carry these codes
     // from a `fail` node); an unconfirmed reset is claimable for ten minutes, so a reset Temporal
     // in fact refused cannot be taken, long after, by a later reset of the same workflow id.
     const unconfirmed = `e.temporal_run_id is null and e.status = 'failed' and e.error->>'code' in (${UNCONFIRMED_CODES.map((c) => `'${c}'`).join(', ')})`;
     // The people the run acts for are fixed when it is first claimed (see ACTING_USERS).
-    const [row] = await this.sql.query<RefRow & { attempts?: number | null }>(
+    // The node's connection, read for the people the run acts for (null: there is none).
+    const connection = attempt?.connectionId !== undefined;
+    const [row] = await this.sql.query<RefRow & { attempts?: number | null; connection?: ConnectionUse | null }>(
       `with target as (
          select id, acting_user_ids is null as first_claim from executions
           where temporal_workflow_id = ? and (temporal_run_id = ? or temporal_run_id is null)
@@ -513,12 +518,25 @@ export class ExecutionMirror {
                left join executions p on p.id = e.parent_execution_id where w.id = e.workflow_id))
            from target where e.id = target.id returning e.id, e.workflow_id, e.acting_user_ids, e.depth, e.root_execution_id, e.trigger, target.first_claim)
        ${attempt ? `, counted as (${beginAttemptFrom("select claimed.id, ?, ?, 'running', ?::timestamptz, 1, false from claimed")})` : ''}
-       select c.*, w.owner_id ${attempt ? ', (select attempts from counted) as attempts' : ''} from claimed c join workflows w on w.id = c.workflow_id`,
-      [temporalWorkflowId, runId, runId, currentTraceId() ?? null, ...(attempt ? [attempt.node.id, attempt.node.type, attempt.startedAt] : [])],
+       select cl.*, w.owner_id ${attempt ? ', (select attempts from counted) as attempts' : ''}
+         ${connection ? `, (select row_to_json(k) from (${connectionUseSql('coalesce(cl.acting_user_ids, array[w.owner_id])')}) k) as connection` : ''}
+         from claimed cl join workflows w on w.id = cl.workflow_id`,
+      [
+        temporalWorkflowId,
+        runId,
+        runId,
+        currentTraceId() ?? null,
+        ...(attempt ? [attempt.node.id, attempt.node.type, attempt.startedAt] : []),
+        ...(connection ? [attempt!.connectionId] : []),
+      ],
       { prepared: true },
     );
     if (!row) return undefined;
-    return row.attempts === undefined || row.attempts === null ? refOf(row) : { ...refOf(row), attempts: row.attempts };
+    return {
+      ...refOf(row),
+      ...(row.attempts !== undefined && row.attempts !== null ? { attempts: row.attempts } : {}),
+      ...(connection ? { connection: row.connection ?? null } : {}),
+    };
   }
 
   /**
