@@ -13,8 +13,9 @@
  * {"ready":true} once the worker polls.
  *
  * `"serve": true` instead opens an HTTP server on loopback whose every POST runs the workflow
- * (`client.workflow.execute()`, eagerly) and answers its result as JSON: the bare SDK behind a
- * webhook. The answer carries its `url`; the server stays up until the process ends.
+ * (`client.workflow.execute()`, eagerly) and answers its result as JSON, the run's workflow id in
+ * its X-Workflow-Id header: the bare SDK behind a webhook. The answer to the command carries the
+ * server's `url`; the server stays up until the process ends.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -111,8 +112,9 @@ async function main() {
       const server = createServer((req, res) => {
         req.resume();
         req.once('end', () => {
-          client.workflow.execute(command.type, { taskQueue, workflowId: randomUUID(), args: command.args, requestEagerStart: true }).then(
-            (result) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(result)),
+          const workflowId = randomUUID();
+          client.workflow.execute(command.type, { taskQueue, workflowId, args: command.args, requestEagerStart: true }).then(
+            (result) => res.writeHead(200, { 'content-type': 'application/json', 'x-workflow-id': workflowId }).end(JSON.stringify(result)),
             (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(String(err)),
           );
         });

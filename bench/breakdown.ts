@@ -24,6 +24,11 @@
  *
  * Tracing itself costs time (a span per statement, the workflow interceptors of a traced run):
  * the table gives the traced p50 beside an untraced one measured in the same process's absence.
+ *
+ * Beside it, untraced, the bare SDK's local activity behind the same kind of webhook (bench/bare.ts
+ * serving bareHook): the same points from the client, the HTTP target (the moment the node's call
+ * arrives, for both) and the run's history, so the table shows where the service's time differs
+ * from a durable run with nothing of the service in it.
  * Run: npm run bench -- breakdown   (BENCH_SAMPLES, default 60)
  */
 import { createServer } from 'node:http';
@@ -33,7 +38,7 @@ import { Client, Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import pg from 'pg';
 import { createLogger } from '../src/platform/logger.js';
-import { benchSetup, oursApi, oursEnv, startOurs, webhookWorkflow } from './harness.js';
+import { benchSetup, oursApi, oursEnv, startBare, startOurs, webhookWorkflow } from './harness.js';
 import { cleanups, median, percentile, round, runMain, section } from './lib.js';
 
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 60);
@@ -92,8 +97,32 @@ async function startCollector(): Promise<{ url: string; spans: SpanRecord[]; clo
 interface Sample {
   sent: number;
   received: number;
+  /** When the HTTP target received the node's call. */
+  arrival: number;
   requestId: string;
   executionId: number;
+}
+
+/** One request to the bare SDK's webhook: its times and its run's workflow id. */
+interface BareSample {
+  sent: number;
+  received: number;
+  arrival: number;
+  workflowId: string;
+}
+
+/**
+ * The HTTP target the node calls, as the benchmark's own (a small JSON answer to every request),
+ * keeping the time each request arrived.
+ */
+async function startRecordingTarget(): Promise<{ url: string; arrivals: number[]; close(): void }> {
+  const arrivals: number[] = [];
+  const server = createServer((_req, res) => {
+    arrivals.push(now());
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, arrivals, close: () => server.close() };
 }
 
 /** The phases of one request, ms, or undefined when a span is missing. */
@@ -111,7 +140,10 @@ async function main() {
 }
 
 async function bench(cleanup: ReturnType<typeof cleanups>) {
-  const { env, target, dir, settings } = await benchSetup('breakdown', logger, cleanup);
+  const { env, dir, settings: setup } = await benchSetup('breakdown', logger, cleanup);
+  const target = await startRecordingTarget();
+  cleanup.add(() => target.close());
+  const settings = { ...setup, targetUrl: target.url };
   const collector = await startCollector();
   cleanup.add(() => collector.close());
   const connection = await Connection.connect({ address: env.temporalAddress });
@@ -124,34 +156,25 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
   cleanup.add(() => db.end());
   const { EventType } = proto.temporal.api.enums.v1;
   /**
-   * The points each request passed, in order, from the client, PostgreSQL and the history; one
-   * table row per point: the time since the point before it (median and p90 over the requests).
+   * The points each request passed, in order, from the client, the HTTP target, PostgreSQL and the
+   * history; one table row per point: the time since the point before it (median and p90 over the
+   * requests).
    */
-  const timelineOf = async (list: Sample[], queue: string): Promise<string[]> => {
+  const timelineOf = async <S extends { sent: number; received: number; arrival: number }>(
+    list: S[],
+    workflowIdOf: (sample: S) => string,
+    pointsOf: (sample: S) => Promise<[string, number][]>,
+  ): Promise<string[]> => {
     const rowsOf: Map<string, number[]> = new Map();
     const order: Map<string, number[]> = new Map();
     for (const sample of list) {
-      const [record] = (
-        await db.query<{ started: number; finished: number }>(
-          `select extract(epoch from started_at) * 1000 as started, extract(epoch from finished_at) * 1000 as finished from executions where id = $1`,
-          [sample.executionId],
-        )
-      ).rows;
-      const [entry] = (
-        await db.query<{ started: number; finished: number }>(
-          `select extract(epoch from started_at) * 1000 as started, extract(epoch from finished_at) * 1000 as finished from execution_nodes where execution_id = $1`,
-          [sample.executionId],
-        )
-      ).rows;
-      const history = await temporal.workflow.getHandle(`${queue}-execution-${sample.executionId}`).fetchHistory();
       const points: [string, number][] = [
         ['client sends the request', sample.sent],
-        ['execution record inserted (PostgreSQL now())', Number(record!.started)],
-        ['node: entry started (activity)', Number(entry!.started)],
-        ['node: entry finished (activity)', Number(entry!.finished)],
-        ['execution record finished (finish transaction began)', Number(record!.finished)],
+        ["the HTTP target receives the node's call", sample.arrival],
         ['client receives the answer', sample.received],
+        ...(await pointsOf(sample)),
       ];
+      const history = await temporal.workflow.getHandle(workflowIdOf(sample)).fetchHistory();
       let task = 0;
       for (const e of history.events ?? []) {
         const type = EventType[e.eventType ?? 0]?.replace(/^EVENT_TYPE_/, '') ?? String(e.eventType);
@@ -176,11 +199,35 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       .sort((a, b) => median(order.get(a)!) - median(order.get(b)!))
       .map((name) => `| ${name} | ${round(median(rowsOf.get(name)!))} | ${round(percentile(rowsOf.get(name)!, 90))} |`);
   };
+  /** The service's own points of a request: its execution record's and timeline entry's times in PostgreSQL. */
+  const recordPoints = async (sample: Sample): Promise<[string, number][]> => {
+    const [record] = (
+      await db.query<{ started: number; finished: number }>(
+        `select extract(epoch from started_at) * 1000 as started, extract(epoch from finished_at) * 1000 as finished from executions where id = $1`,
+        [sample.executionId],
+      )
+    ).rows;
+    const [entry] = (
+      await db.query<{ started: number; finished: number }>(
+        `select extract(epoch from started_at) * 1000 as started, extract(epoch from finished_at) * 1000 as finished from execution_nodes where execution_id = $1`,
+        [sample.executionId],
+      )
+    ).rows;
+    return [
+      ['execution record inserted (PostgreSQL now())', Number(record!.started)],
+      ['node: entry started (activity)', Number(entry!.started)],
+      ['node: entry finished (activity)', Number(entry!.finished)],
+      ['execution record finished (finish transaction began)', Number(record!.finished)],
+    ];
+  };
+  /** The target's first arrival since `from`: the node's call of the request sent then. */
+  const arrivalSince = (from: number) => target.arrivals.find((t) => t >= from) ?? NaN;
 
   /** `n` sequential webhook calls to a service process: each one's times, ids and latency. */
   const calls = async (api: string, hook: { path: string; secret: string }, n: number): Promise<Sample[]> => {
     const out: Sample[] = [];
     for (let i = 0; i < n; i++) {
+      target.arrivals.length = 0;
       const sent = now();
       const res = await fetch(`${api}${hook.path}`, {
         method: 'POST',
@@ -190,7 +237,7 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       const body = (await res.json()) as { data: { execution_id: number; output?: { body?: { ok?: boolean } } } };
       const received = now();
       if (res.status !== 200 || body.data.output?.body?.ok !== true) throw new Error(`webhook answered ${res.status}: ${JSON.stringify(body)}`);
-      out.push({ sent, received, requestId: res.headers.get('x-request-id')!, executionId: body.data.execution_id });
+      out.push({ sent, received, arrival: arrivalSince(sent), requestId: res.headers.get('x-request-id')!, executionId: body.data.execution_id });
     }
     return out;
   };
@@ -204,7 +251,34 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
   const plainSamples = await calls(plain.api, plainHook, SAMPLES);
   const untraced = plainSamples.map((s) => s.received - s.sent);
   await plain.stop();
-  const timeline = await timelineOf(plainSamples, 'bench-plain');
+  const timeline = await timelineOf(plainSamples, (s) => `bench-plain-execution-${s.executionId}`, recordPoints);
+
+  // The bare SDK's local activity behind a webhook, one request at a time as ours.
+  const bare = await startBare(env.temporalAddress, 'bench-bare');
+  cleanup.add(() => bare.stop());
+  const served = await bare.run({ type: 'bareHook', args: [`${target.url}/`, true], total: 0, concurrency: 0, serve: true });
+  const bareCalls = async (n: number): Promise<BareSample[]> => {
+    const out: BareSample[] = [];
+    for (let i = 0; i < n; i++) {
+      target.arrivals.length = 0;
+      const sent = now();
+      const res = await fetch(served.url!, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ i }) });
+      const body = (await res.json()) as { ok?: boolean };
+      const received = now();
+      if (res.status !== 200 || body.ok !== true) throw new Error(`the bare webhook answered ${res.status}: ${JSON.stringify(body)}`);
+      out.push({ sent, received, arrival: arrivalSince(sent), workflowId: res.headers.get('x-workflow-id')! });
+    }
+    return out;
+  };
+  await bareCalls(10);
+  const bareSamples = await bareCalls(SAMPLES);
+  await bare.stop();
+  const bareTimeline = await timelineOf(
+    bareSamples,
+    (s) => s.workflowId,
+    () => Promise.resolve([]),
+  );
+  const bareLatency = bareSamples.map((s) => s.received - s.sent);
 
   const ours = await startOurs(
     { ...(await oursEnv({ ...settings, queue: 'bench-traced', localPureNodes: true })), OTEL_EXPORTER_OTLP_ENDPOINT: collector.url },
@@ -277,6 +351,12 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
     '| point reached | from the previous point, p50 ms | p90 ms |',
     '|---|---|---|',
     ...timeline,
+    '',
+    `The bare SDK's local activity behind a webhook (bench/bare.ts serving bareHook: the run started eagerly, one local activity making the same GET, the answer its result), untraced, ${SAMPLES} requests one after the other: p50 ${round(median(bareLatency))} ms (p99 ${round(percentile(bareLatency, 99))}). The same points where it has them:`,
+    '',
+    '| point reached | from the previous point, p50 ms | p90 ms |',
+    '|---|---|---|',
+    ...bareTimeline,
     '',
     'Traced (OTLP spans to a collector on loopback; tracing itself adds a span per SQL statement and the workflow interceptors, so the phases are longer than untraced):',
     '',
