@@ -21,7 +21,9 @@ export async function benchServers(name: string, logger: Logger) {
   let databaseServer = process.env.DATABASE_URL;
   if (!databaseServer) {
     scratch.push(scratchDir('svc-bench-'));
-    const pg = new EmbeddedPostgres({ dataDir: join(scratch.at(-1)!, 'pg'), port: await freePort(), logger, ephemeral: true });
+    // Durable, as the embedded default runs it: every commit synced, full page writes. A benchmark
+    // of the service with durability on measures what its commits cost too.
+    const pg = new EmbeddedPostgres({ dataDir: join(scratch.at(-1)!, 'pg'), port: await freePort(), logger });
     databaseServer = await pg.start();
     pids.postgres = pg.pid;
     stops.push(() => pg.stop());
