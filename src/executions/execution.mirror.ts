@@ -487,7 +487,10 @@ export class ExecutionMirror {
    * beginAttempt does (a run's first node, a short call: one round trip instead of two) and the
    * answer carries its number (`attempts`, unset when the entry may not change); with its
    * `connectionId`, it also reads that connection for the people the run acts for, as
-   * ConnectionService.resolve would next (`connection`, null when there is none).
+   * ConnectionService.resolve would next (`connection`, null when there is none). It reads it as
+   * the statement found it when it began: a claim that waited for the API's lock on the record
+   * uses a connection deleted or unshared in those milliseconds for this one call, as a read just
+   * before the change would have.
    */
   async claim(
     temporalWorkflowId: string,

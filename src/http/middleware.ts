@@ -68,7 +68,15 @@ export function requestContext(logger: Logger, metrics: Pick<Metrics, 'httpReque
  */
 function afterResponse(ctx: Context, later: () => void): void {
   const res = ctx.res;
-  const fn = context.bind(context.active(), later);
+  // Called from the response's events: a throw here would be no request's error but the process's.
+  const safe = () => {
+    try {
+      later();
+    } catch (err) {
+      (ctx.state.logger as Logger | undefined)?.error({ err }, "writing a request's log line or metrics failed");
+    }
+  };
+  const fn = context.bind(context.active(), safe);
   if (res.writableFinished || res.destroyed) return fn();
   let done = false;
   const once = () => {
