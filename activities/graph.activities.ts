@@ -588,11 +588,11 @@ export async function executeNode(g: GraphWorker, attempt: NodeAttempt, context:
     connection: () => {
       if (node.connection_id === undefined) throw ApplicationFailure.nonRetryable('The node has no connection_id', CODE.validation_failed);
       const id = node.connection_id;
-      // Read with the claim a moment ago, for the same people: used once, the next call reads it again.
+      // Read with the claim a moment ago (this node's, for the same people): used once, the next call reads it again.
       const read = attempt.connectionRead;
       delete attempt.connectionRead;
       const resolving =
-        read !== undefined && (read === null || read.id === id)
+        read !== undefined
           ? Promise.resolve().then(() => g.ports.connections.use(id, read))
           : patiently(() => g.ports.connections.resolve(id, ref.actingUserIds));
       return resolving.then((resolved) => {

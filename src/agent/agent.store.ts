@@ -165,9 +165,7 @@ export async function stepMessage<K extends keyof MessageRow>(
   const [row] = await sql.query<Pick<MessageRow, K>>(
     `select ${columns.join(', ')} from agent_messages where session_id = ? and step_key = ?`,
     [sessionId, stepKey],
-    {
-      prepared: true,
-    },
+    { prepared: true },
   );
   return row;
 }

@@ -76,12 +76,13 @@ const usableByAll = (users: string) =>
 export type ConnectionUse = Pick<ConnectionRow, 'id' | 'type' | 'cred_encrypted' | 'key_id' | 'extra'> & { usable: boolean };
 
 /**
- * The read of connection `?` for its use by the users `users` (an int[] SQL expression), as one
- * row: for a statement that reads it beside other rows (a run's first claim reads its first
- * node's connection in the same round trip). Its answer goes to ConnectionService.use.
+ * The read of connection `?` for its use by the users `users` (an int[] SQL expression; without
+ * it, by anyone), as one row: resolve's, and for a statement that reads it beside other rows (a
+ * run's first claim reads its first node's connection in the same round trip). Its answer goes
+ * to ConnectionService.use.
  */
-export const connectionUseSql = (users: string) =>
-  `select c.id, c.type, c.cred_encrypted, c.key_id, c.extra, ${usableByAll(users)} as usable from connections c where c.id = ?`;
+export const connectionUseSql = (users?: string) =>
+  `select c.id, c.type, c.cred_encrypted, c.key_id, c.extra, ${users ? usableByAll(users) : 'true'} as usable from connections c where c.id = ?`;
 
 /** Connections: credentials sealed at rest, masked in every view, usable by their owner and those they are shared with. */
 export class ConnectionService {
@@ -198,11 +199,9 @@ export class ConnectionService {
    * is refused with 403 `forbidden`.
    */
   async resolve(id: number, usableBy?: number[]): Promise<ResolvedConnection> {
-    const [row] = await this.sql.query<ConnectionUse>(
-      usableBy ? connectionUseSql('?::int[]') : `select c.id, c.type, c.cred_encrypted, c.key_id, c.extra, true as usable from connections c where c.id = ?`,
-      usableBy ? [usableBy, usableBy, id] : [id],
-      { prepared: true },
-    );
+    const [row] = await this.sql.query<ConnectionUse>(connectionUseSql(usableBy ? '?::int[]' : undefined), usableBy ? [usableBy, usableBy, id] : [id], {
+      prepared: true,
+    });
     return this.use(id, row);
   }
 

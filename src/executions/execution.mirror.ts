@@ -503,7 +503,7 @@ export class ExecutionMirror {
     const unconfirmed = `e.temporal_run_id is null and e.status = 'failed' and e.error->>'code' in (${UNCONFIRMED_CODES.map((c) => `'${c}'`).join(', ')})`;
     // The people the run acts for are fixed when it is first claimed (see ACTING_USERS).
     // The node's connection, read for the people the run acts for (null: there is none).
-    const connection = attempt?.connectionId !== undefined;
+    const connectionId = attempt?.connectionId;
     const [row] = await this.sql.query<RefRow & { attempts?: number | null; connection?: ConnectionUse | null }>(
       `with target as (
          select id, acting_user_ids is null as first_claim from executions
@@ -522,7 +522,7 @@ export class ExecutionMirror {
            from target where e.id = target.id returning e.id, e.workflow_id, e.acting_user_ids, e.depth, e.root_execution_id, e.trigger, target.first_claim)
        ${attempt ? `, counted as (${beginAttemptFrom("select claimed.id, ?, ?, 'running', ?::timestamptz, 1, false from claimed")})` : ''}
        select cl.*, w.owner_id ${attempt ? ', (select attempts from counted) as attempts' : ''}
-         ${connection ? `, (select row_to_json(k) from (${connectionUseSql('coalesce(cl.acting_user_ids, array[w.owner_id])')}) k) as connection` : ''}
+         ${connectionId !== undefined ? `, (select row_to_json(k) from (${connectionUseSql('coalesce(cl.acting_user_ids, array[w.owner_id])')}) k) as connection` : ''}
          from claimed cl join workflows w on w.id = cl.workflow_id`,
       [
         temporalWorkflowId,
@@ -530,7 +530,7 @@ export class ExecutionMirror {
         runId,
         currentTraceId() ?? null,
         ...(attempt ? [attempt.node.id, attempt.node.type, attempt.startedAt] : []),
-        ...(connection ? [attempt!.connectionId] : []),
+        ...(connectionId !== undefined ? [connectionId] : []),
       ],
       { prepared: true },
     );
@@ -538,7 +538,7 @@ export class ExecutionMirror {
     return {
       ...refOf(row),
       ...(row.attempts !== undefined && row.attempts !== null ? { attempts: row.attempts } : {}),
-      ...(connection ? { connection: row.connection ?? null } : {}),
+      ...(connectionId !== undefined ? { connection: row.connection ?? null } : {}),
     };
   }
 

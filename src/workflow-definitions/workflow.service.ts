@@ -144,9 +144,7 @@ export class WorkflowService {
     const rows = await this.sql.query<WorkflowRow>(
       `select ${columns} from workflows w join users u on u.id = w.owner_id where w.id = ? and ${visible}`,
       [id, ...params],
-      {
-        prepared: true,
-      },
+      { prepared: true },
     );
     if (!rows[0]) throw notFound('Workflow');
     return rows[0];
