@@ -8,6 +8,7 @@ import { ConfigError } from './config.js';
 import { waitOutDatabase } from './db/availability.js';
 import { migrate } from './db/orm.js';
 import { buildApp } from './http/app.js';
+import { answerClientErrors } from './http/client-errors.js';
 import { KeyRing, generateMasterKey, parseMasterKey } from './platform/crypto.js';
 import { EmbeddedPostgres, ensureRunAsUser } from './platform/embedded-postgres.js';
 import { makeDataDirPrivate } from './platform/data-dir.js';
@@ -209,6 +210,7 @@ async function startApiRole(services: Services, cleanups: Cleanups): Promise<{ s
     s.once('error', fail);
   });
   server.keepAliveTimeout = 65_000;
+  answerClientErrors(server);
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.PORT;
   cleanups.push(
