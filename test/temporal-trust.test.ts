@@ -88,6 +88,8 @@ describe('a run started on Temporal directly', () => {
     const failure = await failureOf(id);
     expect(failure.type).toBe('untrusted_input');
     expect(failure.nonRetryable).toBe(true);
+    // An error made in workflow code keeps its stack: each frame's function and its position in the workflow bundle.
+    expect(failure.stack).toMatch(/\n {4}at untrustedInput \(\S*workflow-bundle-[0-9a-f]+\.js:\d+:\d+\)/);
     expect(await executionsOf(workflowId)).toBe(0);
     // The history holds no result, so nothing of the vault either.
     const history = await temporal().client.workflow.getHandle(id).fetchHistory();

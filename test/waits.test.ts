@@ -475,3 +475,20 @@ describe('metrics', () => {
     expect(after).toMatch(/svc_workflow_events_total\{source="api",delivered="yes"\} \d+/);
   });
 });
+
+describe("Temporal's stack trace query on a waiting run (the Temporal UI's Stack Trace tab)", () => {
+  it('answers, without stacks: workflow code does not record where each of its promises was made', async () => {
+    const id = await waitingWorkflow(app.admin, { event: 'payment.received' });
+    const run = await start(id, { order_id: 'order-stack' });
+    await waiting(run);
+    const temporal = app.stack.services.temporal;
+    const handle = temporal.client.workflow.getHandle(temporal.executionWorkflowId(run));
+    expect(await handle.query('__stack_trace')).toBe('');
+    const enhanced = await handle.query<{ sdk: { name: string }; stacks: unknown[] }>('__enhanced_stack_trace');
+    expect(enhanced.sdk.name).toBe('typescript');
+    expect(enhanced.stacks).toEqual([]);
+    // The run goes on as before.
+    expect((await send('payment.received', 'order-stack', { amount: 1 })).body.data.delivered).toEqual([run]);
+    expect((await finished(run)).status).toBe('success');
+  });
+});

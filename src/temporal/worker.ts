@@ -38,6 +38,8 @@ export const preloadedWorkflowModules = [
   'for-each-state.ts',
   'slots.ts',
   'agent-turn.ts',
+  // Not a pure module: it sets the sandbox's stack formatter once, before the SDK freezes it.
+  'stack-traces.ts',
 ].map((file) => fileURLToPath(new URL(`../../workflows/${file}`, import.meta.url)));
 
 /** What every bundle of the service's workflow code is built with besides its workflows: interceptors, converters, preloading. */
