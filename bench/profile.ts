@@ -11,7 +11,8 @@
  *
  *   BENCH_PROFILE_WORKLOAD  one (default): one-node http_request runs at concurrency 50;
  *                           webhook: the peer benchmark's webhook (one http_request node, answered
- *                           with its output), one request at a time;
+ *                           with its output), one request at a time (BENCH_PROFILE_CONCURRENCY
+ *                           at a time when set);
  *                           http-chain: the 10-node http_request chain, one run at a time;
  *                           noop-chain: the 20-node chain of no-op nodes as regular activities
  *   BENCH_PROFILE_SIDE      ours (default), or bare: the baseline's process (bench/bare.ts) instead
@@ -114,7 +115,7 @@ async function profile(out: string, cleanup: ReturnType<typeof cleanups>) {
     profiled = ours;
     round_ = async (runs) => {
       if (WORKLOAD === 'one') return load(50, runs, (i) => run(workflows.oneHttp, { i }));
-      if (WORKLOAD === 'webhook') return load(1, runs, callHook);
+      if (WORKLOAD === 'webhook') return load(Number(process.env.BENCH_PROFILE_CONCURRENCY ?? 1), runs, callHook);
       for (let i = 0; i < runs; i++) await run(WORKLOAD === 'http-chain' ? workflows.httpChain : workflows.pureChain);
     };
   }

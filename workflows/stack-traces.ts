@@ -7,8 +7,8 @@
  * an error with the `Error.prepareStackTrace` of the realm that made it, so the sandbox's own
  * formatter below is used instead of the Temporal SDK's. The SDK's formatter maps every frame
  * through the bundle's source map and, for every promise a run creates, records where it was
- * created (what Temporal's stack trace query answers): over a fifth of the CPU of a one-node run's
- * workflow task. With this formatter the SDK records nothing and the query answers no stacks; a
+ * created (what Temporal's stack trace query answers): about a sixth of the CPU of a one-node
+ * run's workflow task. With this formatter the SDK records nothing and the query answers no stacks; a
  * run's progress is its timeline, and a stuck run's pending step is named there.
  */
 type CallSite = { toString(): string };
