@@ -41,12 +41,15 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const WORKLOAD = process.env.BENCH_PROFILE_WORKLOAD ?? 'one';
 const SIDE = process.env.BENCH_PROFILE_SIDE ?? 'ours';
 const INTERVAL = Number(process.env.BENCH_PROFILE_INTERVAL ?? 1000);
+const CONCURRENCY = Number(process.env.BENCH_PROFILE_CONCURRENCY || 1);
 const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
 
 async function main() {
   if (!['one', 'webhook', 'http-chain', 'noop-chain'].includes(WORKLOAD))
     throw new Error(`BENCH_PROFILE_WORKLOAD: one, webhook, http-chain or noop-chain, not ${WORKLOAD}`);
   if (!['ours', 'bare'].includes(SIDE)) throw new Error(`BENCH_PROFILE_SIDE: ours or bare, not ${SIDE}`);
+  if (!Number.isInteger(CONCURRENCY) || CONCURRENCY < 1)
+    throw new Error(`BENCH_PROFILE_CONCURRENCY: a whole number of at least 1, not ${process.env.BENCH_PROFILE_CONCURRENCY}`);
   const out = resolve(process.env.BENCH_PROFILE_DIR ?? join(root, 'bench', 'results', 'profiles', new Date().toISOString().replace(/[:.]/g, '-')));
   mkdirSync(out, { recursive: true });
   const cleanup = cleanups();
@@ -115,7 +118,7 @@ async function profile(out: string, cleanup: ReturnType<typeof cleanups>) {
     profiled = ours;
     round_ = async (runs) => {
       if (WORKLOAD === 'one') return load(50, runs, (i) => run(workflows.oneHttp, { i }));
-      if (WORKLOAD === 'webhook') return load(Number(process.env.BENCH_PROFILE_CONCURRENCY ?? 1), runs, callHook);
+      if (WORKLOAD === 'webhook') return load(CONCURRENCY, runs, callHook);
       for (let i = 0; i < runs; i++) await run(WORKLOAD === 'http-chain' ? workflows.httpChain : workflows.pureChain);
     };
   }

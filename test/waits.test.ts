@@ -478,7 +478,8 @@ describe('metrics', () => {
 
 describe("Temporal's stack trace query on a waiting run (the Temporal UI's Stack Trace tab)", () => {
   it('answers, without stacks: workflow code does not record where each of its promises was made', async () => {
-    const id = await waitingWorkflow(app.admin, { event: 'payment.received' });
+    const name = eventName('payment.received');
+    const id = await waitingWorkflow(app.admin, { event: name });
     const run = await start(id, { order_id: 'order-stack' });
     await waiting(run);
     const temporal = app.stack.services.temporal;
@@ -488,7 +489,7 @@ describe("Temporal's stack trace query on a waiting run (the Temporal UI's Stack
     expect(enhanced.sdk.name).toBe('typescript');
     expect(enhanced.stacks).toEqual([]);
     // The run goes on as before.
-    expect((await send('payment.received', 'order-stack', { amount: 1 })).body.data.delivered).toEqual([run]);
+    expect((await send(name, 'order-stack', { amount: 1 })).body.data.delivered).toEqual([run]);
     expect((await finished(run)).status).toBe('success');
   });
 });

@@ -25,6 +25,9 @@ export const trustInterceptorsPath = fileURLToPath(new URL('../../workflows/trus
  * (the SDK's module preloading): a run's first workflow task then evaluates only the modules that
  * issue commands. Preloaded modules are shared by every run and frozen by the SDK, so a module
  * that keeps anything at module level, or mutates what it exports, must never be listed here.
+ * One listed module is no pure one: stack-traces.ts sets the sandbox's stack formatter once,
+ * before the SDK freezes the sandbox. Only the SDK's reusable workflow context preloads modules
+ * (WORKER_TUNING keeps it on).
  */
 export const preloadedWorkflowModules = [
   'defs.ts',
@@ -38,7 +41,6 @@ export const preloadedWorkflowModules = [
   'for-each-state.ts',
   'slots.ts',
   'agent-turn.ts',
-  // Not a pure module: it sets the sandbox's stack formatter once, before the SDK freezes it.
   'stack-traces.ts',
 ].map((file) => fileURLToPath(new URL(`../../workflows/${file}`, import.meta.url)));
 
@@ -111,6 +113,9 @@ export async function installTemporalRuntime(logger: Logger): Promise<void> {
 
 /** Worker options of the service's workers (docs/performance.md has the measurements). */
 export const WORKER_TUNING = {
+  // The SDK's default, said here because the preloaded modules need it: without one reused
+  // context nothing is preloaded, and the sandbox's stack formatter (stack-traces.ts) is not set.
+  reuseV8Context: true,
   maxCachedWorkflows: 1000,
   maxConcurrentWorkflowTaskExecutions: 100,
   maxConcurrentActivityTaskExecutions: 200,
