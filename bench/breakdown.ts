@@ -200,19 +200,16 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       .map((name) => `| ${name} | ${round(median(rowsOf.get(name)!))} | ${round(percentile(rowsOf.get(name)!, 90))} |`);
   };
   /** The service's own points of a request: its execution record's and timeline entry's times in PostgreSQL. */
+  const timesOf = async (from: 'executions where id' | 'execution_nodes where execution_id', executionId: number) => {
+    const { rows } = await db.query<{ started: number; finished: number }>(
+      `select extract(epoch from started_at) * 1000 as started, extract(epoch from finished_at) * 1000 as finished from ${from} = $1`,
+      [executionId],
+    );
+    return rows[0];
+  };
   const recordPoints = async (sample: Sample): Promise<[string, number][]> => {
-    const [record] = (
-      await db.query<{ started: number; finished: number }>(
-        `select extract(epoch from started_at) * 1000 as started, extract(epoch from finished_at) * 1000 as finished from executions where id = $1`,
-        [sample.executionId],
-      )
-    ).rows;
-    const [entry] = (
-      await db.query<{ started: number; finished: number }>(
-        `select extract(epoch from started_at) * 1000 as started, extract(epoch from finished_at) * 1000 as finished from execution_nodes where execution_id = $1`,
-        [sample.executionId],
-      )
-    ).rows;
+    const record = await timesOf('executions where id', sample.executionId);
+    const entry = await timesOf('execution_nodes where execution_id', sample.executionId);
     return [
       ['execution record inserted (PostgreSQL now())', Number(record!.started)],
       ['node: entry started (activity)', Number(entry!.started)],

@@ -72,6 +72,15 @@ const waiting = async (executionId: number) => {
   return row;
 };
 
+/** A run of a fresh waiting workflow (an event name of its own), started on `key` and waiting: the name, the workflow and the execution. */
+async function runWaiting(what: string, key: string, shared: number[] = []) {
+  const name = eventName(what);
+  const id = await waitingWorkflow(app.admin, { event: name }, shared);
+  const run = await start(id, { order_id: key });
+  await waiting(run);
+  return { name, id, run };
+}
+
 async function finished(executionId: number, client = app.admin) {
   return eventually(
     async () => {
@@ -283,10 +292,7 @@ describe('an event and the timeout at the same moment', () => {
 
 describe('who an event reaches', () => {
   it("an editor's event never resumes another owner's run; the owner's does", async () => {
-    const name = eventName('owned');
-    const id = await waitingWorkflow(app.admin, { event: name });
-    const run = await start(id, { order_id: 'mine' });
-    await waiting(run);
+    const { name, id, run } = await runWaiting('owned', 'mine');
     const foreign = await send(name, 'mine', { amount: 666 }, editor.client);
     expect(foreign.status).toBe(200);
     expect(foreign.body.data.delivered).toEqual([]);
@@ -299,10 +305,7 @@ describe('who an event reaches', () => {
   });
 
   it('a workflow shared with the sender is reachable by them', async () => {
-    const name = eventName('shared');
-    const id = await waitingWorkflow(app.admin, { event: name }, [editor.id]);
-    const run = await start(id, { order_id: 's' });
-    await waiting(run);
+    const { name, run } = await runWaiting('shared', 's', [editor.id]);
     expect((await send(name, 's', { amount: 2 }, other.client)).body.data.delivered).toEqual([]);
     expect((await send(name, 's', { amount: 2 }, editor.client)).body.data.delivered).toEqual([run]);
   });
@@ -328,10 +331,7 @@ describe('who an event reaches', () => {
 
 describe('emit_event', () => {
   it('a run sends an event that resumes another run, as the people it acts for', async () => {
-    const name = eventName('emitted');
-    const waiter = await waitingWorkflow(app.admin, { event: name });
-    const run = await start(waiter, { order_id: 'o-77' });
-    await waiting(run);
+    const { name, run } = await runWaiting('emitted', 'o-77');
     const sender = (
       await app.admin.post(W, {
         title: 'payment webhook',
@@ -346,10 +346,7 @@ describe('emit_event', () => {
   });
 
   it("an editor's workflow cannot resume another owner's run with it", async () => {
-    const name = eventName('emitted-foreign');
-    const waiter = await waitingWorkflow(app.admin, { event: name });
-    const run = await start(waiter, { order_id: 'f-1' });
-    await waiting(run);
+    const { name, run } = await runWaiting('emitted-foreign', 'f-1');
     const sender = (
       await editor.client.post(W, {
         title: 'foreign emitter',
@@ -378,10 +375,7 @@ describe('emit_event', () => {
 
 describe('cancelling a run from the API', () => {
   it('stops a waiting run: it ends cancelled, its wait takes no event, and a second cancel answers the same', async () => {
-    const name = eventName('cancel');
-    const id = await waitingWorkflow(app.admin, { event: name });
-    const run = await start(id, { order_id: 'c-1' });
-    await waiting(run);
+    const { name, run } = await runWaiting('cancel', 'c-1');
     const res = await app.admin.post(`${E}/${run}/cancel`);
     expect(res.status, res.text).toBe(200);
     expect(res.body.data).toEqual({ execution_id: run, status: 'cancelled' });
@@ -425,10 +419,7 @@ describe('cancelling a run from the API', () => {
 
 describe('replaying around a wait', () => {
   it('from a node after the wait reuses its outcome; from the wait itself it waits again', async () => {
-    const name = eventName('replay');
-    const id = await waitingWorkflow(app.admin, { event: name });
-    const run = await start(id, { order_id: 'r-1' });
-    await waiting(run);
+    const { name, run } = await runWaiting('replay', 'r-1');
     await send(name, 'r-1', { amount: 10 });
     expect((await finished(run)).status).toBe('success');
 
@@ -478,10 +469,7 @@ describe('metrics', () => {
 
 describe("Temporal's stack trace query on a waiting run (the Temporal UI's Stack Trace tab)", () => {
   it('answers, without stacks: workflow code does not record where each of its promises was made', async () => {
-    const name = eventName('payment.received');
-    const id = await waitingWorkflow(app.admin, { event: name });
-    const run = await start(id, { order_id: 'order-stack' });
-    await waiting(run);
+    const { name, run } = await runWaiting('payment.received', 'order-stack');
     const temporal = app.stack.services.temporal;
     const handle = temporal.client.workflow.getHandle(temporal.executionWorkflowId(run));
     expect(await handle.query('__stack_trace')).toBe('');

@@ -4,11 +4,12 @@ import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
 /**
- * The sandbox's stack formatter (stack-traces.ts), evaluated as the worker does: in a V8 context
- * of its own, from a file standing for the workflow bundle, before any error is made there.
+ * The workflow sandbox's stack formatter (workflows/stack-traces.ts), evaluated as the worker
+ * does: in a V8 context of its own, from a file standing for the workflow bundle, before any
+ * error is made there.
  */
 const BUNDLE = '/srv/workflow-bundle-0123abcd.js';
-const source = ts.transpileModule(readFileSync(new URL('./stack-traces.ts', import.meta.url), 'utf8'), {
+const source = ts.transpileModule(readFileSync(new URL('../../workflows/stack-traces.ts', import.meta.url), 'utf8'), {
   compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 },
 }).outputText;
 
