@@ -16,7 +16,8 @@ import type { ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
 import { nodeTypes } from '../src/nodes/index.js';
 import { firstStepAnswer, type Understands } from '../src/executions/first-step.js';
 import { AppError } from '../src/platform/errors.js';
-import type { ExecutionRef, NodeEntry } from '../src/executions/execution.mirror.js';
+import type { Claim, ExecutionMirror, ExecutionRef, NodeEntry } from '../src/executions/execution.mirror.js';
+import type { EarlyClaims } from '../src/executions/early-claims.js';
 import { nodesFinishedBefore, readNodeEvents } from '../src/executions/reset-point.js';
 import type { ActingUsers } from '../src/auth/acting.js';
 import type { Principal } from '../src/auth/auth.service.js';
@@ -24,7 +25,6 @@ import { countModelUse, type Metrics } from '../src/platform/metrics.js';
 import type { Config } from '../src/config.js';
 import type { ConnectionService, ConnectionUse } from '../src/connections/connection.service.js';
 import { redactError, type Redact } from '../src/connections/redact.js';
-import type { ExecutionMirror } from '../src/executions/execution.mirror.js';
 import { itemId, type ExecutionItems } from '../src/executions/execution-items.store.js';
 import type { NodeRunContext } from '../src/nodes/node-type.js';
 import type { TemporalHandle } from '../src/temporal/connection.js';
@@ -82,6 +82,8 @@ export interface GraphActivityPorts {
   metrics: Pick<Metrics, 'runsStarted' | 'runsFinished' | 'runDuration' | 'nodeDuration' | 'nodeAttempts' | 'modelTokens' | 'modelCost'>;
   /** Starts the error workflow's run a failed run queued. */
   errorWorkflows: Pick<ErrorWorkflows, 'launch'>;
+  /** Claims the API made ahead of runs' first calls (eager starts in this process). */
+  earlyClaims: Pick<EarlyClaims<Claim>, 'take'>;
 }
 
 /** The ports and a worker's caches: what every graph activity is a function over. */
@@ -155,8 +157,10 @@ async function claimExecution(
   temporalWorkflowId: string,
   runId: string,
   attempt?: { node: GraphNode; startedAt: Date; connectionId?: number },
+  /** The same claim, made ahead of the activity by the API that started the run (see EarlyClaims). */
+  early?: Promise<Claim | undefined>,
 ): Promise<Counted | undefined> {
-  const claimed = await patiently(() => g.ports.executionMirror.claim(temporalWorkflowId, runId, attempt));
+  const claimed = (await early?.catch(() => undefined)) ?? (await patiently(() => g.ports.executionMirror.claim(temporalWorkflowId, runId, attempt)));
   if (!claimed) return undefined;
   const { attempts, connection, ...ref } = claimed;
   if (ref.firstClaim) g.ports.metrics.runsStarted.inc({ trigger: ref.trigger });
@@ -173,9 +177,18 @@ async function claimExecution(
  */
 async function countedAttempt(g: GraphWorker, node: GraphNode, startedAt: Date): Promise<Counted> {
   const { workflowId, runId } = runOf();
-  const claimed = g.runs.get(runId)
-    ? undefined
-    : await claimExecution(g, workflowId, runId, { node, startedAt, ...(node.connection_id !== undefined ? { connectionId: node.connection_id } : {}) });
+  // Taken first: an attempt counted ahead of this one must not be counted again.
+  const early = g.ports.earlyClaims.take(runId, node.id);
+  const claimed =
+    g.runs.get(runId) && !early
+      ? undefined
+      : await claimExecution(
+          g,
+          workflowId,
+          runId,
+          { node, startedAt, ...(node.connection_id !== undefined ? { connectionId: node.connection_id } : {}) },
+          early,
+        );
   if (claimed) return claimed;
   const ref = await currentExecution(g, runId);
   const attempts = await patiently(() => g.ports.executionMirror.beginAttempt(ref.id, node, startedAt));

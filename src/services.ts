@@ -11,6 +11,7 @@ import { AgentService } from './agent/agent.service.js';
 import { TurnStreamHub } from './agent/agent.stream.js';
 import { turnAnsweredAnnouncements } from './agent/agent.turns.js';
 import { runClosedAnnouncements, type ClosedRecord } from './executions/run-closed.js';
+import { EarlyClaims } from './executions/early-claims.js';
 import type { Announcements } from './platform/announcements.js';
 import { ActingUsers } from './auth/acting.js';
 import { AuthService } from './auth/auth.service.js';
@@ -20,7 +21,7 @@ import type { Config } from './config.js';
 import { ConnectionService } from './connections/connection.service.js';
 import { openOrm } from './db/orm.js';
 import { Sql } from './db/sql.js';
-import { ExecutionMirror } from './executions/execution.mirror.js';
+import { ExecutionMirror, type Claim } from './executions/execution.mirror.js';
 import { ExecutionItems } from './executions/execution-items.store.js';
 import { ExecutionService } from './executions/execution.service.js';
 import { ErrorWorkflows } from './executions/error-workflow.js';
@@ -110,6 +111,8 @@ export interface Services {
   agentStreams: TurnStreamHub;
   /** Runs whose last node ended their record, heard on agentStreams' connection (a wait for a result answers from the record). */
   runClosed: Announcements<ClosedRecord | undefined>;
+  /** Claims the API made ahead of the first calls of runs it started on this process's worker. */
+  earlyClaims: EarlyClaims<Claim>;
 }
 
 export interface Endpoints {
@@ -212,6 +215,35 @@ function createRecordServices({ sql, logger }: Platform, endpoints: Endpoints) {
   return { entities, recordEvents, records: new RecordService(recordsDb, entities, new RecordValidator(), recordEvents) };
 }
 
+/**
+ * The executions service, with what it shares with the worker in one process: the announcements
+ * of runs their last node ended, and the claims it makes ahead of runs' first calls.
+ */
+function createExecutions(
+  platform: Awaited<ReturnType<typeof createPlatform>>,
+  deps: Pick<Services, 'executionMirror' | 'workflows' | 'errorWorkflows' | 'executionItems' | 'agentStreams'>,
+  logger: Logger,
+) {
+  const { sql, temporal, metrics, config } = platform;
+  const runClosed = runClosedAnnouncements(deps.agentStreams, logger);
+  const earlyClaims = new EarlyClaims<Claim>();
+  const executions = new ExecutionService(
+    sql,
+    deps.executionMirror,
+    temporal,
+    deps.workflows,
+    config.SVC_IDEMPOTENCY_TTL_HOURS,
+    metrics,
+    deps.errorWorkflows,
+    config.SVC_HISTORY_INLINE_BYTES,
+    config,
+    deps.executionItems,
+    runClosed,
+    earlyClaims,
+  );
+  return { runClosed, earlyClaims, executions };
+}
+
 /** Builds every service of a process (API, worker or both: the entry point chooses what to start). */
 export async function createServices(config: Config, logger: Logger, keys: KeyRing, endpoints: Endpoints, options: ServiceOptions = {}): Promise<Services> {
   const platform = await createPlatform(config, logger, keys, endpoints);
@@ -227,19 +259,10 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const workflows = new WorkflowService(sql, schedules, executionMirror, { connections, entities, acting });
   const errorWorkflows = new ErrorWorkflows(temporal, logger);
   const agentStreams = new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER);
-  const runClosed = runClosedAnnouncements(agentStreams, logger);
-  const executions = new ExecutionService(
-    sql,
-    executionMirror,
-    temporal,
-    workflows,
-    config.SVC_IDEMPOTENCY_TTL_HOURS,
-    metrics,
-    errorWorkflows,
-    config.SVC_HISTORY_INLINE_BYTES,
-    config,
-    executionItems,
-    runClosed,
+  const { runClosed, earlyClaims, executions } = createExecutions(
+    platform,
+    { executionMirror, workflows, errorWorkflows, executionItems, agentStreams },
+    logger,
   );
   const licenseWebhooks = new LicenseWebhookService(stores.licenseWebhooks, keys, temporal, config, logger);
   const publicUrl = new PublicUrl(config.SVC_PUBLIC_URL, config.PORT);
@@ -270,6 +293,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     publicUrl,
     agentStreams,
     runClosed,
+    earlyClaims,
   };
 }
 

@@ -239,6 +239,91 @@ describe('runs', () => {
   });
 });
 
+describe("a run's first call, claimed by the API that started the run on its own worker", () => {
+  /** Records what the API offered and what the node activities took (the API and the worker share this process). */
+  function watchClaims() {
+    const claims = app.stack.services.earlyClaims;
+    const offer = claims.offer.bind(claims);
+    const take = claims.take.bind(claims);
+    const seen = { offered: [] as string[], taken: [] as string[] };
+    claims.offer = (runId, nodeId, claim) => (seen.offered.push(nodeId), offer(runId, nodeId, claim));
+    claims.take = (runId, nodeId) => {
+      const early = take(runId, nodeId);
+      if (early) seen.taken.push(nodeId);
+      return early;
+    };
+    return { seen, restore: () => ((claims.offer = offer), (claims.take = take)) };
+  }
+
+  it('counts the call once, and each retry of it once more', async () => {
+    const watch = watchClaims();
+    try {
+      const once = await runAndWait(
+        await create({ nodes: [{ id: 'get', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } }] }),
+      );
+      expect(once.status).toBe('success');
+      // The connection the early claim read made the call (its credential redacted from the output).
+      expect(nodeOf(once, 'get')).toMatchObject({ status: 'success', attempts: 1, output: { status: 200, body: { auth: 'Bearer [redacted]' } } });
+      expect(target.requests.at(-1)?.headers.authorization).toBe('Bearer tok-secret-1234');
+      expect(watch.seen).toEqual({ offered: ['get'], taken: ['get'] });
+
+      flakyCalls = 0;
+      const flaky = {
+        id: 'flaky',
+        type: 'http_request',
+        connection_id: connectionId,
+        retry: { max_attempts: 4, initial_interval_ms: 50 },
+        config: { method: 'GET', path: '/flaky' },
+      };
+      const retried = await runAndWait(await create({ nodes: [flaky] }));
+      expect(nodeOf(retried, 'flaky')).toMatchObject({ status: 'success', attempts: 3 });
+      expect(watch.seen).toEqual({ offered: ['get', 'flaky'], taken: ['get', 'flaky'] });
+      expect(app.stack.services.earlyClaims.size).toBe(0);
+    } finally {
+      watch.restore();
+    }
+  });
+
+  it('is left to the node when the graph does not start with one short call', async () => {
+    const watch = watchClaims();
+    try {
+      const execution = await runAndWait(
+        await create({
+          nodes: [
+            { id: 'shape', type: 'transform', config: { value: 1 } },
+            { id: 'get', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } },
+          ],
+          edges: [{ from: 'shape', to: 'get' }],
+        }),
+      );
+      expect(execution.status).toBe('success');
+      expect(nodeOf(execution, 'get')).toMatchObject({ status: 'success', attempts: 1 });
+      expect(watch.seen).toEqual({ offered: [], taken: [] });
+    } finally {
+      watch.restore();
+    }
+  });
+
+  it('is made again by the node when the API could not make it', async () => {
+    const mirror = app.stack.services.executionMirror;
+    const claim = mirror.claim.bind(mirror);
+    let claims = 0;
+    mirror.claim = ((...args: Parameters<typeof claim>) =>
+      ++claims === 1 ? Promise.reject(new Error('the database went away')) : claim(...args)) as typeof claim;
+    try {
+      const execution = await runAndWait(
+        await create({ nodes: [{ id: 'get', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } }] }),
+      );
+      expect(execution.status).toBe('success');
+      expect(nodeOf(execution, 'get')).toMatchObject({ status: 'success', attempts: 1 });
+      expect(target.requests.at(-1)?.headers.authorization).toBe('Bearer tok-secret-1234');
+      expect(claims).toBe(2);
+    } finally {
+      mirror.claim = claim;
+    }
+  });
+});
+
 describe('timeline writes that come late', () => {
   it('a node that ended is not set running again by a late write of the same attempt; a later attempt may', async () => {
     // A worker whose workflow task timed out while its "running" write waited (on a restarting

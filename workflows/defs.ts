@@ -253,6 +253,26 @@ export function nodeModeOf(began: BeganExecution, node: Pick<GraphNode, 'type' |
   return (node.timeout_ms ?? DEFAULT_NODE_TIMEOUT_MS) <= short.maxTimeoutMs ? 'local' : mode;
 }
 
+/**
+ * Whether a node is a short call: a side effect run as a local activity (not a pure node run
+ * locally). The run starts one as a local activity only when no other is in flight (startCall).
+ */
+export function isShortCall(began: BeganExecution, node: Pick<GraphNode, 'type' | 'timeout_ms'>): boolean {
+  return nodeModeOf(began, node) === 'local' && runModeOf(began, node.type) !== 'local';
+}
+
+/**
+ * The node a new run's first workflow task starts as a local call, when that is certain before
+ * the run begins: its graph has one node that no edge leads to, and that node is a short call (a
+ * run starts the first call it reaches locally). Nothing else: several roots start in an order
+ * and under limits the API would have to repeat.
+ */
+export function firstCallOf(began: BeganExecution): GraphNode | undefined {
+  const { nodes, edges } = began.graph;
+  const roots = nodes.filter((n) => !edges.some((e) => e.to === n.id));
+  return roots.length === 1 && isShortCall(began, roots[0]!) ? roots[0] : undefined;
+}
+
 /** A run mode for a node type, also for runs begun before runModes existed (their recorded answer). */
 export function runModeOf(began: BeganExecution, type: string): NodeRunMode {
   const mode = began.runModes?.[type];

@@ -1,7 +1,7 @@
 // How each node of a run runs (a regular or a local activity, a timer, a child...), decided as it
 // starts, and which node ends the run's record. Deterministic workflow code.
 import { workflowInfo } from '@temporalio/workflow';
-import { nodeModeOf, runModeOf, type GraphNode, type NodeRunMode, type RunCloses } from './defs.js';
+import { isShortCall, nodeModeOf, type GraphNode, type NodeRunMode, type RunCloses } from './defs.js';
 import { handledFailures, notRunNodes } from './run-state.js';
 import type { Scope } from './run-scope.js';
 
@@ -30,7 +30,7 @@ export function startCall(run: Scope, node: GraphNode): boolean {
   const { modes, calls } = run;
   if (!modes || !calls) return false;
   let mode = nodeModeOf(run.began, node);
-  const call = mode === 'local' && runModeOf(run.began, node.type) !== 'local';
+  const call = isShortCall(run.began, node);
   if (call && (calls.inFlight > 0 || calls.task === workflowInfo().historyLength)) mode = 'activity';
   modes.set(node.id, mode);
   if (mode !== 'local' || !call) return false;

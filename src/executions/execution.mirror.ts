@@ -161,6 +161,9 @@ const WRITE_NODE = `insert into execution_nodes (execution_id, node_id, ${NODE_C
 
 const json = (value: unknown) => (value === undefined ? null : JSON.stringify(value));
 
+/** A run's record as its claim found it: with a node's attempt when the claim counted one, and the node's connection when it read one (null: there is none). */
+export type Claim = ExecutionRef & { attempts?: number; connection?: ConnectionUse | null };
+
 /**
  * WRITE_NODE's values after the execution and node ids. An entry is always for at least one
  * attempt (the column is required even when the write only updates an existing entry:
@@ -496,7 +499,7 @@ export class ExecutionMirror {
     temporalWorkflowId: string,
     runId: string,
     attempt?: { node: Pick<GraphNode, 'id' | 'type'>; startedAt: Date; connectionId?: number },
-  ): Promise<(ExecutionRef & { attempts?: number; connection?: ConnectionUse | null }) | undefined> {
+  ): Promise<Claim | undefined> {
     // Only a record no run has claimed yet can be unconfirmed (a finished run may carry these codes
     // from a `fail` node); an unconfirmed reset is claimable for ten minutes, so a reset Temporal
     // in fact refused cannot be taken, long after, by a later reset of the same workflow id.

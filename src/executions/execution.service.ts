@@ -1,7 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import Long from 'long';
 import { toDate, toIso, type Queryable, type Sql } from '../db/sql.js';
-import { FIRST_STEP_ASKS, PREPARED_FIRST_STEP, RUN_GRAPH_WORKFLOW, type RunGraphInput, type RunGraphResult } from '../../workflows/defs.js';
+import { FIRST_STEP_ASKS, PREPARED_FIRST_STEP, RUN_GRAPH_WORKFLOW, firstCallOf, type RunGraphInput, type RunGraphResult } from '../../workflows/defs.js';
 import { firstStepAnswer, type FirstStepSettings } from './first-step.js';
 import type { Announcements } from '../platform/announcements.js';
 import type { ClosedRecord } from './run-closed.js';
@@ -16,7 +16,8 @@ import { findResetPoint, type ResetPoint } from './reset-point.js';
 import { resetPointFailure, splitSeed, type ReplayMode } from './replay.js';
 import { planReplay, resetKeepsPlan, type ReplayPlan } from './replay-plan.js';
 import type { ErrorRun, ErrorWorkflows } from './error-workflow.js';
-import type { ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
+import type { Claim, ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
+import type { EarlyClaims } from './early-claims.js';
 import { itemView, type ExecutionItems, type ItemCounts, type ItemStatus } from './execution-items.store.js';
 import { everyNode } from '../workflow-definitions/graph-validator.js';
 import { CODE } from '../../workflows/error-codes.js';
@@ -134,6 +135,8 @@ export class ExecutionService {
     private readonly items?: ExecutionItems,
     /** Hears that a run's last node ended its record: a wait for its result answers from the record then. */
     private readonly runClosed?: Pick<Announcements<ClosedRecord | undefined>, 'heard'>,
+    /** Where claims made ahead of runs' first calls wait for this process's worker (see claimFirstCall). */
+    private readonly earlyClaims?: Pick<EarlyClaims<Claim>, 'offer'>,
   ) {}
 
   /**
@@ -289,13 +292,14 @@ export class ExecutionService {
       if (launch.kind === 'start') {
         try {
           const eager = this.temporal.eagerClient;
-          await (eager ?? this.temporal.client).workflow.start(RUN_GRAPH_WORKFLOW, {
+          const handle = await (eager ?? this.temporal.client).workflow.start(RUN_GRAPH_WORKFLOW, {
             workflowId: temporalWorkflowId,
             taskQueue: this.temporal.taskQueue,
             workflowIdReusePolicy: 'REJECT_DUPLICATE',
             args: [launch.input],
             ...(eager ? { requestEagerStart: true } : {}),
           });
+          if (handle.eagerlyStarted && !resent) this.claimFirstCall(temporalWorkflowId, handle.firstExecutionRunId, launch.input);
         } catch (err) {
           // Sent again after an unconfirmed first attempt that Temporal had in fact accepted.
           if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
@@ -323,6 +327,21 @@ export class ExecutionService {
     // Only an attempt that failed marks a record unconfirmed, and it does so before it answers:
     // a record written by this call needs no write more.
     if (resent) await this.mirror.markConfirmed(executionId);
+  }
+
+  /**
+   * A new run this process's worker was handed (an eager start) whose first workflow task starts
+   * a short call: its record is claimed, with that call's first attempt counted and its connection
+   * read, now, while the worker activates the run, for the call's activity to take (EarlyClaims)
+   * instead of making the same statement then. Not for a replay: its reused nodes do not run.
+   */
+  private claimFirstCall(temporalWorkflowId: string, runId: string, input: RunGraphInput): void {
+    const began = input.firstStep?.answer;
+    if (!this.earlyClaims || !began || input.replayOf !== undefined || input.seed || input.seedRefs || input.seedErrors || input.startAt) return;
+    const node = firstCallOf(began);
+    if (!node) return;
+    const attempt = { node, startedAt: new Date(), ...(node.connection_id !== undefined ? { connectionId: node.connection_id } : {}) };
+    this.earlyClaims.offer(runId, node.id, this.mirror.claim(temporalWorkflowId, runId, attempt));
   }
 
   /**
