@@ -160,10 +160,12 @@ async function claimExecution(
   /** The same claim, made ahead of the activity by the API that started the run (see EarlyClaims). */
   early?: Promise<Claim | undefined>,
 ): Promise<Counted | undefined> {
-  const claimed = (await early?.catch(() => undefined)) ?? (await patiently(() => g.ports.executionMirror.claim(temporalWorkflowId, runId, attempt)));
+  const fromApi = await early?.catch(() => undefined);
+  const claimed = fromApi ?? (await patiently(() => g.ports.executionMirror.claim(temporalWorkflowId, runId, attempt)));
   if (!claimed) return undefined;
   const { attempts, connection, ...ref } = claimed;
-  if (ref.firstClaim) g.ports.metrics.runsStarted.inc({ trigger: ref.trigger });
+  // The API counted the run started with the claim it made.
+  if (ref.firstClaim && !fromApi) g.ports.metrics.runsStarted.inc({ trigger: ref.trigger });
   g.runs.set(runId, ref);
   return { ref, ...(attempts !== undefined ? { attempts } : {}), ...(connection !== undefined ? { connection } : {}) };
 }
@@ -178,7 +180,7 @@ async function claimExecution(
 async function countedAttempt(g: GraphWorker, node: GraphNode, startedAt: Date): Promise<Counted> {
   const { workflowId, runId } = runOf();
   // Taken first: an attempt counted ahead of this one must not be counted again.
-  const early = g.ports.earlyClaims.take(runId, node.id);
+  const early = g.ports.earlyClaims.take(workflowId, runId, node.id);
   const claimed =
     g.runs.get(runId) && !early
       ? undefined

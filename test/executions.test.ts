@@ -240,19 +240,22 @@ describe('runs', () => {
 });
 
 describe("a run's first call, claimed by the API that started the run on its own worker", () => {
-  /** Records what the API offered and what the node activities took (the API and the worker share this process). */
+  /** Records the claims the API made and those the node activities took (the API and the worker share this process). */
   function watchClaims() {
     const claims = app.stack.services.earlyClaims;
-    const offer = claims.offer.bind(claims);
+    const reserve = claims.reserve.bind(claims);
     const take = claims.take.bind(claims);
-    const seen = { offered: [] as string[], taken: [] as string[] };
-    claims.offer = (runId, nodeId, claim) => (seen.offered.push(nodeId), offer(runId, nodeId, claim));
-    claims.take = (runId, nodeId) => {
-      const early = take(runId, nodeId);
+    const seen = { made: [] as string[], taken: [] as string[] };
+    claims.reserve = (workflowId, nodeId) => {
+      const fill = reserve(workflowId, nodeId);
+      return (made) => (made && seen.made.push(nodeId), fill(made));
+    };
+    claims.take = (workflowId, runId, nodeId) => {
+      const early = take(workflowId, runId, nodeId);
       if (early) seen.taken.push(nodeId);
       return early;
     };
-    return { seen, restore: () => ((claims.offer = offer), (claims.take = take)) };
+    return { seen, restore: () => ((claims.reserve = reserve), (claims.take = take)) };
   }
 
   it('counts the call once, and each retry of it once more', async () => {
@@ -265,7 +268,7 @@ describe("a run's first call, claimed by the API that started the run on its own
       // The connection the early claim read made the call (its credential redacted from the output).
       expect(nodeOf(once, 'get')).toMatchObject({ status: 'success', attempts: 1, output: { status: 200, body: { auth: 'Bearer [redacted]' } } });
       expect(target.requests.at(-1)?.headers.authorization).toBe('Bearer tok-secret-1234');
-      expect(watch.seen).toEqual({ offered: ['get'], taken: ['get'] });
+      expect(watch.seen).toEqual({ made: ['get'], taken: ['get'] });
 
       flakyCalls = 0;
       const flaky = {
@@ -277,7 +280,7 @@ describe("a run's first call, claimed by the API that started the run on its own
       };
       const retried = await runAndWait(await create({ nodes: [flaky] }));
       expect(nodeOf(retried, 'flaky')).toMatchObject({ status: 'success', attempts: 3 });
-      expect(watch.seen).toEqual({ offered: ['get', 'flaky'], taken: ['get', 'flaky'] });
+      expect(watch.seen).toEqual({ made: ['get', 'flaky'], taken: ['get', 'flaky'] });
       expect(app.stack.services.earlyClaims.size).toBe(0);
     } finally {
       watch.restore();
@@ -298,7 +301,7 @@ describe("a run's first call, claimed by the API that started the run on its own
       );
       expect(execution.status).toBe('success');
       expect(nodeOf(execution, 'get')).toMatchObject({ status: 'success', attempts: 1 });
-      expect(watch.seen).toEqual({ offered: [], taken: [] });
+      expect(watch.seen).toEqual({ made: [], taken: [] });
     } finally {
       watch.restore();
     }
@@ -310,6 +313,7 @@ describe("a run's first call, claimed by the API that started the run on its own
     let claims = 0;
     mirror.claim = ((...args: Parameters<typeof claim>) =>
       ++claims === 1 ? Promise.reject(new Error('the database went away')) : claim(...args)) as typeof claim;
+    const watch = watchClaims();
     try {
       const execution = await runAndWait(
         await create({ nodes: [{ id: 'get', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } }] }),
@@ -317,8 +321,11 @@ describe("a run's first call, claimed by the API that started the run on its own
       expect(execution.status).toBe('success');
       expect(nodeOf(execution, 'get')).toMatchObject({ status: 'success', attempts: 1 });
       expect(target.requests.at(-1)?.headers.authorization).toBe('Bearer tok-secret-1234');
+      // The API's claim failed; the node's activity took it, then claimed itself, once.
+      expect(watch.seen).toEqual({ made: ['get'], taken: ['get'] });
       expect(claims).toBe(2);
     } finally {
+      watch.restore();
       mirror.claim = claim;
     }
   });

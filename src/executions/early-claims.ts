@@ -10,46 +10,70 @@
  * id and, for a graph whose one root is a short call, which node that task starts first: it makes
  * the same statement at once, while the worker activates the run, and leaves it here. The node's
  * activity takes it instead of claiming: one claim and one counted attempt per execution of the
- * activity, as before.
+ * activity.
  *
- * A claim is taken at most once, by the run and node it was made for: a retry of the call in the
- * same task, or a run that a worker takes again after a crash (whose process holds no claim of
- * the API's), counts its attempt itself. A claim that failed is the taker's to make again. A
- * claim nobody takes (the run was cancelled before its node began, or its task went to another
- * worker) is forgotten after `forgetAfterMs`; its attempt stays counted, as one made by a call
- * whose worker died is.
+ * The API reserves the claim's place before it asks Temporal to start the run, and fills it once
+ * Temporal has answered: the answer and the run's first task reach the process together, so the
+ * activity may ask before the API has heard, and then waits for it. A place is taken at most
+ * once, by the run and node it was made for: a retry of the call in the same task, or a run a
+ * worker takes again after a crash (whose process holds no claim of the API's), counts its
+ * attempt itself. A place left empty (the start was not eager, or failed) or a claim that failed
+ * is the taker's to claim itself. A claim nobody takes (the run was cancelled before its node
+ * began; the worker gave its task up and another worker ran it, counting the attempt again) is
+ * forgotten after `forgetAfterMs`.
  */
 export class EarlyClaims<Claim> {
-  /** By run id, oldest first (a Map keeps the order things were put in). */
-  private readonly claims = new Map<string, { nodeId: string; claim: Promise<Claim | undefined>; at: number }>();
+  /** By Temporal workflow id, oldest first (a Map keeps the order things were put in). */
+  private readonly places = new Map<string, { nodeId: string; made: Promise<Made<Claim> | undefined>; at: number }>();
 
   constructor(
     private readonly forgetAfterMs = 5 * 60_000,
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Leaves the claim of `runId`'s record, with `nodeId`'s first attempt counted, for its node's activity. */
-  offer(runId: string, nodeId: string, claim: Promise<Claim | undefined>): void {
-    // Its failure is the taker's to handle (it claims itself), never the process's.
-    claim.catch(() => undefined);
+  /**
+   * A place for the claim of the record of `temporalWorkflowId`'s run with `nodeId`'s first
+   * attempt counted, before the run is started. Answers the function that fills it: with the
+   * run's id and the claim, or with nothing when no claim is made.
+   */
+  reserve(temporalWorkflowId: string, nodeId: string): (made?: Made<Claim>) => void {
+    let fill!: (made?: Made<Claim>) => void;
+    const made = new Promise<Made<Claim> | undefined>((resolve) => (fill = resolve));
     const now = this.now();
-    for (const [id, early] of this.claims) {
-      if (now - early.at < this.forgetAfterMs) break;
-      this.claims.delete(id);
+    for (const [id, place] of this.places) {
+      if (now - place.at < this.forgetAfterMs) break;
+      this.places.delete(id);
     }
-    this.claims.set(runId, { nodeId, claim, at: now });
+    const place = { nodeId, made, at: now };
+    this.places.set(temporalWorkflowId, place);
+    return (claimed) => {
+      // Its failure is the taker's to handle (it claims itself), never the process's.
+      claimed?.claim.catch(() => undefined);
+      if (!claimed && this.places.get(temporalWorkflowId) === place) this.places.delete(temporalWorkflowId);
+      fill(claimed);
+    };
   }
 
-  /** The claim made for `runId` and `nodeId`, once; undefined when there is none for them. */
-  take(runId: string, nodeId: string): Promise<Claim | undefined> | undefined {
-    const early = this.claims.get(runId);
-    if (!early || early.nodeId !== nodeId) return undefined;
-    this.claims.delete(runId);
-    return early.claim;
+  /**
+   * The claim made for `temporalWorkflowId`'s run `runId` and `nodeId`, once, waiting for the API
+   * to fill its place; undefined when there is no place for them, and resolving to undefined when
+   * the API made no claim for this run.
+   */
+  take(temporalWorkflowId: string, runId: string, nodeId: string): Promise<Claim | undefined> | undefined {
+    const place = this.places.get(temporalWorkflowId);
+    if (!place || place.nodeId !== nodeId) return undefined;
+    this.places.delete(temporalWorkflowId);
+    return place.made.then((made) => (made?.runId === runId ? made.claim : undefined));
   }
 
-  /** How many claims wait to be taken (for tests and metrics). */
+  /** How many places wait to be taken (for tests). */
   get size(): number {
-    return this.claims.size;
+    return this.places.size;
   }
+}
+
+/** A claim the API made: for which run, and the statement's answer. */
+export interface Made<Claim> {
+  runId: string;
+  claim: Promise<Claim | undefined>;
 }

@@ -124,7 +124,7 @@ export class ExecutionService {
     private readonly workflows: WorkflowService,
     /** SVC_IDEMPOTENCY_TTL_HOURS */
     private readonly idempotencyTtlHours = 24,
-    private readonly metrics?: Pick<Metrics, 'replays'>,
+    private readonly metrics?: Pick<Metrics, 'replays' | 'runsStarted'>,
     /** Starts the runs of error workflows that failed runs queued. */
     private readonly errorWorkflows?: Pick<ErrorWorkflows, 'launch'>,
     /** SVC_HISTORY_INLINE_BYTES: a payload or reused output larger than this goes to the run by reference. */
@@ -135,8 +135,8 @@ export class ExecutionService {
     private readonly items?: ExecutionItems,
     /** Hears that a run's last node ended its record: a wait for its result answers from the record then. */
     private readonly runClosed?: Pick<Announcements<ClosedRecord | undefined>, 'heard'>,
-    /** Where claims made ahead of runs' first calls wait for this process's worker (see claimFirstCall). */
-    private readonly earlyClaims?: Pick<EarlyClaims<Claim>, 'offer'>,
+    /** Where claims made ahead of runs' first calls wait for this process's worker (see firstCallClaim). */
+    private readonly earlyClaims?: Pick<EarlyClaims<Claim>, 'reserve'>,
   ) {}
 
   /**
@@ -290,19 +290,22 @@ export class ExecutionService {
   ): Promise<void> {
     try {
       if (launch.kind === 'start') {
+        const eager = this.temporal.eagerClient;
+        const claimFirstCall = eager && !resent ? this.firstCallClaim(temporalWorkflowId, launch.input) : undefined;
+        let handle: { eagerlyStarted: boolean; firstExecutionRunId: string } | undefined;
         try {
-          const eager = this.temporal.eagerClient;
-          const handle = await (eager ?? this.temporal.client).workflow.start(RUN_GRAPH_WORKFLOW, {
+          handle = await (eager ?? this.temporal.client).workflow.start(RUN_GRAPH_WORKFLOW, {
             workflowId: temporalWorkflowId,
             taskQueue: this.temporal.taskQueue,
             workflowIdReusePolicy: 'REJECT_DUPLICATE',
             args: [launch.input],
             ...(eager ? { requestEagerStart: true } : {}),
           });
-          if (handle.eagerlyStarted && !resent) this.claimFirstCall(temporalWorkflowId, handle.firstExecutionRunId, launch.input);
         } catch (err) {
           // Sent again after an unconfirmed first attempt that Temporal had in fact accepted.
           if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+        } finally {
+          claimFirstCall?.(handle?.eagerlyStarted ? handle.firstExecutionRunId : undefined);
         }
       } else {
         const { runId } = (await this.temporal.client.workflowService.resetWorkflowExecution({
@@ -330,18 +333,27 @@ export class ExecutionService {
   }
 
   /**
-   * A new run this process's worker was handed (an eager start) whose first workflow task starts
-   * a short call: its record is claimed, with that call's first attempt counted and its connection
-   * read, now, while the worker activates the run, for the call's activity to take (EarlyClaims)
-   * instead of making the same statement then. Not for a replay: its reused nodes do not run.
+   * For a new run whose first workflow task starts a short call, a start through the eager client:
+   * a place for the claim of its record, with that call's first attempt counted and its connection
+   * read, reserved before the start (see EarlyClaims). Answers the function that fills it once
+   * Temporal has answered: when the run's first task came back to this process's worker, the claim
+   * is made at once, while the worker activates the run, for the call's activity to take instead
+   * of making the same statement then. Not for a replay: its reused nodes do not run.
    */
-  private claimFirstCall(temporalWorkflowId: string, runId: string, input: RunGraphInput): void {
-    const began = input.firstStep?.answer;
-    if (!this.earlyClaims || !began || input.replayOf !== undefined || input.seed || input.seedRefs || input.seedErrors || input.startAt) return;
-    const node = firstCallOf(began);
-    if (!node) return;
-    const attempt = { node, startedAt: new Date(), ...(node.connection_id !== undefined ? { connectionId: node.connection_id } : {}) };
-    this.earlyClaims.offer(runId, node.id, this.mirror.claim(temporalWorkflowId, runId, attempt));
+  private firstCallClaim(temporalWorkflowId: string, input: RunGraphInput): ((runId: string | undefined) => void) | undefined {
+    const prepared = input.firstStep?.asked === PREPARED_FIRST_STEP ? input.firstStep.answer : undefined;
+    if (!this.earlyClaims || !prepared || input.replayOf !== undefined || input.seed || input.seedRefs || input.seedErrors || input.startAt) return undefined;
+    const node = firstCallOf(prepared);
+    if (!node) return undefined;
+    const fill = this.earlyClaims.reserve(temporalWorkflowId, node.id);
+    return (runId) => {
+      if (runId === undefined) return fill();
+      const attempt = { node, startedAt: new Date(), ...(node.connection_id !== undefined ? { connectionId: node.connection_id } : {}) };
+      const claim = this.mirror.claim(temporalWorkflowId, runId, attempt);
+      // The run is counted started where its record is first claimed: here, for a claim the API makes.
+      claim.then((claimed) => claimed?.firstClaim && this.metrics?.runsStarted.inc({ trigger: claimed.trigger })).catch(() => undefined);
+      fill({ runId, claim });
+    };
   }
 
   /**
