@@ -137,7 +137,18 @@ async function profile(out: string, cleanup: ReturnType<typeof cleanups>) {
 
   const runs = ROUNDS * runsPerRound;
   const nodes = runs * (WORKLOAD === 'one' || WORKLOAD === 'webhook' ? 1 : WORKLOAD === 'http-chain' ? HTTP_CHAIN : CHAIN);
-  const window: Window = { from: Number(from), to: Number(to), side: SIDE, workload: WORKLOAD, runs, nodes, seconds, cpu, interval: INTERVAL };
+  const window: Window = {
+    from: Number(from),
+    to: Number(to),
+    side: SIDE,
+    workload: WORKLOAD,
+    runs,
+    nodes,
+    seconds,
+    cpu,
+    interval: INTERVAL,
+    concurrency: CONCURRENCY,
+  };
   writeFileSync(join(out, 'window.json'), JSON.stringify(window, null, 2) + '\n');
 }
 
@@ -152,6 +163,8 @@ interface Window {
   seconds: number;
   cpu: number;
   interval: number;
+  /** Requests at a time (the webhook workload); absent in windows written before it was recorded. */
+  concurrency?: number;
 }
 
 /** Writes summary.md of the profiles in `dir` (again, with `npm run bench:profile -- --summary <dir>`). */
@@ -289,10 +302,18 @@ function categoryOf(stack: { area: string; name: string; fn: string; url: string
 /** The profiles in `dir` restricted to [from, to] (µs, monotonic), summarised. */
 const WORKLOAD_TITLES: Record<string, string> = {
   one: 'one-node http_request runs at concurrency 50',
-  webhook: 'the peer webhook (one http_request node, answered with its output), one request at a time',
+  webhook: 'the peer webhook (one http_request node, answered with its output)',
   'http-chain': `${HTTP_CHAIN}-node http_request chain`,
   'noop-chain': `${CHAIN}-node no-op chain as activities`,
 };
+
+/** What was profiled: the workload, and how many webhook requests at a time. */
+function titleOf(w: Window): string {
+  const title = WORKLOAD_TITLES[w.workload] ?? w.workload;
+  if (w.workload !== 'webhook') return title;
+  const concurrency = w.concurrency ?? 1;
+  return `${title}, ${concurrency > 1 ? `${concurrency} requests at a time` : 'one request at a time'}`;
+}
 
 function summarise(transform: Transform | undefined, dir: string, w: Window): string {
   const { from, to } = w;
@@ -301,7 +322,7 @@ function summarise(transform: Transform | undefined, dir: string, w: Window): st
   const unit = w.workload === 'one' || w.workload === 'webhook' ? 'run' : 'node';
   const units = unit === 'run' ? w.runs : w.nodes;
   const lines: string[] = [
-    `# CPU profile: ${WORKLOAD_TITLES[w.workload] ?? w.workload}`,
+    `# CPU profile: ${titleOf(w)}`,
     '',
     `${w.side === 'bare' ? "The bare SDK (bench/bare.ts: the baseline workflows' worker and the client that starts them)." : 'The service as `npm start` runs it (API and worker in one process).'}`,
     '',
