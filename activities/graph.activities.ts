@@ -16,7 +16,7 @@ import type { ExpressionSandbox } from '../src/nodes/expression-sandbox.js';
 import { nodeTypes } from '../src/nodes/index.js';
 import { firstStepAnswer, type Understands } from '../src/executions/first-step.js';
 import { AppError } from '../src/platform/errors.js';
-import type { Claim, ExecutionMirror, ExecutionRef, NodeEntry } from '../src/executions/execution.mirror.js';
+import { claimedAttempt, type Claim, type ExecutionMirror, type ExecutionRef, type NodeEntry } from '../src/executions/execution.mirror.js';
 import type { EarlyClaims } from '../src/executions/early-claims.js';
 import { nodesFinishedBefore, readNodeEvents } from '../src/executions/reset-point.js';
 import type { ActingUsers } from '../src/auth/acting.js';
@@ -181,16 +181,7 @@ async function countedAttempt(g: GraphWorker, node: GraphNode, startedAt: Date):
   const { workflowId, runId } = runOf();
   // Taken first: an attempt counted ahead of this one must not be counted again.
   const early = g.ports.earlyClaims.take(workflowId, runId, node.id);
-  const claimed =
-    g.runs.get(runId) && !early
-      ? undefined
-      : await claimExecution(
-          g,
-          workflowId,
-          runId,
-          { node, startedAt, ...(node.connection_id !== undefined ? { connectionId: node.connection_id } : {}) },
-          early,
-        );
+  const claimed = g.runs.get(runId) && !early ? undefined : await claimExecution(g, workflowId, runId, claimedAttempt(node, startedAt), early);
   if (claimed) return claimed;
   const ref = await currentExecution(g, runId);
   const attempts = await patiently(() => g.ports.executionMirror.beginAttempt(ref.id, node, startedAt));

@@ -240,6 +240,7 @@ describe('runs', () => {
 });
 
 describe("a run's first call, claimed by the API that started the run on its own worker", () => {
+  const echo = () => ({ id: 'get', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } });
   /** Records the claims the API made and those the node activities took (the API and the worker share this process). */
   function watchClaims() {
     const claims = app.stack.services.earlyClaims;
@@ -261,9 +262,7 @@ describe("a run's first call, claimed by the API that started the run on its own
   it('counts the call once, and each retry of it once more', async () => {
     const watch = watchClaims();
     try {
-      const once = await runAndWait(
-        await create({ nodes: [{ id: 'get', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } }] }),
-      );
+      const once = await runAndWait(await create({ nodes: [echo()] }));
       expect(once.status).toBe('success');
       // The connection the early claim read made the call (its credential redacted from the output).
       expect(nodeOf(once, 'get')).toMatchObject({ status: 'success', attempts: 1, output: { status: 200, body: { auth: 'Bearer [redacted]' } } });
@@ -292,10 +291,7 @@ describe("a run's first call, claimed by the API that started the run on its own
     try {
       const execution = await runAndWait(
         await create({
-          nodes: [
-            { id: 'shape', type: 'transform', config: { value: 1 } },
-            { id: 'get', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } },
-          ],
+          nodes: [{ id: 'shape', type: 'transform', config: { value: 1 } }, echo()],
           edges: [{ from: 'shape', to: 'get' }],
         }),
       );
@@ -315,9 +311,7 @@ describe("a run's first call, claimed by the API that started the run on its own
       ++claims === 1 ? Promise.reject(new Error('the database went away')) : claim(...args)) as typeof claim;
     const watch = watchClaims();
     try {
-      const execution = await runAndWait(
-        await create({ nodes: [{ id: 'get', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/echo' } }] }),
-      );
+      const execution = await runAndWait(await create({ nodes: [echo()] }));
       expect(execution.status).toBe('success');
       expect(nodeOf(execution, 'get')).toMatchObject({ status: 'success', attempts: 1 });
       expect(target.requests.at(-1)?.headers.authorization).toBe('Bearer tok-secret-1234');

@@ -268,8 +268,8 @@ export function isShortCall(began: BeganExecution, node: Pick<GraphNode, 'type' 
  * and under limits the API would have to repeat.
  */
 export function firstCallOf(began: BeganExecution): GraphNode | undefined {
-  const { nodes, edges } = began.graph;
-  const roots = nodes.filter((n) => !edges.some((e) => e.to === n.id));
+  const led = new Set(began.graph.edges.map((e) => e.to));
+  const roots = began.graph.nodes.filter((n) => !led.has(n.id));
   return roots.length === 1 && isShortCall(began, roots[0]!) ? roots[0] : undefined;
 }
 

@@ -164,6 +164,13 @@ const json = (value: unknown) => (value === undefined ? null : JSON.stringify(va
 /** A run's record as its claim found it: with a node's attempt when the claim counted one, and the node's connection when it read one (null: there is none). */
 export type Claim = ExecutionRef & { attempts?: number; connection?: ConnectionUse | null };
 
+/** The attempt of `node` a claim counts (ExecutionMirror.claim), reading the node's connection when it has one. */
+export const claimedAttempt = (node: GraphNode, startedAt: Date) => ({
+  node,
+  startedAt,
+  ...(node.connection_id !== undefined ? { connectionId: node.connection_id } : {}),
+});
+
 /**
  * WRITE_NODE's values after the execution and node ids. An entry is always for at least one
  * attempt (the column is required even when the write only updates an existing entry:

@@ -16,7 +16,7 @@ import { findResetPoint, type ResetPoint } from './reset-point.js';
 import { resetPointFailure, splitSeed, type ReplayMode } from './replay.js';
 import { planReplay, resetKeepsPlan, type ReplayPlan } from './replay-plan.js';
 import type { ErrorRun, ErrorWorkflows } from './error-workflow.js';
-import type { Claim, ExecutionMirror, ExecutionRow, ListExecutions, TimelineRow } from './execution.mirror.js';
+import { claimedAttempt, type Claim, type ExecutionMirror, type ExecutionRow, type ListExecutions, type TimelineRow } from './execution.mirror.js';
 import type { EarlyClaims } from './early-claims.js';
 import { itemView, type ExecutionItems, type ItemCounts, type ItemStatus } from './execution-items.store.js';
 import { everyNode } from '../workflow-definitions/graph-validator.js';
@@ -348,8 +348,7 @@ export class ExecutionService {
     const fill = this.earlyClaims.reserve(temporalWorkflowId, node.id);
     return (runId) => {
       if (runId === undefined) return fill();
-      const attempt = { node, startedAt: new Date(), ...(node.connection_id !== undefined ? { connectionId: node.connection_id } : {}) };
-      const claim = this.mirror.claim(temporalWorkflowId, runId, attempt);
+      const claim = this.mirror.claim(temporalWorkflowId, runId, claimedAttempt(node, new Date()));
       // The run is counted started where its record is first claimed: here, for a claim the API makes.
       claim.then((claimed) => claimed?.firstClaim && this.metrics?.runsStarted.inc({ trigger: claimed.trigger })).catch(() => undefined);
       fill({ runId, claim });
