@@ -2,7 +2,7 @@
  * Weighs a setting by running the service with and without it side by side: each variant is a
  * service process of its own (as `npm start` runs it, on the same PostgreSQL and Temporal server),
  * all given the peer benchmark's webhook workflow (one http_request node, answered with its
- * output), measured in interleaved rounds: p50 at concurrency 1, requests/s at concurrency 50, and
+ * output), measured in interleaved rounds: p50 at concurrency 1, requests/s and p99 at concurrency 50, and
  * the CPU per request of the service process, the Temporal server and PostgreSQL at each.
  *
  *   BENCH_VARIANTS  `name:ENV=value,ENV=value;name:...` (default `default:`, one variant as is)
@@ -57,7 +57,7 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       if (res.status !== 200) throw new Error(`${v.name}: webhook answered ${res.status}: ${await res.text()}`);
     };
     await load(10, 50, call);
-    sides.push({ ...v, pid: ours.pid, call, figures: { p50: [] as number[], rps: [] as number[], cpu1: [] as number[][], cpu50: [] as number[][] } });
+    sides.push({ ...v, pid: ours.pid, call, figures: { p50: [] as number[], rps: [] as number[], p99: [] as number[], cpu1: [] as number[][], cpu50: [] as number[][] } });
   }
   const cpu = (pid: number) => [cpuMs(pid), env.pids.temporal ? cpuMs(env.pids.temporal) : NaN, env.pids.postgres ? cpuMs(env.pids.postgres) : NaN];
   const per = (a: number[], b: number[], n: number) => b.map((x, i) => (x - a[i]!) / n);
@@ -73,7 +73,8 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       const c50 = await load(50, C50, s.call);
       s.figures.cpu50.push(per(before, cpu(s.pid), C50));
       s.figures.rps.push(c50.perSecond);
-      process.stderr.write(`[levers] round ${r + 1} ${s.name}: p50 ${round(c1.p50)} ms, ${round(c50.perSecond)}/s\n`);
+      s.figures.p99.push(c50.p99);
+      process.stderr.write(`[levers] round ${r + 1} ${s.name}: p50 ${round(c1.p50)} ms, ${round(c50.perSecond)}/s, p99 at 50 ${round(c50.p99)} ms\n`);
     }
   }
   loads.push(loadavg()[0]!);
@@ -81,11 +82,11 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
   const lines = [
     `Load average ${loads.map(round).join(', ')}; medians of ${ROUNDS} rounds; CPU ms per request: process / Temporal / PostgreSQL.`,
     '',
-    '| variant | p50 c1 ms | CPU c1 | req/s c50 | CPU c50 |',
-    '|---|---|---|---|---|',
+    '| variant | p50 c1 ms | CPU c1 | req/s c50 | p99 c50 ms | CPU c50 |',
+    '|---|---|---|---|---|---|',
     ...sides.map(
       (s) =>
-        `| ${s.name} | ${round(median(s.figures.p50))} | ${col(s.figures.cpu1, 0)} / ${col(s.figures.cpu1, 1)} / ${col(s.figures.cpu1, 2)} | ${round(median(s.figures.rps))} | ${col(s.figures.cpu50, 0)} / ${col(s.figures.cpu50, 1)} / ${col(s.figures.cpu50, 2)} |`,
+        `| ${s.name} | ${round(median(s.figures.p50))} | ${col(s.figures.cpu1, 0)} / ${col(s.figures.cpu1, 1)} / ${col(s.figures.cpu1, 2)} | ${round(median(s.figures.rps))} | ${round(median(s.figures.p99))} | ${col(s.figures.cpu50, 0)} / ${col(s.figures.cpu50, 1)} / ${col(s.figures.cpu50, 2)} |`,
     ),
   ];
   process.stdout.write(lines.join('\n') + '\n');

@@ -117,7 +117,13 @@ export const WORKER_TUNING = {
   // context nothing is preloaded, and the sandbox's stack formatter (stack-traces.ts) is not set.
   reuseV8Context: true,
   maxCachedWorkflows: 1000,
-  maxConcurrentWorkflowTaskExecutions: 100,
+  // A run started eagerly comes back to this worker only when a workflow-task slot is free at
+  // that moment; without one its first task waits in the task queue for a poller, seconds under a
+  // burst. A webhook is answered before its run's last workflow task completes, so the tasks held
+  // here outnumber the requests in flight: at 50 requests at a time the slots in use reached 96
+  // (docs/performance.md), and with 100 slots one run in ten went through the queue. Kept under
+  // the cache: each task held is a cached run's.
+  maxConcurrentWorkflowTaskExecutions: 500,
   maxConcurrentActivityTaskExecutions: 200,
   workflowTaskPollerBehavior: { type: 'simple-maximum', maximum: 20 },
   activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 20 },
