@@ -57,7 +57,12 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       if (res.status !== 200) throw new Error(`${v.name}: webhook answered ${res.status}: ${await res.text()}`);
     };
     await load(10, 50, call);
-    sides.push({ ...v, pid: ours.pid, call, figures: { p50: [] as number[], rps: [] as number[], p99: [] as number[], cpu1: [] as number[][], cpu50: [] as number[][] } });
+    sides.push({
+      ...v,
+      pid: ours.pid,
+      call,
+      figures: { p50: [] as number[], rps: [] as number[], p99: [] as number[], cpu1: [] as number[][], cpu50: [] as number[][] },
+    });
   }
   const cpu = (pid: number) => [cpuMs(pid), env.pids.temporal ? cpuMs(env.pids.temporal) : NaN, env.pids.postgres ? cpuMs(env.pids.postgres) : NaN];
   const per = (a: number[], b: number[], n: number) => b.map((x, i) => (x - a[i]!) / n);
