@@ -10,11 +10,14 @@ let connectionId: number;
 const W = '/api/workflow/v1/workflows';
 const E = '/api/workflow/v1/executions';
 let flakyCalls = 0;
+/** Calls to /hold are answered once this settles. */
+let held: Promise<unknown> | undefined;
 
 beforeAll(async () => {
   app = await startTestApp({ worker: true });
   target = await startHttpTarget((req) => {
     if (req.url.startsWith('/flaky')) return ++flakyCalls <= 2 ? { status: 500, body: { error: 'try again' } } : { body: { ok: true, calls: flakyCalls } };
+    if (req.url.startsWith('/hold')) return { until: held, body: { held: true } };
     if (req.url.startsWith('/missing')) return { status: 404, body: { error: 'no such thing' } };
     if (req.url.startsWith('/echo')) return { body: { echoed: req.body ? JSON.parse(req.body) : null, auth: req.headers.authorization } };
     return undefined;
@@ -282,6 +285,37 @@ describe("a run's first call, claimed by the API that started the run on its own
       expect(watch.seen).toEqual({ made: ['get', 'flaky'], taken: ['get', 'flaky'] });
       expect(app.stack.services.earlyClaims.size).toBe(0);
     } finally {
+      watch.restore();
+    }
+  });
+
+  it('is made for every run of a burst whose calls all hang at once', async () => {
+    // A run's first task comes back with its start only when the worker has a task slot free; a
+    // run whose call hangs holds its slot. With too few slots the later starts of a burst would
+    // go through the task queue (and wait there for a poller) instead.
+    const burst = 120;
+    let release = () => {};
+    held = new Promise<void>((resolve) => (release = resolve));
+    const watch = watchClaims();
+    try {
+      const id = await create({ nodes: [{ id: 'hold', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/hold' } }] });
+      const started = await Promise.all(Array.from({ length: burst }, (_, n) => app.admin.post(`${W}/${id}/run`, { payload: { n } })));
+      expect(started.map((r) => r.status)).toEqual(Array(burst).fill(202));
+      // Every run is still waiting on its call here: each start came back to this worker.
+      expect(watch.seen.made).toHaveLength(burst);
+      release();
+      for (const res of started) {
+        const done = await eventually(async () => {
+          const v = await view(res.body.data.execution_id);
+          return v.status !== 'running' && v;
+        });
+        expect(nodeOf(done, 'hold')).toMatchObject({ status: 'success', attempts: 1, output: { body: { held: true } } });
+      }
+      expect(watch.seen.taken).toHaveLength(burst);
+      expect(target.count('/hold')).toBe(burst);
+    } finally {
+      release();
+      held = undefined;
       watch.restore();
     }
   });

@@ -22,7 +22,11 @@ export interface HttpTarget {
  */
 export const TARGET_HOST = '127.0.0.2';
 
-type Handler = (req: SeenRequest) => { status?: number; body?: unknown; delayMs?: number; headers?: Record<string, string> } | undefined;
+type Handler = (
+  req: SeenRequest,
+) =>
+  | { status?: number; body?: unknown; delayMs?: number; /** Answers once this settles. */ until?: Promise<unknown>; headers?: Record<string, string> }
+  | undefined;
 
 /** A scripted HTTP server on the targets' loopback address that records every request (to count side effects). */
 export async function startHttpTarget(handler: Handler = () => undefined): Promise<HttpTarget> {
@@ -35,6 +39,7 @@ export async function startHttpTarget(handler: Handler = () => undefined): Promi
       requests.push(seen);
       const answer = handler(seen) ?? {};
       if (answer.delayMs) await new Promise((r) => setTimeout(r, answer.delayMs));
+      if (answer.until) await answer.until.catch(() => undefined);
       const payload = answer.body === undefined ? { ok: true, path: seen.url } : answer.body;
       res.writeHead(answer.status ?? 200, { 'content-type': typeof payload === 'string' ? 'text/plain' : 'application/json', ...answer.headers });
       res.end(typeof payload === 'string' ? payload : JSON.stringify(payload));
