@@ -14,10 +14,10 @@
  *
  * Each round runs, for each concurrency (1, 10, 50), each party in turn (the order rotates from
  * round to round), so all meet the same machine: p50 and p99 at concurrency 1, requests/s and p50
- * at 10 and 50, p99 at 50, and the CPU of every process per request (from /proc: ours, Temporal, PostgreSQL;
- * n8n and its task runner; the bare SDK's process and Temporal). Figures are the medians of the
- * rounds. Then n8n's W2 (one run making 1,000 HTTP calls) through its bench.mjs, and the same with
- * a `for_each` node when the service has one (forEachWorkflow below).
+ * at 10 and 50, p99 at 50, and the CPU of every process per request (from /proc: ours, Temporal,
+ * PostgreSQL; n8n and its task runner; the bare SDK's process and Temporal). Figures are the
+ * medians of the rounds. Then n8n's W2 (one run making 1,000 HTTP calls) through its bench.mjs, and
+ * the same with a `for_each` node when the service has one (forEachWorkflow below).
  *
  * Knobs: BENCH_ROUNDS (3), BENCH_PEER_C1 (100 requests), BENCH_PEER_C10 (200), BENCH_PEER_C50
  * (300), BENCH_PEER_PARTIES (n8n,bare,bare-local,ours), BENCH_PEER_W2_RUNS (3).
