@@ -34,6 +34,18 @@ async function server(host: string, answer: (req: Seen) => { status?: number; he
   return { seen, port, url: `http://${host}:${port}`, close: () => new Promise<void>((ok) => (s.closeAllConnections(), s.close(() => ok()))) };
 }
 
+/**
+ * `server`, on a port none of `taken` has. Servers on different addresses can be given the same
+ * port, and the allow lists below tell targets apart by port as well as by address.
+ */
+async function serverApart(taken: { port: number }[], ...args: Parameters<typeof server>) {
+  for (;;) {
+    const s = await server(...args);
+    if (!taken.some((t) => t.port === s.port)) return s;
+    await s.close();
+  }
+}
+
 describe('EgressPolicy.fetch', () => {
   let inside: Awaited<ReturnType<typeof server>>;
   /** What the loopback server had received when the current test began: tests assert on what came after. */
@@ -48,8 +60,8 @@ describe('EgressPolicy.fetch', () => {
     // Something on 127.0.0.1 no user may reach (as the codec listener or the Temporal UI are), and
     // two targets on 127.0.0.2, which the allow list names.
     inside = await server('127.0.0.1');
-    other = await server('127.0.0.2');
-    allowed = await server('127.0.0.2', (req) => {
+    other = await serverApart([inside], '127.0.0.2');
+    allowed = await serverApart([inside], '127.0.0.2', (req) => {
       // /hop/1 redirects to /hop/2 and so on up to /hop/7: six redirects.
       const hop = /^\/hop\/(\d+)$/.exec(req.url);
       if (hop && Number(hop[1]) < 7) return { status: 302, headers: { location: `/hop/${Number(hop[1]) + 1}` } };
