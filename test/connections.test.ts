@@ -11,9 +11,9 @@ const C = '/api/workflow/v1/connections';
 const SECRET = 'sk-live-abcdefghijklmnop-a1b2';
 
 beforeAll(async () => {
-  app = await startTestApp({ worker: true, logs, env: { SVC_PROBE_TIMEOUT_MS: '500' } });
+  app = await startTestApp({ worker: true, logs, env: { SVC_PROBE_TIMEOUT_MS: '3000' } });
   target = await startHttpTarget((req) => {
-    if (req.url.startsWith('/slow')) return { delayMs: 2000 };
+    if (req.url.startsWith('/slow')) return { delayMs: 6000 };
     const ok = req.headers.authorization === `Bearer ${SECRET}` || req.headers['x-api-key'] === SECRET;
     return ok ? { body: { data: [] } } : { status: 401, body: { error: 'bad key' } };
   });
@@ -124,8 +124,8 @@ describe('probe', () => {
   it('fails with 422 probe_failed and data.error for refusal, 401, timeout and DNS failure', async () => {
     const cases: [Record<string, unknown>, RegExp][] = [
       [{ cred: 'wrong' }, /401/],
-      [{ extra: { base_url: `http://${TARGET_HOST}:${await freePort()}` } }, /refused/],
-      [{ extra: { base_url: `${target.url}/slow` } }, /within 500 ms/],
+      [{ extra: { base_url: `http://${TARGET_HOST}:${await freePort(TARGET_HOST)}` } }, /refused/],
+      [{ extra: { base_url: `${target.url}/slow` } }, /within 3000 ms/],
       [{ extra: { base_url: 'http://no-such-host.invalid' } }, /could not be resolved/],
     ];
     for (const [body, message] of cases) {

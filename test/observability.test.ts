@@ -9,7 +9,7 @@ import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 import { providerConnection, shareConnections, startFakeOpenAi, type FakeProvider } from './helpers/fake-providers.js';
 import { eventually, startHttpTarget, type HttpTarget } from './helpers/http-target.js';
 import { issueLicense, portal } from './helpers/licenses.js';
-import { freePort } from './helpers/ports.js';
+import { freePorts } from './helpers/ports.js';
 import { killProcess, startWorkerProcess } from './helpers/worker-process.js';
 
 /**
@@ -89,7 +89,8 @@ beforeAll(async () => {
   provider = await startFakeOpenAi();
   // The API alone in this process; a worker of its own, in another, serves its metrics on a port.
   app = await startTestApp({ worker: false, logs, env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp, SVC_LICENSE_RATE_LIMIT: '1000' } });
-  workerMetrics = await freePort();
+  const [metricsPort, port] = await freePorts(2);
+  workerMetrics = metricsPort!;
   worker = startWorkerProcess(app, { SVC_METRICS_PORT: String(workerMetrics), OTEL_EXPORTER_OTLP_ENDPOINT: otlp });
   await eventually(async () => (await fetch(`http://127.0.0.1:${workerMetrics}/metrics`)).ok || undefined, 120_000, 'the worker’s metrics port');
 
@@ -104,7 +105,6 @@ beforeAll(async () => {
     `    static_configs: [{ targets: ['127.0.0.1:${workerMetrics}'] }]`,
   ].join('\n');
   await writeFile(join(scratch, 'prometheus.yml'), config);
-  const port = await freePort();
   prometheusUrl = `http://127.0.0.1:${port}`;
   prometheus = spawn(
     PROMETHEUS,
@@ -213,7 +213,10 @@ describe('OpenTelemetry traces', () => {
           names.some((n) => n === 'RunActivity:runNode') &&
           names.some((n) => n === 'HTTP GET') &&
           names.some((n) => n.startsWith('SQL '));
-        return complete ? mine : undefined;
+        // The two processes send their spans in batches: a child can arrive a batch before its parent.
+        const ids = new Set(mine.map((s) => s.spanId));
+        const parented = mine.every((s) => s.name === 'POST /api/workflow/v1/workflows/:id/run' || ids.has(s.parentSpanId ?? ''));
+        return complete && parented ? mine : undefined;
       },
       60_000,
       'the run’s spans',

@@ -70,7 +70,7 @@ describe('secrets', () => {
           type: 'http_bearer',
           label: 'Down',
           cred: CONNECTION_SECRET,
-          extra: { base_url: `http://${TARGET_HOST}:${await freePort()}` },
+          extra: { base_url: `http://${TARGET_HOST}:${await freePort(TARGET_HOST)}` },
         }),
       )
     ).body.data.id;

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { cleanEnv, projectRoot } from './helpers/cli.js';
-import { freePort } from './helpers/ports.js';
+import { freePorts } from './helpers/ports.js';
 import { descendants, isAlive } from './helpers/processes.js';
 
 const APP_PASSWORD = 'stack-test-app-password-0001';
@@ -74,16 +74,17 @@ describe('npm start (the whole embedded stack)', () => {
   it('starts PostgreSQL, Temporal, the worker and the API, stops all of it on a signal, and reuses the data, which it keeps private', async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'svc-stack-'));
     await chmod(dataDir, 0o755);
+    const [api, pg, temporal, ui, codec] = await freePorts(5);
     const env = {
       SVC_DATA_DIR: join(dataDir, 'data'),
-      PORT: String(await freePort()),
+      PORT: String(api),
       HOST: '127.0.0.1',
-      SVC_EMBEDDED_PG_PORT: String(await freePort()),
-      TEMPORAL_PORT: String(await freePort()),
-      TEMPORAL_UI_PORT: String(await freePort()),
+      SVC_EMBEDDED_PG_PORT: String(pg),
+      TEMPORAL_PORT: String(temporal),
+      TEMPORAL_UI_PORT: String(ui),
       // Not the default 8234: another service on this machine (a benchmark, a developer's
       // npm start) may hold it.
-      SVC_CODEC_PORT: String(await freePort()),
+      SVC_CODEC_PORT: String(codec),
       SVC_ADMIN_PASSWORD: 'first-start-password',
       SVC_ADMIN_APP_PASSWORD: APP_PASSWORD,
       SVC_WORKFLOW_BUNDLE: inject('workflowBundle'),

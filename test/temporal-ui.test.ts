@@ -12,7 +12,7 @@ import { provisionTemporalCli } from '../src/platform/temporal-server.js';
 import { ADMIN_APP_PASSWORD, ADMIN_PASSWORD, startTestApp, type TestApp } from './helpers/app.js';
 import { launchChromium } from './helpers/browser.js';
 import { startHttpTarget } from './helpers/http-target.js';
-import { freePort } from './helpers/ports.js';
+import { freePorts } from './helpers/ports.js';
 
 // The embedded default as `npm start` runs it (its own Temporal dev server with the Web UI and
 // the loopback codec listener), against this file's database; and a real browser on the UI.
@@ -28,7 +28,8 @@ let uiUrl: string;
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'svc-ui-'));
-  uiPort = await freePort();
+  const [ui, temporalPort] = await freePorts(2);
+  uiPort = ui!;
   [app, browser] = await Promise.all([
     startTestApp({
       worker: true,
@@ -36,7 +37,7 @@ beforeAll(async () => {
       env: {
         TEMPORAL_ADDRESS: '',
         SVC_DATA_DIR: dataDir,
-        TEMPORAL_PORT: String(await freePort()),
+        TEMPORAL_PORT: String(temporalPort),
         TEMPORAL_UI_PORT: String(uiPort),
         SVC_CODEC_PORT: '0',
         ...(process.env.TEMPORAL_CLI ? { TEMPORAL_CLI: process.env.TEMPORAL_CLI } : {}),

@@ -10,7 +10,7 @@ import { ensureDatabase } from '../src/stack.js';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 import type { HttpResponse } from './helpers/http.js';
 import { eventually } from './helpers/http-target.js';
-import { freePort } from './helpers/ports.js';
+import { freePorts } from './helpers/ports.js';
 import { killProcess, startWorkerProcess } from './helpers/worker-process.js';
 
 /**
@@ -34,11 +34,12 @@ const E = '/api/workflow/v1/executions';
 beforeAll(async () => {
   // Readable by the user PostgreSQL runs as when the tests run as root.
   dir = scratchDir('svc-waits-durability-');
-  pgServer = new EmbeddedPostgres({ dataDir: join(dir, 'pg'), port: await freePort(), logger });
+  const [pgPort, temporalPort] = await freePorts(2);
+  pgServer = new EmbeddedPostgres({ dataDir: join(dir, 'pg'), port: pgPort!, logger });
   const databaseUrl = await ensureDatabase(await pgServer.start(), 'waits');
   temporal = new TemporalDevServer({
     cli: await provisionTemporalCli(logger, process.env.TEMPORAL_CLI),
-    port: await freePort(),
+    port: temporalPort!,
     uiPort: 0,
     headless: true,
     dbFile: join(dir, 'temporal.db'),

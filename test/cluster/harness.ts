@@ -1,5 +1,4 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +18,7 @@ import { cleanEnv } from '../helpers/cli.js';
 import { eventually } from '../helpers/http-target.js';
 import { HttpClient, type HttpResponse, type RequestOptions } from '../helpers/http.js';
 import { OpenApiChecker } from '../helpers/openapi-check.js';
-import { freePort } from '../helpers/ports.js';
+import { freeLowPorts, freePorts } from '../helpers/ports.js';
 import { startTargets, type Targets } from './targets.js';
 
 export const ADMIN_PASSWORD = 'cluster-admin-password';
@@ -132,33 +131,20 @@ export interface Suite {
   close(keep: boolean): Promise<void>;
 }
 
-/** A free loopback port below 32768: Temporal stores membership ports in a smallint column. */
-async function freeLowPort(): Promise<number> {
-  for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
-    const free = await new Promise<boolean>((ok) => {
-      const server = createServer();
-      server.once('error', () => ok(false));
-      server.listen(port, '127.0.0.1', () => server.close(() => ok(true)));
-    });
-    if (free) return port;
-  }
-}
-
 const ports = async (): Promise<ClusterPorts> => {
-  const p = () => freePort();
-  const low = () => freeLowPort();
+  const [api1, api2, postgres, temporal, temporalHistory, temporalMatching, temporalWorker, temporalMetrics, worker1, worker2, ui] = await freePorts(11);
+  const [frontend, history, matching, worker] = await freeLowPorts(4);
   return {
-    api: [await p(), await p()],
-    postgres: await p(),
-    temporal: await p(),
-    temporalHistory: await p(),
-    temporalMatching: await p(),
-    temporalWorker: await p(),
-    membership: { frontend: await low(), history: await low(), matching: await low(), worker: await low() },
-    temporalMetrics: await p(),
-    workerMetrics: [await p(), await p()],
-    ui: await p(),
+    api: [api1!, api2!],
+    postgres: postgres!,
+    temporal: temporal!,
+    temporalHistory: temporalHistory!,
+    temporalMatching: temporalMatching!,
+    temporalWorker: temporalWorker!,
+    membership: { frontend: frontend!, history: history!, matching: matching!, worker: worker! },
+    temporalMetrics: temporalMetrics!,
+    workerMetrics: [worker1!, worker2!],
+    ui: ui!,
   };
 };
 
