@@ -201,11 +201,11 @@ describe('approve with edited arguments', () => {
 
 describe('expiry', () => {
   it('expires an undecided action by the session deadline; the model reads the expiry and the turn goes on', async () => {
-    const { id, actionId } = await gate('never-decided', { gate_ttl_s: 2 });
+    const { id, actionId } = await gate('never-decided', { gate_ttl_s: 4 });
     openai.script({ text: 'Nobody approved it, so I did not create the note.' });
     const pending = (await owner.client.get(`${A}/sessions/${id}`)).body.data;
-    expect(pending.gate_ttl_s).toBe(2);
-    expect(Date.parse(pending.pending_action.expires_at) - Date.now()).toBeLessThanOrEqual(2000);
+    expect(pending.gate_ttl_s).toBe(4);
+    expect(Date.parse(pending.pending_action.expires_at) - Date.now()).toBeLessThanOrEqual(4000);
     const action = await eventually(
       async () => {
         const a = (await owner.client.get(`${A}/actions/${actionId}`)).body.data;

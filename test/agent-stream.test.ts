@@ -39,7 +39,7 @@ const tokens = (events: { event: string; data: any }[]) =>
     .join('');
 
 beforeAll(async () => {
-  app = await startTestApp({ worker: true, env: { SVC_AGENT_PROVIDER_TIMEOUT_MS: '1500', SVC_AGENT_UPDATES_PER_RUN: '3' } });
+  app = await startTestApp({ worker: true, env: { SVC_AGENT_PROVIDER_TIMEOUT_MS: '4000', SVC_AGENT_UPDATES_PER_RUN: '3' } });
   [openai, anthropic] = await Promise.all([startFakeOpenAi(), startFakeAnthropic()]);
   openaiId = await connection('openai', openai.url);
   anthropicId = await connection('anthropic', anthropic.url);
@@ -220,7 +220,7 @@ describe('provider faults', () => {
     expect(res.body.error).toBe('provider_error');
     expect(res.body.message).toContain('unreachable');
     const id = await session(openaiId);
-    openai.script({ text: 'too late', delayMs: 2500 });
+    openai.script({ text: 'too late', delayMs: 6000 });
     const slow = await say(id, 'hi');
     expect(slow.status).toBe(502);
     expect(slow.body.error).toBe('provider_error');

@@ -236,7 +236,7 @@ describe("the approver's page", () => {
   });
 
   it('the link dies with its action: after the deadline the page answers 410', async () => {
-    const { run, actionId } = await approvalRun({ timeout_ms: 1500 });
+    const { run, actionId } = await approvalRun({ timeout_ms: 5000 });
     const link = pathOf(await linkOf(manager, actionId));
     await finished(run);
     expect((await app.anonymous.get(link)).status).toBe(410);

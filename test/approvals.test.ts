@@ -356,7 +356,10 @@ async function holdAction(actionId: string) {
 const queuedFor = (pattern: string) =>
   eventually(
     async () => {
-      const rows = await app.sql(`select pid from pg_stat_activity where cardinality(pg_blocking_pids(pid)) > 0 and query ilike $1`, [pattern]);
+      const rows = await app.sql(
+        `select pid from pg_stat_activity where datname = current_database() and cardinality(pg_blocking_pids(pid)) > 0 and query ilike $1`,
+        [pattern],
+      );
       return rows.length > 0;
     },
     60_000,
@@ -493,7 +496,9 @@ describe('reminders and escalation', () => {
         required: 2,
         notify: { connection_id: chatConnection, path },
         remind_every_ms: 1000,
-        escalate_after_ms: 2500,
+        // Long enough for grace's decision to be stored first on a loaded machine: the escalation
+        // names whoever has not decided when it is sent.
+        escalate_after_ms: 6000,
         escalate_to: { users: ['barbara'] },
       }),
     );

@@ -275,16 +275,20 @@ describe('entities, in order', { shuffle: false }, () => {
       const other = new EntityService(new Sql(app.stack.services.orm.em.getKnex(), recordRowTypes), new EntityCache<StoredEntity>(app.databaseUrl));
       try {
         const catalogueReads = vi.spyOn(Sql.prototype, 'query');
-        await vi.waitFor(async () => {
-          catalogueReads.mockClear();
-          await other.require('deal');
-          await other.require('deal');
-          expect(catalogueReads.mock.calls.filter(([sql]) => sql.includes('from entities'))).toHaveLength(0);
-        });
+        // The cache is used once its LISTEN connection is up, which a loaded machine can take seconds to open.
+        await vi.waitFor(
+          async () => {
+            catalogueReads.mockClear();
+            await other.require('deal');
+            await other.require('deal');
+            expect(catalogueReads.mock.calls.filter(([sql]) => sql.includes('from entities'))).toHaveLength(0);
+          },
+          { timeout: 15_000, interval: 100 },
+        );
         catalogueReads.mockRestore();
         expect((await other.require('deal')).definition.name).toBe('Deal');
         expect((await app.admin.patch(`${root}/entities/deal`, { name: 'Renamed deal' })).status).toBe(200);
-        await vi.waitFor(async () => expect((await other.require('deal')).definition.name).toBe('Renamed deal'));
+        await vi.waitFor(async () => expect((await other.require('deal')).definition.name).toBe('Renamed deal'), { timeout: 15_000, interval: 100 });
       } finally {
         await other.close();
       }

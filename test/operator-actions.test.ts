@@ -381,7 +381,7 @@ describe('replays through the API', () => {
     const id = await create({
       nodes: [
         { id: 'start', type: 'transform', config: { value: 0 } },
-        { id: 'slowlane', type: 'delay', config: { duration_ms: 1_500 } },
+        { id: 'slowlane', type: 'delay', config: { duration_ms: 5_000 } },
         { id: 'fastlane', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/fast' } },
         { id: 'target', type: 'transform', config: { value: 'target' } },
       ],

@@ -46,10 +46,13 @@ describe('RateLimiter (sliding windows, batched writes)', () => {
     // one starts and again just after it would get twice its limit through them.
     const untilEvenSecond = () => 2000 - (Date.now() % 2000);
     if (untilEvenSecond() < 600) await new Promise((r) => setTimeout(r, untilEvenSecond() + 50));
-    await new Promise((r) => setTimeout(r, untilEvenSecond() - 300));
+    // The boundary is fixed once: the first hits may take long enough on a loaded machine to end
+    // after it, and measured again it would be the next one, past the sliding window's reach.
+    const boundary = Date.now() + untilEvenSecond();
+    await new Promise((r) => setTimeout(r, boundary - 300 - Date.now()));
     const first = await hits(5);
     expect(first.every((d) => d.allowed)).toBe(true);
-    await new Promise((r) => setTimeout(r, untilEvenSecond() + 300));
+    await new Promise((r) => setTimeout(r, Math.max(0, boundary + 300 - Date.now())));
     const second = await hits(5);
     expect(second.some((d) => d.allowed)).toBe(false);
     // Retry-After says when the oldest admitted hit leaves the window.

@@ -224,7 +224,7 @@ async function holdWaitRow(waitId: string) {
 /** The statements queued for a row lock whose text matches `pattern`, with what each waits behind. */
 const queued = (pattern: string) =>
   app.sql<{ pid: number; behind: number[] }>(
-    `select pid, pg_blocking_pids(pid) as behind from pg_stat_activity where cardinality(pg_blocking_pids(pid)) > 0 and query ilike $1`,
+    `select pid, pg_blocking_pids(pid) as behind from pg_stat_activity where datname = current_database() and cardinality(pg_blocking_pids(pid)) > 0 and query ilike $1`,
     [pattern],
   );
 const queuedFor = (pattern: string) => eventually(async () => (await queued(pattern))[0], 60_000, `a statement like ${pattern} to queue for the row`);
