@@ -100,16 +100,22 @@ describe('npm start (the whole embedded stack)', () => {
         return '';
       }
     });
-    expect(commands.some((c: string) => c.includes('postgres'))).toBe(true);
-    expect(commands.some((c: string) => c.includes('start-dev'))).toBe(true);
+    expect(
+      commands.some((c: string) => c.includes('postgres')),
+      first.output(),
+    ).toBe(true);
+    expect(
+      commands.some((c: string) => c.includes('start-dev')),
+      first.output(),
+    ).toBe(true);
     expect(first.output()).toContain('Temporal Web UI:');
 
     const auth = { authorization: 'Basic ' + Buffer.from(`admin:${APP_PASSWORD}`).toString('base64') };
-    expect((await fetch(`${first.url}/api/auth/v1/me`, { headers: auth })).status).toBe(200);
+    expect((await fetch(`${first.url}/api/auth/v1/me`, { headers: auth })).status, first.output()).toBe(200);
     // The Temporal Web UI is served on its port.
-    expect((await fetch(`http://127.0.0.1:${env.TEMPORAL_UI_PORT}/`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${env.TEMPORAL_UI_PORT}/`)).status, first.output()).toBe(200);
 
-    expect(await stopService(first.child, 'SIGTERM')).toBe(0);
+    expect(await stopService(first.child, 'SIGTERM'), first.output()).toBe(0);
     for (const pid of children) expect(isAlive(pid), `child ${pid} still running`).toBe(false);
     expect(existsSync(join(env.SVC_DATA_DIR, 'pg', 'PG_VERSION'))).toBe(true);
     expect(existsSync(join(env.SVC_DATA_DIR, 'temporal.db'))).toBe(true);
@@ -123,9 +129,9 @@ describe('npm start (the whole embedded stack)', () => {
     // Second start: same data, no new admin, the old application password still works.
     const second = await startService({ ...env, SVC_ADMIN_PASSWORD: '' });
     expect(second.output()).not.toContain('Created user "admin"');
-    expect((await fetch(`${second.url}/api/auth/v1/me`, { headers: auth })).status).toBe(200);
+    expect((await fetch(`${second.url}/api/auth/v1/me`, { headers: auth })).status, second.output()).toBe(200);
     const secondChildren = descendants(second.child.pid!);
-    expect(await stopService(second.child, 'SIGINT')).toBe(0);
+    expect(await stopService(second.child, 'SIGINT'), second.output()).toBe(0);
     for (const pid of secondChildren) expect(isAlive(pid), `child ${pid} still running`).toBe(false);
     expectPrivate(env.SVC_DATA_DIR);
   }, 300_000);
