@@ -203,26 +203,28 @@ describe('OpenTelemetry traces', () => {
     const traceId = execution.trace_id as string;
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
 
+    /** The API request's span: the root every other span of the run leads back to. */
+    const rootName = 'POST /api/workflow/v1/workflows/:id/run';
     const trace = await eventually(
       async () => {
         const mine = spans.filter((s) => s.traceId === traceId);
         const names = mine.map((s) => s.name);
         const complete =
-          names.some((n) => n === 'POST /api/workflow/v1/workflows/:id/run') &&
+          names.some((n) => n === rootName) &&
           names.some((n) => n.startsWith('RunWorkflow:')) &&
           names.some((n) => n === 'RunActivity:runNode') &&
           names.some((n) => n === 'HTTP GET') &&
           names.some((n) => n.startsWith('SQL '));
         // The two processes send their spans in batches: a child can arrive a batch before its parent.
         const ids = new Set(mine.map((s) => s.spanId));
-        const parented = mine.every((s) => s.name === 'POST /api/workflow/v1/workflows/:id/run' || ids.has(s.parentSpanId ?? ''));
+        const parented = mine.every((s) => s.name === rootName || ids.has(s.parentSpanId ?? ''));
         return complete && parented ? mine : undefined;
       },
       60_000,
       'the run’s spans',
     );
     const byId = new Map(trace.map((s) => [s.spanId, s]));
-    const root = trace.find((s) => s.name === 'POST /api/workflow/v1/workflows/:id/run')!;
+    const root = trace.find((s) => s.name === rootName)!;
     const ancestry = (span: OtlpSpan): string[] => {
       const names: string[] = [];
       for (let s: OtlpSpan | undefined = span; s; s = s.parentSpanId ? byId.get(s.parentSpanId) : undefined) names.push(s.name);
