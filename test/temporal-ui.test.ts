@@ -83,11 +83,16 @@ async function newPage(
 
 const pageText = (page: Page) => page.locator('body').innerText();
 
-/** Waits until the UI has asked its codec and shows the run's input and result panels. */
+/**
+ * Waits until the UI shows the run's input and result panels and either the codec's error or the
+ * run's result decoded. The input panel is decoded on its own and can come first (its graph names
+ * `answer` too), so the result's own value is what says the result panel was decoded.
+ */
 async function openRun(page: Page, url = uiUrl): Promise<string> {
   await page.goto(url);
   await expect.poll(() => pageText(page), { timeout: 60_000 }).toMatch(/Input[\s\S]*Result/);
-  await expect.poll(async () => /could not connect|"answer"/.test(await pageText(page)), { timeout: 60_000 }).toBe(true);
+  const settled = (text: string) => text.includes('could not connect') || text.includes(result);
+  await expect.poll(async () => settled(await pageText(page)), { timeout: 60_000 }).toBe(true);
   return pageText(page);
 }
 
