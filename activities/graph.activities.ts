@@ -1,5 +1,6 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import {
+  DEFAULT_NODE_TIMEOUT_MS,
   childWorkflowId,
   type BeganExecution,
   type Graph,
@@ -18,6 +19,7 @@ import { firstStepAnswer, type Understands } from '../src/executions/first-step.
 import { AppError } from '../src/platform/errors.js';
 import { claimedAttempt, type Claim, type ExecutionMirror, type ExecutionRef, type NodeEntry } from '../src/executions/execution.mirror.js';
 import type { EarlyClaims } from '../src/executions/early-claims.js';
+import type { EarlyRuns } from '../src/executions/early-runs.js';
 import { nodesFinishedBefore, readNodeEvents } from '../src/executions/reset-point.js';
 import type { ActingUsers } from '../src/auth/acting.js';
 import type { Principal } from '../src/auth/auth.service.js';
@@ -32,6 +34,7 @@ import type { WorkflowService } from '../src/workflow-definitions/workflow.servi
 import type { ErrorWorkflows } from '../src/executions/error-workflow.js';
 import { ForgetfulMap, OldestFirstMap } from './caches.js';
 import { withHeartbeat } from './heartbeat.js';
+import { activityNow, runAhead } from './activity-now.js';
 import { boundFailure, checkOutputSize, errorOf, forHistory, invalidConfig, jsonBytes, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
 import { evaluateForNode } from './run-values.js';
@@ -84,6 +87,8 @@ export interface GraphActivityPorts {
   errorWorkflows: Pick<ErrorWorkflows, 'launch'>;
   /** Claims the API made ahead of runs' first calls (eager starts in this process). */
   earlyClaims: Pick<EarlyClaims<Claim>, 'take'>;
+  /** The first attempts of runs' first calls the API ran ahead of their activities (eager starts in this process). */
+  earlyRuns: Pick<EarlyRuns<RunNodeInput, RunNodeOutput>, 'take'>;
 }
 
 /** The ports and a worker's caches: what every graph activity is a function over. */
@@ -132,11 +137,12 @@ export function graphActivities(services: GraphActivityPorts) {
       prepareChildRun(g, node, context, runId, bounds),
   };
   const nodes = { runNode: (input: RunNodeInput) => runNode(g, input) };
-  return { control, nodes, worker: g };
+  const ahead = (input: RunNodeInput, run: { workflowId: string; runId: string }, signal: AbortSignal) => runFirstCallAhead(g, input, run, signal);
+  return { control, nodes, ahead, worker: g };
 }
 
 /** The Temporal run an activity belongs to (always set for workflow activities). */
-export const runOf = () => Context.current().info.workflowExecution!;
+export const runOf = () => activityNow().info.workflowExecution!;
 
 async function findExecution(g: GraphWorker, temporalWorkflowId: string, runId: string): Promise<ExecutionRef | undefined> {
   const cached = g.runs.get(runId);
@@ -466,10 +472,37 @@ export interface NodeAttempt {
   connectionRead?: ConnectionUse | null;
 }
 
-/** Runs one node: evaluates its expressions, runs the type's implementation, records the result. */
+/**
+ * Runs one node: evaluates its expressions, runs the type's implementation, records the result.
+ * A run's first call whose attempt the API ran ahead (see EarlyRuns) answers that attempt's outcome.
+ */
 export async function runNode(g: GraphWorker, input: RunNodeInput): Promise<RunNodeOutput> {
-  const { node, context, inlineBytes, item, closes } = input;
   const activity = Context.current();
+  if (!input.item && activity.info.isLocal && nodeTypes.get(input.node.type)?.pure !== true) {
+    const { workflowId, runId } = activity.info.workflowExecution!;
+    const ahead = await g.ports.earlyRuns.take(workflowId, runId, input.node.id, input, activity.cancellationSignal);
+    if (ahead) return ahead.outcome;
+  }
+  return nodeAttempt(g, input);
+}
+
+/**
+ * A run's first call, run ahead of its local activity by the API that started the run on this
+ * process's worker: the same attempt, in a context that stands for the activity's first one.
+ */
+export function runFirstCallAhead(
+  g: GraphWorker,
+  input: RunNodeInput,
+  run: { workflowId: string; runId: string },
+  signal: AbortSignal,
+): Promise<RunNodeOutput> {
+  return runAhead(run, input.node.timeout_ms ?? DEFAULT_NODE_TIMEOUT_MS, signal, () => nodeAttempt(g, input));
+}
+
+/** One attempt of a node, in the activity it runs in (see activityNow). */
+async function nodeAttempt(g: GraphWorker, input: RunNodeInput): Promise<RunNodeOutput> {
+  const { node, context, inlineBytes, item, closes } = input;
+  const activity = activityNow();
   if (item) return activity.info.isLocal ? runItemNode(g, input, item) : withHeartbeat(activity, () => runItemNode(g, input, item));
   const pure = nodeTypes.get(node.type)?.pure === true;
   // A call run inside the workflow task (a short call, local): counted before it is made (see beginAttempt).
@@ -497,7 +530,10 @@ export async function runNode(g: GraphWorker, input: RunNodeInput): Promise<RunN
         ? { ref: { node: node.id, bytes: result.bytes! }, ...branch }
         : { output: result.output, bytes: result.bytes!, ...branch };
     } catch (err) {
-      throw await recordNodeFailure(g, attempt, failureWithoutCredential(attempt, err), shown.settle, inlineBytes);
+      // A call the run's cancel aborted failed because of it, whatever its own error says.
+      const { aborted, reason } = activity.cancellationSignal;
+      const cause = aborted && reason instanceof CancelledFailure ? reason : err;
+      throw await recordNodeFailure(g, attempt, failureWithoutCredential(attempt, cause), shown.settle, inlineBytes);
     } finally {
       shown.stop();
     }
@@ -577,7 +613,7 @@ function showRunningLater(g: GraphWorker, attempt: NodeAttempt, isLocal: boolean
 /** Evaluates the node's expressions, checks its configuration, and runs its type's implementation. */
 export async function executeNode(g: GraphWorker, attempt: NodeAttempt, context: RunNodeInput['context']): Promise<RunNodeOutput> {
   const { ref, node } = attempt;
-  const activity = Context.current();
+  const activity = activityNow();
   const type = nodeTypes.get(node.type);
   if (!type?.run) throw ApplicationFailure.nonRetryable(`Node type ${node.type} cannot run as an activity`, CODE.validation_failed);
   attempt.input = await evaluateForNode(g.ports, ref, context, node.config);

@@ -9,6 +9,8 @@ import { waitActivities } from './wait.activities.js';
 /** Builds every activity with its dependencies (the activities-dependency-injection pattern). */
 export function createActivities(services: Services) {
   const graph = graphActivities(services);
+  // The API of this process runs its runs' first calls ahead with this worker's steps.
+  services.earlyRuns.serve(graph.ahead);
   // Waits and approvals find their run's record as every node does.
   const execution = (runId: string) => currentExecution(graph.worker, runId);
   return {

@@ -1,4 +1,4 @@
-import { Context } from '@temporalio/activity';
+import { activityNow } from './activity-now.js';
 import { waitOutDatabase } from '../src/db/availability.js';
 
 /** What of an activity's info decides how long it may wait. */
@@ -23,7 +23,7 @@ export function waitDeadline(timing: AttemptTiming, now: number): number {
  * claims, upserts, updates to a final state.
  */
 export function patiently<T>(fn: () => Promise<T>): Promise<T> {
-  const activity = Context.current();
+  const activity = activityNow();
   const deadline = waitDeadline(activity.info, Date.now());
   return waitOutDatabase(fn, deadline, activity.info.isLocal ? undefined : () => activity.heartbeat());
 }

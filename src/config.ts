@@ -281,6 +281,13 @@ const schema = z.object({
    */
   SVC_LOCAL_CALL_MAX_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
   /**
+   * When the API and the worker share a process (`SVC_ROLE=all`, untraced), a new run whose graph
+   * starts with one such short call has that call's first attempt made by the API as soon as
+   * Temporal has started the run, while the worker activates it; the node's local activity then
+   * answers that attempt's outcome. The call is made a few milliseconds sooner, as often as before.
+   */
+  SVC_FIRST_CALL_AHEAD: bool.default(true),
+  /**
    * What outbound calls made for users (nodes, connection probes, model providers, licence vendor
    * webhooks) may reach although it is loopback, link-local, private, unique-local, multicast or
    * otherwise reserved: comma-separated host names, `*.` wildcards, IP addresses and CIDR ranges,

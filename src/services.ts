@@ -12,6 +12,8 @@ import { TurnStreamHub } from './agent/agent.stream.js';
 import { turnAnsweredAnnouncements } from './agent/agent.turns.js';
 import { runClosedAnnouncements, type ClosedRecord } from './executions/run-closed.js';
 import { EarlyClaims } from './executions/early-claims.js';
+import { EarlyRuns } from './executions/early-runs.js';
+import type { RunNodeInput, RunNodeOutput } from '../workflows/defs.js';
 import type { Announcements } from './platform/announcements.js';
 import { ActingUsers } from './auth/acting.js';
 import { AuthService } from './auth/auth.service.js';
@@ -113,6 +115,8 @@ export interface Services {
   runClosed: Announcements<ClosedRecord | undefined>;
   /** Claims the API made ahead of the first calls of runs it started on this process's worker. */
   earlyClaims: EarlyClaims<Claim>;
+  /** The first attempts of runs' first calls the API runs ahead of their activities, for this process's worker. */
+  earlyRuns: EarlyRuns<RunNodeInput, RunNodeOutput>;
 }
 
 export interface Endpoints {
@@ -227,6 +231,9 @@ function createExecutions(
   const { sql, temporal, metrics, config } = platform;
   const runClosed = runClosedAnnouncements(deps.agentStreams, logger);
   const earlyClaims = new EarlyClaims<Claim>();
+  const earlyRuns = new EarlyRuns<RunNodeInput, RunNodeOutput>((workflowId, nodeId) =>
+    logger.warn({ workflowId, nodeId }, "A run's first call was run ahead with an input its activity was not given: the activity made its own attempt"),
+  );
   const executions = new ExecutionService(
     sql,
     deps.executionMirror,
@@ -240,8 +247,10 @@ function createExecutions(
     deps.executionItems,
     runClosed,
     earlyClaims,
+    // A traced run's call belongs in its activity's span.
+    config.SVC_FIRST_CALL_AHEAD && !temporal.traced ? earlyRuns : undefined,
   );
-  return { runClosed, earlyClaims, executions };
+  return { runClosed, earlyClaims, earlyRuns, executions };
 }
 
 /** Builds every service of a process (API, worker or both: the entry point chooses what to start). */
@@ -259,7 +268,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const workflows = new WorkflowService(sql, schedules, executionMirror, { connections, entities, acting });
   const errorWorkflows = new ErrorWorkflows(temporal, logger);
   const agentStreams = new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER);
-  const { runClosed, earlyClaims, executions } = createExecutions(
+  const { runClosed, earlyClaims, earlyRuns, executions } = createExecutions(
     platform,
     { executionMirror, workflows, errorWorkflows, executionItems, agentStreams },
     logger,
@@ -294,6 +303,7 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
     agentStreams,
     runClosed,
     earlyClaims,
+    earlyRuns,
   };
 }
 

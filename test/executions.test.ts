@@ -259,7 +259,11 @@ describe("a run's first call, claimed by the API that started the run on its own
       if (early) seen.taken.push(nodeId);
       return early;
     };
-    return { seen, restore: () => ((claims.reserve = reserve), (claims.take = take)) };
+    // The attempts the API ran ahead of the calls' activities and the activities took, from here on.
+    const runs = app.stack.services.earlyRuns;
+    const before = { ...runs.counts };
+    const ahead = () => ({ taken: runs.counts.taken - before.taken, differed: runs.counts.differed - before.differed });
+    return { seen, ahead, restore: () => ((claims.reserve = reserve), (claims.take = take)) };
   }
 
   it('counts the call once, and each retry of it once more', async () => {
@@ -271,6 +275,8 @@ describe("a run's first call, claimed by the API that started the run on its own
       expect(nodeOf(once, 'get')).toMatchObject({ status: 'success', attempts: 1, output: { status: 200, body: { auth: 'Bearer [redacted]' } } });
       expect(target.requests.at(-1)?.headers.authorization).toBe('Bearer tok-secret-1234');
       expect(watch.seen).toEqual({ made: ['get'], taken: ['get'] });
+      // The call itself was made ahead of its activity, which answered that attempt's outcome.
+      expect(watch.ahead()).toEqual({ taken: 1, differed: 0 });
 
       flakyCalls = 0;
       const flaky = {
@@ -283,7 +289,11 @@ describe("a run's first call, claimed by the API that started the run on its own
       const retried = await runAndWait(await create({ nodes: [flaky] }));
       expect(nodeOf(retried, 'flaky')).toMatchObject({ status: 'success', attempts: 3 });
       expect(watch.seen).toEqual({ made: ['get', 'flaky'], taken: ['get', 'flaky'] });
+      // The first attempt, made ahead, failed: the activity threw its failure and Temporal's retries made the other two.
+      expect(flakyCalls).toBe(3);
+      expect(watch.ahead()).toEqual({ taken: 2, differed: 0 });
       expect(app.stack.services.earlyClaims.size).toBe(0);
+      expect(app.stack.services.earlyRuns.size).toBe(0);
     } finally {
       watch.restore();
     }
@@ -312,6 +322,7 @@ describe("a run's first call, claimed by the API that started the run on its own
         expect(nodeOf(done, 'hold')).toMatchObject({ status: 'success', attempts: 1, output: { body: { held: true } } });
       }
       expect(watch.seen.taken).toHaveLength(burst);
+      expect(watch.ahead()).toEqual({ taken: burst, differed: 0 });
       expect(target.count('/hold')).toBe(burst);
     } finally {
       release();
@@ -332,7 +343,65 @@ describe("a run's first call, claimed by the API that started the run on its own
       expect(execution.status).toBe('success');
       expect(nodeOf(execution, 'get')).toMatchObject({ status: 'success', attempts: 1 });
       expect(watch.seen).toEqual({ made: [], taken: [] });
+      expect(watch.ahead()).toEqual({ taken: 0, differed: 0 });
     } finally {
+      watch.restore();
+    }
+  });
+
+  it('is run ahead with the input the run gives it: its expressions, its bounds, and the outcome when it ends the run', async () => {
+    const watch = watchClaims();
+    try {
+      const calls = target.count('/echo');
+      // The call's body reads the payload; the run goes on after it.
+      const post = { id: 'post', type: 'http_request', connection_id: connectionId, config: { method: 'POST', path: '/echo', body: { n: '{{ trigger.n }}' } } };
+      const then = await runAndWait(
+        await create({
+          nodes: [post, { id: 'shape', type: 'transform', config: { value: '{{ nodes.post.body.echoed.n + 1 }}' } }],
+          edges: [{ from: 'post', to: 'shape' }],
+        }),
+        { n: 41 },
+      );
+      expect(then.status).toBe('success');
+      expect(nodeOf(then, 'post')).toMatchObject({ status: 'success', attempts: 1, output: { body: { echoed: { n: 41 } } } });
+      expect(nodeOf(then, 'shape').output).toBe(42);
+      // A payload larger than the run's history carries inline: the call reads it from the record.
+      const big = 'x'.repeat(40_000);
+      const alone = await runAndWait(await create({ nodes: [{ ...post, config: { ...post.config, body: { big: '{{ trigger.big }}' } } }] }), { big });
+      expect(alone).toMatchObject({ status: 'success', output: { body: { echoed: { big } } } });
+      expect(nodeOf(alone, 'post')).toMatchObject({ status: 'success', attempts: 1 });
+      expect(target.count('/echo')).toBe(calls + 2);
+      expect(watch.ahead()).toEqual({ taken: 2, differed: 0 });
+    } finally {
+      watch.restore();
+    }
+  });
+
+  it('made ahead and still going, is cancelled with its run', async () => {
+    let release = () => {};
+    held = new Promise<void>((resolve) => (release = resolve));
+    const watch = watchClaims();
+    try {
+      const calls = target.count('/hold');
+      const id = await create({ nodes: [{ id: 'hold', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/hold' } }] });
+      const started = (await app.admin.post(`${W}/${id}/run`, { payload: {} })).body.data.execution_id;
+      await eventually(async () => target.count('/hold') === calls + 1, 10_000, 'the call to reach the target');
+      await app.stack.services.temporal.client.workflow.getHandle(app.stack.services.temporal.executionWorkflowId(started)).cancel();
+      const done = await eventually(async () => {
+        const v = await view(started);
+        return v.status === 'cancelled' && nodeOf(v, 'hold')?.status !== 'running' ? v : undefined;
+      });
+      expect(nodeOf(done, 'hold')).toMatchObject({ status: 'cancelled', attempts: 1 });
+      expect(watch.ahead()).toEqual({ taken: 1, differed: 0 });
+      // The target answering after the cancel changes nothing.
+      release();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await view(started)).toMatchObject({ status: 'cancelled' });
+      expect(nodeOf(await view(started), 'hold').status).toBe('cancelled');
+      expect(target.count('/hold')).toBe(calls + 1);
+    } finally {
+      release();
+      held = undefined;
       watch.restore();
     }
   });

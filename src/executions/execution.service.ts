@@ -1,7 +1,16 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import Long from 'long';
 import { toDate, toIso, type Queryable, type Sql } from '../db/sql.js';
-import { FIRST_STEP_ASKS, PREPARED_FIRST_STEP, RUN_GRAPH_WORKFLOW, firstCallOf, type RunGraphInput, type RunGraphResult } from '../../workflows/defs.js';
+import {
+  FIRST_STEP_ASKS,
+  PREPARED_FIRST_STEP,
+  RUN_GRAPH_WORKFLOW,
+  firstCallOf,
+  type RunGraphInput,
+  type RunGraphResult,
+  type RunNodeInput,
+  type RunNodeOutput,
+} from '../../workflows/defs.js';
 import { firstStepAnswer, type FirstStepSettings } from './first-step.js';
 import type { Announcements } from '../platform/announcements.js';
 import type { ClosedRecord } from './run-closed.js';
@@ -18,6 +27,8 @@ import { planReplay, resetKeepsPlan, type ReplayPlan } from './replay-plan.js';
 import type { ErrorRun, ErrorWorkflows } from './error-workflow.js';
 import { claimedAttempt, type Claim, type ExecutionMirror, type ExecutionRow, type ListExecutions, type TimelineRow } from './execution.mirror.js';
 import type { EarlyClaims } from './early-claims.js';
+import type { EarlyRuns } from './early-runs.js';
+import { firstCallInput } from '../../workflows/first-call.js';
 import { itemView, type ExecutionItems, type ItemCounts, type ItemStatus } from './execution-items.store.js';
 import { everyNode } from '../workflow-definitions/graph-validator.js';
 import { CODE } from '../../workflows/error-codes.js';
@@ -137,6 +148,8 @@ export class ExecutionService {
     private readonly runClosed?: Pick<Announcements<ClosedRecord | undefined>, 'heard'>,
     /** Where claims made ahead of runs' first calls wait for this process's worker (see firstCallClaim). */
     private readonly earlyClaims?: Pick<EarlyClaims<Claim>, 'reserve'>,
+    /** Where the first attempts of runs' first calls, run ahead of their activities, wait for this process's worker. */
+    private readonly earlyRuns?: Pick<EarlyRuns<RunNodeInput, RunNodeOutput>, 'reserve' | 'serving'>,
   ) {}
 
   /**
@@ -338,7 +351,9 @@ export class ExecutionService {
    * read, reserved before the start (see EarlyClaims). Answers the function that fills it once
    * Temporal has answered: when the run's first task came back to this process's worker, the claim
    * is made at once, while the worker activates the run, for the call's activity to take instead
-   * of making the same statement then. Not for a replay: its reused nodes do not run.
+   * of making the same statement then; and, when this process's worker runs attempts ahead (see
+   * EarlyRuns), the call's first attempt itself, with the input the run's first task gives it.
+   * Not for a replay: its reused nodes do not run.
    */
   private firstCallClaim(temporalWorkflowId: string, input: RunGraphInput): ((runId: string | undefined) => void) | undefined {
     const prepared = input.firstStep?.asked === PREPARED_FIRST_STEP ? input.firstStep.answer : undefined;
@@ -346,12 +361,17 @@ export class ExecutionService {
     const node = firstCallOf(prepared);
     if (!node) return undefined;
     const fill = this.earlyClaims.reserve(temporalWorkflowId, node.id);
+    // The call itself too, when this process's worker runs attempts ahead (see EarlyRuns).
+    const ahead = this.earlyRuns?.serving ? firstCallInput(input, prepared) : undefined;
+    const fillAhead = ahead && this.earlyRuns!.reserve(temporalWorkflowId, node.id);
     return (runId) => {
-      if (runId === undefined) return fill();
+      if (runId === undefined) return (fill(), fillAhead?.());
       const claim = this.mirror.claim(temporalWorkflowId, runId, claimedAttempt(node, new Date()));
       // The run is counted started where its record is first claimed: here, for a claim the API makes.
       claim.then((claimed) => claimed?.firstClaim && this.metrics?.runsStarted.inc({ trigger: claimed.trigger })).catch(() => undefined);
       fill({ runId, claim });
+      // The attempt takes the claim just made, as the activity would have.
+      if (fillAhead && ahead) fillAhead({ runId, input: ahead });
     };
   }
 
