@@ -1,3 +1,5 @@
+import { AheadPlaces } from './ahead-places.js';
+
 /**
  * Claims of runs' records made ahead of their first call, by the API process that started the
  * runs eagerly, for its own worker to take.
@@ -9,8 +11,8 @@
  * hands the run's first task straight back to this worker (eager start), the API knows the run's
  * id and, for a graph whose one root is a short call, which node that task starts first: it makes
  * the same statement at once, while the worker activates the run, and leaves it here. The node's
- * activity takes it instead of claiming: one claim and one counted attempt per execution of the
- * activity.
+ * attempt takes it instead of claiming (its activity's, or the attempt the API runs ahead of the
+ * activity: see EarlyRuns): one claim and one counted attempt per execution of the activity.
  *
  * The API reserves the claim's place before it asks Temporal to start the run, and fills it once
  * Temporal has answered: the answer and the run's first task reach the process together, so the
@@ -23,13 +25,11 @@
  * forgotten after `forgetAfterMs`.
  */
 export class EarlyClaims<Claim> {
-  /** By Temporal workflow id, oldest first (a Map keeps the order things were put in). */
-  private readonly places = new Map<string, { nodeId: string; made: Promise<Made<Claim> | undefined>; at: number }>();
+  private readonly places: AheadPlaces<Made<Claim>>;
 
-  constructor(
-    private readonly forgetAfterMs = 5 * 60_000,
-    private readonly now: () => number = Date.now,
-  ) {}
+  constructor(forgetAfterMs = 5 * 60_000, now: () => number = Date.now) {
+    this.places = new AheadPlaces(forgetAfterMs, now);
+  }
 
   /**
    * A place for the claim of the record of `temporalWorkflowId`'s run with `nodeId`'s first
@@ -37,19 +37,10 @@ export class EarlyClaims<Claim> {
    * run's id and the claim, or with nothing when no claim is made.
    */
   reserve(temporalWorkflowId: string, nodeId: string): (made?: Made<Claim>) => void {
-    let fill!: (made?: Made<Claim>) => void;
-    const made = new Promise<Made<Claim> | undefined>((resolve) => (fill = resolve));
-    const now = this.now();
-    for (const [id, place] of this.places) {
-      if (now - place.at < this.forgetAfterMs) break;
-      this.places.delete(id);
-    }
-    const place = { nodeId, made, at: now };
-    this.places.set(temporalWorkflowId, place);
+    const fill = this.places.reserve(temporalWorkflowId, nodeId);
     return (claimed) => {
       // Its failure is the taker's to handle (it claims itself), never the process's.
       claimed?.claim.catch(() => undefined);
-      if (!claimed && this.places.get(temporalWorkflowId) === place) this.places.delete(temporalWorkflowId);
       fill(claimed);
     };
   }
@@ -60,10 +51,7 @@ export class EarlyClaims<Claim> {
    * the API made no claim for this run.
    */
   take(temporalWorkflowId: string, runId: string, nodeId: string): Promise<Claim | undefined> | undefined {
-    const place = this.places.get(temporalWorkflowId);
-    if (!place || place.nodeId !== nodeId) return undefined;
-    this.places.delete(temporalWorkflowId);
-    return place.made.then((made) => (made?.runId === runId ? made.claim : undefined));
+    return this.places.take(temporalWorkflowId, nodeId)?.then((made) => (made?.runId === runId ? made.claim : undefined));
   }
 
   /** How many places wait to be taken (for tests). */

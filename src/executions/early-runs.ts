@@ -1,4 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
+import { AheadPlaces } from './ahead-places.js';
 
 /** Runs a node's first attempt for a run whose local activity has not started yet. */
 export type AheadRunner<Input, Output> = (input: Input, run: { workflowId: string; runId: string }, signal: AbortSignal) => Promise<Output>;
@@ -37,17 +38,18 @@ interface Ahead<Output> {
  */
 export class EarlyRuns<Input, Output> {
   private runner?: AheadRunner<Input, Output>;
-  /** By Temporal workflow id, oldest first. */
-  private readonly places = new Map<string, { nodeId: string; made: Promise<Ahead<Output> | undefined>; at: number }>();
+  private readonly places: AheadPlaces<Ahead<Output>>;
   /** Outcomes taken by activities, and those left because the activity's input was not the one predicted. */
   readonly counts = { taken: 0, differed: 0 };
 
   constructor(
     /** Told of an activity that did not take an attempt because its input was not the one predicted. */
     private readonly onDiffered: (temporalWorkflowId: string, nodeId: string) => void = () => undefined,
-    private readonly forgetAfterMs = 5 * 60_000,
-    private readonly now: () => number = Date.now,
-  ) {}
+    forgetAfterMs = 5 * 60_000,
+    now: () => number = Date.now,
+  ) {
+    this.places = new AheadPlaces(forgetAfterMs, now);
+  }
 
   /** The worker of this process runs attempts ahead with `runner` (until then none is). */
   serve(runner: AheadRunner<Input, Output>): void {
@@ -64,21 +66,10 @@ export class EarlyRuns<Input, Output> {
    * made at once), or with nothing when no attempt is made ahead.
    */
   reserve(temporalWorkflowId: string, nodeId: string): (start?: { runId: string; input: Input }) => void {
-    let fill!: (ahead?: Ahead<Output>) => void;
-    const made = new Promise<Ahead<Output> | undefined>((resolve) => (fill = resolve));
-    const now = this.now();
-    for (const [id, place] of this.places) {
-      if (now - place.at < this.forgetAfterMs) break;
-      this.places.delete(id);
-    }
-    const place = { nodeId, made, at: now };
-    this.places.set(temporalWorkflowId, place);
+    const fill = this.places.reserve(temporalWorkflowId, nodeId);
     return (start) => {
       const runner = this.runner;
-      if (!start || !runner) {
-        if (this.places.get(temporalWorkflowId) === place) this.places.delete(temporalWorkflowId);
-        return fill();
-      }
+      if (!start || !runner) return fill();
       const abort = new AbortController();
       // As the activity receives it: through JSON, the payload converter's encoding.
       const expected: unknown = JSON.parse(JSON.stringify(start.input));
@@ -102,19 +93,14 @@ export class EarlyRuns<Input, Output> {
     input: Input,
     signal: AbortSignal,
   ): Promise<{ outcome: Promise<Output> } | undefined> | undefined {
-    const place = this.places.get(temporalWorkflowId);
-    if (!place || place.nodeId !== nodeId) return undefined;
-    this.places.delete(temporalWorkflowId);
-    return place.made.then((ahead) => {
+    return this.places.take(temporalWorkflowId, nodeId)?.then((ahead) => {
       if (!ahead) return undefined;
-      if (ahead.runId !== runId) {
+      if (ahead.runId !== runId || !isDeepStrictEqual(ahead.expected, input)) {
         ahead.abort.abort();
-        return undefined;
-      }
-      if (!isDeepStrictEqual(ahead.expected, input)) {
-        this.counts.differed++;
-        ahead.abort.abort();
-        this.onDiffered(temporalWorkflowId, nodeId);
+        if (ahead.runId === runId) {
+          this.counts.differed++;
+          this.onDiffered(temporalWorkflowId, nodeId);
+        }
         return undefined;
       }
       this.counts.taken++;
