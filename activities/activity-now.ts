@@ -27,8 +27,9 @@ export function runAhead<T>(run: { workflowId: string; runId: string }, timeoutM
       startToCloseTimeoutMs: timeoutMs,
       currentAttemptScheduledTimestampMs: Date.now(),
     },
-    // Bounded as the activity is: by the node's timeout, and cancelled with the activity that takes it.
-    cancellationSignal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),
+    // Cancelled with the activity that takes it (whose timeout is the node's); the call itself is
+    // bounded by the node's timeout too, should no activity take it.
+    cancellationSignal: signal,
     // A local activity does not heartbeat.
     heartbeat: () => undefined,
   };

@@ -7,6 +7,10 @@
  *
  *   BENCH_VARIANTS  `name:ENV=value,ENV=value;name:...` (default `default:`, one variant as is)
  *   BENCH_ROUNDS (4), BENCH_C1 (60 requests), BENCH_C50 (200 requests)
+ *   BENCH_PAIRS (0): then that many requests to each variant one at a time, the variants taking
+ *   turns request by request (the first of each turn alternating), reported as each variant's
+ *   p50 and the median of its paired difference to the first variant, with how many turns it won:
+ *   what rounds minutes apart cannot tell from the machine's drift.
  * Run: node --import tsx bench/levers.ts
  */
 import { loadavg } from 'node:os';
@@ -18,6 +22,7 @@ import { cleanups, load, median, round, runMain } from './lib.js';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
 const C1 = Number(process.env.BENCH_C1 ?? 60);
 const C50 = Number(process.env.BENCH_C50 ?? 200);
+const PAIRS = Number(process.env.BENCH_PAIRS ?? 0);
 const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
 
 const variants = (process.env.BENCH_VARIANTS ?? 'default:').split(';').map((v) => {
@@ -95,6 +100,31 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
     ),
   ];
   process.stdout.write(lines.join('\n') + '\n');
+  if (PAIRS > 0) process.stdout.write('\n' + (await paired(sides)).join('\n') + '\n');
+}
+
+/** Each variant's latency at concurrency 1, the variants taking turns request by request (see BENCH_PAIRS). */
+async function paired(sides: { name: string; call: (n: number) => Promise<void> }[]): Promise<string[]> {
+  const times = sides.map(() => [] as number[]);
+  for (let i = 0; i < PAIRS; i++) {
+    const order = sides.map((_, k) => k);
+    if (i % 2) order.reverse();
+    for (const k of order) {
+      const started = performance.now();
+      await sides[k]!.call(i);
+      times[k]!.push(performance.now() - started);
+    }
+  }
+  return [
+    `${PAIRS} turns, one request to each variant a turn; ms at concurrency 1.`,
+    '',
+    `| variant | p50 | median of (it - ${sides[0]!.name}) | turns it was faster than ${sides[0]!.name} |`,
+    '|---|---|---|---|',
+    ...sides.map((s, k) => {
+      const diffs = times[k]!.map((t, i) => t - times[0]![i]!);
+      return `| ${s.name} | ${round(median(times[k]!))} | ${k ? round(median(diffs)) : '-'} | ${k ? `${diffs.filter((d) => d < 0).length} of ${PAIRS}` : '-'} |`;
+    }),
+  ];
 }
 
 runMain(main);
