@@ -530,9 +530,10 @@ async function nodeAttempt(g: GraphWorker, input: RunNodeInput): Promise<RunNode
         ? { ref: { node: node.id, bytes: result.bytes! }, ...branch }
         : { output: result.output, bytes: result.bytes!, ...branch };
     } catch (err) {
-      // A call the run's cancel aborted failed because of it, whatever its own error says.
+      // A call the run's cancel aborted failed because of it, whatever its own error says (a
+      // worker's shutdown or a timeout aborts it too: those stay failures, for Temporal to retry).
       const { aborted, reason } = activity.cancellationSignal;
-      const cause = aborted && reason instanceof CancelledFailure ? reason : err;
+      const cause = aborted && reason instanceof CancelledFailure && reason.message === 'CANCELLED' ? reason : err;
       throw await recordNodeFailure(g, attempt, failureWithoutCredential(attempt, cause), shown.settle, inlineBytes);
     } finally {
       shown.stop();

@@ -263,7 +263,10 @@ describe("a run's first call, claimed by the API that started the run on its own
     const runs = app.stack.services.earlyRuns;
     const before = { ...runs.counts };
     const ahead = () => ({ taken: runs.counts.taken - before.taken, differed: runs.counts.differed - before.differed });
-    return { seen, ahead, restore: () => ((claims.reserve = reserve), (claims.take = take)) };
+    // An attempt made ahead ends the run's record, which answers the caller, before the node's
+    // activity begins and takes its outcome: the activity's take is waited for.
+    const aheadTaken = (taken: number) => vi.waitFor(() => expect(ahead()).toEqual({ taken, differed: 0 }), { timeout: 15_000 });
+    return { seen, ahead, aheadTaken, restore: () => ((claims.reserve = reserve), (claims.take = take)) };
   }
 
   it('counts the call once, and each retry of it once more', async () => {
@@ -276,7 +279,7 @@ describe("a run's first call, claimed by the API that started the run on its own
       expect(target.requests.at(-1)?.headers.authorization).toBe('Bearer tok-secret-1234');
       expect(watch.seen).toEqual({ made: ['get'], taken: ['get'] });
       // The call itself was made ahead of its activity, which answered that attempt's outcome.
-      expect(watch.ahead()).toEqual({ taken: 1, differed: 0 });
+      await watch.aheadTaken(1);
 
       flakyCalls = 0;
       const flaky = {
@@ -291,9 +294,9 @@ describe("a run's first call, claimed by the API that started the run on its own
       expect(watch.seen).toEqual({ made: ['get', 'flaky'], taken: ['get', 'flaky'] });
       // The first attempt, made ahead, failed: the activity threw its failure and Temporal's retries made the other two.
       expect(flakyCalls).toBe(3);
-      expect(watch.ahead()).toEqual({ taken: 2, differed: 0 });
+      await watch.aheadTaken(2);
       expect(app.stack.services.earlyClaims.size).toBe(0);
-      expect(app.stack.services.earlyRuns.size).toBe(0);
+      await vi.waitFor(() => expect(app.stack.services.earlyRuns.size).toBe(0), { timeout: 15_000 });
     } finally {
       watch.restore();
     }
@@ -322,7 +325,7 @@ describe("a run's first call, claimed by the API that started the run on its own
         expect(nodeOf(done, 'hold')).toMatchObject({ status: 'success', attempts: 1, output: { body: { held: true } } });
       }
       expect(watch.seen.taken).toHaveLength(burst);
-      expect(watch.ahead()).toEqual({ taken: burst, differed: 0 });
+      await watch.aheadTaken(burst);
       expect(target.count('/hold')).toBe(burst);
     } finally {
       release();
@@ -371,7 +374,7 @@ describe("a run's first call, claimed by the API that started the run on its own
       expect(alone).toMatchObject({ status: 'success', output: { body: { echoed: { big } } } });
       expect(nodeOf(alone, 'post')).toMatchObject({ status: 'success', attempts: 1 });
       expect(target.count('/echo')).toBe(calls + 2);
-      expect(watch.ahead()).toEqual({ taken: 2, differed: 0 });
+      await watch.aheadTaken(2);
     } finally {
       watch.restore();
     }
@@ -392,7 +395,7 @@ describe("a run's first call, claimed by the API that started the run on its own
         return v.status === 'cancelled' && nodeOf(v, 'hold')?.status !== 'running' ? v : undefined;
       });
       expect(nodeOf(done, 'hold')).toMatchObject({ status: 'cancelled', attempts: 1 });
-      expect(watch.ahead()).toEqual({ taken: 1, differed: 0 });
+      await watch.aheadTaken(1);
       // The target answering after the cancel changes nothing.
       release();
       await new Promise((resolve) => setTimeout(resolve, 300));
