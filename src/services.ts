@@ -232,7 +232,10 @@ function createExecutions(
   const runClosed = runClosedAnnouncements(deps.agentStreams, logger);
   const earlyClaims = new EarlyClaims<Claim>();
   const earlyRuns = new EarlyRuns<RunNodeInput, RunNodeOutput>((workflowId, nodeId) =>
-    logger.warn({ workflowId, nodeId }, "A run's first call was run ahead with an input its activity was not given: the activity made its own attempt"),
+    logger.error(
+      { workflowId, nodeId },
+      "A run's first call was made ahead with another input than its activity was given; its outcome stands (a defect to report)",
+    ),
   );
   const executions = new ExecutionService(
     sql,

@@ -52,17 +52,26 @@ describe('attempts run ahead of a run’s first call', () => {
     await expect(taken!.outcome).resolves.toBe('done');
   });
 
-  it('are not taken by an activity given another input: it makes its own attempt, and the difference is told', async () => {
+  it('are taken by an activity given another input too, so the call is not made twice, and the difference is told', async () => {
     const told: string[] = [];
     const runs = new EarlyRuns<Input, string>((workflowId, nodeId) => told.push(`${workflowId}/${nodeId}`));
-    let aborted: unknown;
-    runs.serve((_i, _run, signal) => new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject((aborted = signal.reason)))));
+    const { calls, runner } = recorder();
+    runs.serve(runner);
     runs.reserve('wf-1', 'get')({ runId: 'run-1', input });
-    await expect(runs.take('wf-1', 'run-1', 'get', { ...input, path: '/other' }, never)).resolves.toBeUndefined();
+    const taken = await runs.take('wf-1', 'run-1', 'get', { ...input, path: '/other' }, never);
+    await expect(taken!.outcome).resolves.toBe('called /echo');
+    expect(calls).toHaveLength(1);
     expect(runs.counts).toEqual({ taken: 0, differed: 1 });
     expect(told).toEqual(['wf-1/get']);
-    // The attempt run ahead is cancelled: its outcome is nobody's.
-    expect(aborted).toBeDefined();
+  });
+
+  it('are run with the input as the activity will receive it', async () => {
+    const runs = new EarlyRuns<Record<string, unknown>, string>();
+    const { calls, runner } = recorder();
+    runs.serve(runner as unknown as AheadRunner<Record<string, unknown>, string>);
+    runs.reserve('wf-1', 'get')({ runId: 'run-1', input: { node: 'get', path: '/echo', at: new Date(0), gone: undefined } });
+    await Promise.resolve();
+    expect(calls[0]!.input).toEqual({ node: 'get', path: '/echo', at: '1970-01-01T00:00:00.000Z' });
   });
 
   it('are cancelled with the activity that took them', async () => {

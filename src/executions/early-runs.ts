@@ -26,12 +26,13 @@ interface Ahead<Output> {
  * leaves its outcome here; the activity, once it begins with the same input, answers that outcome
  * (or throws its failure, for Temporal's retry policy to go on from) rather than making the call.
  *
- * What it changes is when the call is made, not how often: one attempt per execution of the
- * activity, counted before the call. A run whose task this worker gives up (another worker then
- * runs it, as after a crash) makes the call again there, as a local activity whose completion was
- * never recorded always does. An activity whose input differs from what the API predicted (a
- * defect: both come from the same steps) does not take the outcome; it is counted in `differed`
- * and runs its own attempt.
+ * What it changes is when the call is made: one attempt per execution of the activity, counted
+ * before the call. A run whose first task this worker never activates (it stops, or stalls past
+ * the task's timeout, right after the start) is run by another worker, which makes the call again,
+ * as a local activity whose completion was never recorded always is made again. An activity whose
+ * input differs from what the API predicted (a defect: both come from the same steps) still
+ * answers the attempt made, rather than make the call a second time; the difference is counted
+ * in `differed` and told to `onDiffered`.
  *
  * A place is reserved before the start and filled once Temporal has answered, so an activity that
  * begins first waits for it. A place nobody takes is forgotten after `forgetAfterMs`.
@@ -39,11 +40,11 @@ interface Ahead<Output> {
 export class EarlyRuns<Input, Output> {
   private runner?: AheadRunner<Input, Output>;
   private readonly places: AheadPlaces<Ahead<Output>>;
-  /** Outcomes taken by activities, and those left because the activity's input was not the one predicted. */
+  /** Outcomes taken by activities given the input predicted, and by activities given another. */
   readonly counts = { taken: 0, differed: 0 };
 
   constructor(
-    /** Told of an activity that did not take an attempt because its input was not the one predicted. */
+    /** Told of an activity that took an attempt made with another input than its own. */
     private readonly onDiffered: (temporalWorkflowId: string, nodeId: string) => void = () => undefined,
     forgetAfterMs = 5 * 60_000,
     now: () => number = Date.now,
@@ -73,7 +74,8 @@ export class EarlyRuns<Input, Output> {
       const abort = new AbortController();
       // As the activity receives it: through JSON, the payload converter's encoding.
       const expected: unknown = JSON.parse(JSON.stringify(start.input));
-      const outcome = Promise.resolve().then(() => runner(start.input, { workflowId: temporalWorkflowId, runId: start.runId }, abort.signal));
+      // Run with that copy: the attempt sees exactly the values it is compared by.
+      const outcome = Promise.resolve().then(() => runner(expected as Input, { workflowId: temporalWorkflowId, runId: start.runId }, abort.signal));
       // Its failure is the activity's to throw, never the process's.
       outcome.catch(() => undefined);
       fill({ runId: start.runId, expected, outcome, abort });
@@ -83,8 +85,8 @@ export class EarlyRuns<Input, Output> {
   /**
    * The attempt run ahead for `temporalWorkflowId`'s run `runId` and `nodeId`, once, waiting for the
    * API to fill its place: undefined when there is no place for them; resolving to undefined when
-   * none was run for this run and this input (the activity makes its own attempt), else to its
-   * outcome, cancelled with `signal`.
+   * none was run for this run (the activity makes its own attempt), else to its outcome, cancelled
+   * with `signal`.
    */
   take(
     temporalWorkflowId: string,
@@ -95,15 +97,16 @@ export class EarlyRuns<Input, Output> {
   ): Promise<{ outcome: Promise<Output> } | undefined> | undefined {
     return this.places.take(temporalWorkflowId, nodeId)?.then((ahead) => {
       if (!ahead) return undefined;
-      if (ahead.runId !== runId || !isDeepStrictEqual(ahead.expected, input)) {
+      if (ahead.runId !== runId) {
         ahead.abort.abort();
-        if (ahead.runId === runId) {
-          this.counts.differed++;
-          this.onDiffered(temporalWorkflowId, nodeId);
-        }
         return undefined;
       }
-      this.counts.taken++;
+      // The call was made (or is being made) with the input predicted: making it again would be a
+      // second side effect nobody asked for, so its outcome stands, and the difference is told.
+      if (!isDeepStrictEqual(ahead.expected, input)) {
+        this.counts.differed++;
+        this.onDiffered(temporalWorkflowId, nodeId);
+      } else this.counts.taken++;
       const cancel = () => ahead.abort.abort(signal.reason);
       if (signal.aborted) cancel();
       else {
