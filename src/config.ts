@@ -284,7 +284,8 @@ const schema = z.object({
    * When the API and the worker share a process (`SVC_ROLE=all`, untraced), a new run whose graph
    * starts with one such short call has that call's first attempt made by the API as soon as
    * Temporal has started the run, while the worker activates it; the node's local activity then
-   * answers that attempt's outcome. The call is made a few milliseconds sooner, as often as before.
+   * answers that attempt's outcome. The call is made a few milliseconds sooner (docs/workflows.md
+   * says the one case where it is then made once more than before).
    */
   SVC_FIRST_CALL_AHEAD: bool.default(true),
   /**
