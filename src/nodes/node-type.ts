@@ -38,6 +38,9 @@ export interface NodeType<C = unknown> {
   /**
    * A call of this type whose timeout is at most SVC_LOCAL_CALL_MAX_MS runs as a Temporal local
    * activity (retried under the node's policy all the same); a longer one as a regular activity.
+   * As a run's first node its first attempt may be made by the API before the activity begins
+   * (SVC_FIRST_CALL_AHEAD): `run` reads the activity only through what it is given (`signal`,
+   * `heartbeat`), never through Temporal's `Context`, and bounds its own call by the node's timeout.
    */
   localWhenShort?: boolean;
   /**
