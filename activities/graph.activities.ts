@@ -19,7 +19,7 @@ import { firstStepAnswer, type Understands } from '../src/executions/first-step.
 import { AppError } from '../src/platform/errors.js';
 import { claimedAttempt, type Claim, type ExecutionMirror, type ExecutionRef, type NodeEntry } from '../src/executions/execution.mirror.js';
 import type { EarlyClaims } from '../src/executions/early-claims.js';
-import type { EarlyRuns } from '../src/executions/early-runs.js';
+import type { AheadRunner, EarlyRuns } from '../src/executions/early-runs.js';
 import { nodesFinishedBefore, readNodeEvents } from '../src/executions/reset-point.js';
 import type { ActingUsers } from '../src/auth/acting.js';
 import type { Principal } from '../src/auth/auth.service.js';
@@ -34,7 +34,7 @@ import type { WorkflowService } from '../src/workflow-definitions/workflow.servi
 import type { ErrorWorkflows } from '../src/executions/error-workflow.js';
 import { ForgetfulMap, OldestFirstMap } from './caches.js';
 import { withHeartbeat } from './heartbeat.js';
-import { activityNow, runAhead } from './activity-now.js';
+import { activityNow, runAhead, type ActivityNow } from './activity-now.js';
 import { boundFailure, checkOutputSize, errorOf, forHistory, invalidConfig, jsonBytes, modelUsageOf, toFailure } from './node-outcome.js';
 import { patiently } from './patiently.js';
 import { evaluateForNode } from './run-values.js';
@@ -137,7 +137,10 @@ export function graphActivities(services: GraphActivityPorts) {
       prepareChildRun(g, node, context, runId, bounds),
   };
   const nodes = { runNode: (input: RunNodeInput) => runNode(g, input) };
-  const ahead = (input: RunNodeInput, run: { workflowId: string; runId: string }, signal: AbortSignal) => runFirstCallAhead(g, input, run, signal);
+  // A run's first call, run ahead of its local activity by the API that started the run on this
+  // process's worker: the same attempt, in a context that stands for the activity's first one.
+  const ahead: AheadRunner<RunNodeInput, RunNodeOutput> = (input, run, signal) =>
+    runAhead(run, input.node.timeout_ms ?? DEFAULT_NODE_TIMEOUT_MS, signal, () => nodeAttempt(g, input));
   return { control, nodes, ahead, worker: g };
 }
 
@@ -478,7 +481,7 @@ export interface NodeAttempt {
  */
 export async function runNode(g: GraphWorker, input: RunNodeInput): Promise<RunNodeOutput> {
   const activity = Context.current();
-  if (!input.item && activity.info.isLocal && nodeTypes.get(input.node.type)?.pure !== true) {
+  if (!input.item && isLocalCall(activity, input.node)) {
     const { workflowId, runId } = activity.info.workflowExecution!;
     const ahead = await g.ports.earlyRuns.take(workflowId, runId, input.node.id, input, activity.cancellationSignal);
     if (ahead) return ahead.outcome;
@@ -486,27 +489,15 @@ export async function runNode(g: GraphWorker, input: RunNodeInput): Promise<RunN
   return nodeAttempt(g, input);
 }
 
-/**
- * A run's first call, run ahead of its local activity by the API that started the run on this
- * process's worker: the same attempt, in a context that stands for the activity's first one.
- */
-export function runFirstCallAhead(
-  g: GraphWorker,
-  input: RunNodeInput,
-  run: { workflowId: string; runId: string },
-  signal: AbortSignal,
-): Promise<RunNodeOutput> {
-  return runAhead(run, input.node.timeout_ms ?? DEFAULT_NODE_TIMEOUT_MS, signal, () => nodeAttempt(g, input));
-}
+/** A call run inside the workflow task (a short call, local, not a pure node): counted before it is made (see beginAttempt). */
+const isLocalCall = (activity: ActivityNow, node: GraphNode) => activity.info.isLocal && nodeTypes.get(node.type)?.pure !== true;
 
 /** One attempt of a node, in the activity it runs in (see activityNow). */
 async function nodeAttempt(g: GraphWorker, input: RunNodeInput): Promise<RunNodeOutput> {
   const { node, context, inlineBytes, item, closes } = input;
   const activity = activityNow();
   if (item) return activity.info.isLocal ? runItemNode(g, input, item) : withHeartbeat(activity, () => runItemNode(g, input, item));
-  const pure = nodeTypes.get(node.type)?.pure === true;
-  // A call run inside the workflow task (a short call, local): counted before it is made (see beginAttempt).
-  const call = activity.info.isLocal && !pure;
+  const call = isLocalCall(activity, node);
   const run = async () => {
     const started = Date.now();
     const counted: Counted = call ? await countedAttempt(g, node, new Date(started)) : { ref: await currentExecution(g, runOf().runId) };

@@ -362,16 +362,20 @@ export class ExecutionService {
     if (!node) return undefined;
     const fill = this.earlyClaims.reserve(temporalWorkflowId, node.id);
     // The call itself too, when this process's worker runs attempts ahead (see EarlyRuns).
-    const ahead = this.earlyRuns?.serving ? firstCallInput(input, prepared) : undefined;
-    const fillAhead = ahead && this.earlyRuns!.reserve(temporalWorkflowId, node.id);
+    const aheadInput = this.earlyRuns?.serving ? firstCallInput(input, prepared) : undefined;
+    const fillAhead = aheadInput && this.earlyRuns!.reserve(temporalWorkflowId, node.id);
     return (runId) => {
-      if (runId === undefined) return (fill(), fillAhead?.());
+      if (runId === undefined) {
+        fill();
+        fillAhead?.();
+        return;
+      }
       const claim = this.mirror.claim(temporalWorkflowId, runId, claimedAttempt(node, new Date()));
       // The run is counted started where its record is first claimed: here, for a claim the API makes.
       claim.then((claimed) => claimed?.firstClaim && this.metrics?.runsStarted.inc({ trigger: claimed.trigger })).catch(() => undefined);
       fill({ runId, claim });
       // The attempt takes the claim just made, as the activity would have.
-      if (fillAhead && ahead) fillAhead({ runId, input: ahead });
+      fillAhead?.({ runId, input: aheadInput! });
     };
   }
 
