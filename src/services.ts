@@ -43,15 +43,15 @@ import { installTracing, type Tracing } from './platform/tracing.js';
 import { ExpressionSandbox } from './nodes/expression-sandbox.js';
 import { RateLimiter } from './platform/rate-limit.js';
 import { recordRowTypes } from './records/row-types.js';
-import { EntityCache } from './records/entity-cache.js';
-import { EntityService, type StoredEntity } from './records/entity.service.js';
+import { NotifiedCache } from './platform/notified-cache.js';
+import { ENTITY_CHANNEL, EntityService, type StoredEntity } from './records/entity.service.js';
 import { RecordEventBus } from './records/record-events.js';
 import { RecordValidator } from './records/record-validation.js';
 import { RecordService } from './records/record.service.js';
 import { connectTemporal, type TemporalHandle } from './temporal/connection.js';
 import { clientDataConverter } from './temporal/data-converter.js';
 import { WorkflowSchedules } from './workflow-definitions/workflow.schedules.js';
-import { WorkflowService } from './workflow-definitions/workflow.service.js';
+import { HOOKS_KEPT, WORKFLOWS_CHANNEL, WorkflowService, type WorkflowRow } from './workflow-definitions/workflow.service.js';
 import { WorkflowFilesService } from './workflow-files/workflow-files.service.js';
 
 /** Everything a route, activity or command needs, built once per process and passed explicitly. */
@@ -214,7 +214,7 @@ async function createPlatform(config: Config, logger: Logger, keys: KeyRing, end
 /** Entities, their records and record events (record tables read dates as text). */
 function createRecordServices({ sql, logger }: Platform, endpoints: Endpoints) {
   const recordsDb = sql.withRowTypes(recordRowTypes);
-  const entities = new EntityService(recordsDb, new EntityCache<StoredEntity>(endpoints.databaseUrl, logger));
+  const entities = new EntityService(recordsDb, new NotifiedCache<StoredEntity>(endpoints.databaseUrl, ENTITY_CHANNEL, { logger }));
   const recordEvents = new RecordEventBus(logger);
   return { entities, recordEvents, records: new RecordService(recordsDb, entities, new RecordValidator(), recordEvents) };
 }
@@ -268,7 +268,8 @@ export async function createServices(config: Config, logger: Logger, keys: KeyRi
   const executionItems = new ExecutionItems(sql);
   const connections = new ConnectionService(sql, keys, egress);
   const schedules = new WorkflowSchedules(temporal);
-  const workflows = new WorkflowService(sql, schedules, executionMirror, { connections, entities, acting });
+  const hooks = new NotifiedCache<WorkflowRow>(endpoints.databaseUrl, WORKFLOWS_CHANNEL, { logger, maxEntries: HOOKS_KEPT });
+  const workflows = new WorkflowService(sql, schedules, executionMirror, { connections, entities, acting }, hooks);
   const errorWorkflows = new ErrorWorkflows(temporal, logger);
   const agentStreams = new TurnStreamHub(endpoints.databaseUrl, logger, config.SVC_AGENT_MAX_STREAMS_PER_USER);
   const { runClosed, earlyClaims, earlyRuns, executions } = createExecutions(
@@ -326,6 +327,7 @@ export function useEagerClient(services: Services, connection: NativeConnection)
 
 export async function closeServices(services: Services): Promise<void> {
   await services.entities.close();
+  await services.workflows.close();
   await services.agentStreams.close();
   await services.temporal.connection.close().catch(() => undefined);
   await services.orm.close(true);

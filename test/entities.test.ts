@@ -3,8 +3,8 @@ import * as addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Sql } from '../src/db/sql.js';
 import { recordRowTypes } from '../src/records/row-types.js';
-import { EntityCache } from '../src/records/entity-cache.js';
-import { EntityService, type StoredEntity } from '../src/records/entity.service.js';
+import { NotifiedCache } from '../src/platform/notified-cache.js';
+import { ENTITY_CHANNEL, EntityService, type StoredEntity } from '../src/records/entity.service.js';
 import { startTestApp, type TestApp, type TestUser } from './helpers/app.js';
 
 const addFormats = (addFormatsModule as unknown as { default: (ajv: Ajv2020) => void }).default;
@@ -272,7 +272,10 @@ describe('entities, in order', { shuffle: false }, () => {
   describe('definition cache', () => {
     it('serves definitions from memory and drops them when another process changes the entity', async () => {
       // A second service on the same database stands in for another API process.
-      const other = new EntityService(new Sql(app.stack.services.orm.em.getKnex(), recordRowTypes), new EntityCache<StoredEntity>(app.databaseUrl));
+      const other = new EntityService(
+        new Sql(app.stack.services.orm.em.getKnex(), recordRowTypes),
+        new NotifiedCache<StoredEntity>(app.databaseUrl, ENTITY_CHANNEL),
+      );
       try {
         const catalogueReads = vi.spyOn(Sql.prototype, 'query');
         // The cache is used once its LISTEN connection is up, which a loaded machine can take seconds to open.

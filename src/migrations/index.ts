@@ -12,6 +12,7 @@ import { Migration20261125000500Waits } from './Migration20261125000500Waits.js'
 import { Migration20261125000600ErrorPaths } from './Migration20261125000600ErrorPaths.js';
 import { Migration20261125000700ForEach } from './Migration20261125000700ForEach.js';
 import { Migration20261125001000ErrorWorkflowChooser } from './Migration20261125001000ErrorWorkflowChooser.js';
+import { Migration20261129000100WorkflowChanges } from './Migration20261129000100WorkflowChanges.js';
 
 /** Every migration, in order. New migrations are appended here so bundled builds find them. */
 export const migrations: MigrationObject[] = [
@@ -28,4 +29,5 @@ export const migrations: MigrationObject[] = [
   { name: 'Migration20261125000600ErrorPaths', class: Migration20261125000600ErrorPaths },
   { name: 'Migration20261125000700ForEach', class: Migration20261125000700ForEach },
   { name: 'Migration20261125001000ErrorWorkflowChooser', class: Migration20261125001000ErrorWorkflowChooser },
+  { name: 'Migration20261129000100WorkflowChanges', class: Migration20261129000100WorkflowChanges },
 ];

@@ -11,7 +11,7 @@ import {
   type EntityDefinition,
   type RecordAction,
 } from './entity-definition.js';
-import { ENTITY_CHANNEL, type EntityCache } from './entity-cache.js';
+import type { NotifiedCache } from '../platform/notified-cache.js';
 import { qualifiedTable } from './naming.js';
 import { translating } from './pg-errors.js';
 import { planCreate, reconcile, type Change, type Plan } from './reconciler.js';
@@ -41,6 +41,9 @@ interface CatalogueRow {
   updated_at: string;
 }
 
+/** The channel entity changes are announced on (the slug as payload), for every process's definition cache. */
+export const ENTITY_CHANNEL = 'svc_entities';
+
 /** Serialises entity DDL across API processes: two changes to related tables never interleave. */
 const ENTITY_DDL_LOCK = 7_240_118_002;
 
@@ -53,7 +56,7 @@ const dryRunOf = (plan: Plan): DryRun => ({
 export class EntityService {
   constructor(
     private readonly db: Sql,
-    private readonly cache?: EntityCache<StoredEntity>,
+    private readonly cache?: NotifiedCache<StoredEntity>,
   ) {}
 
   // jsonb does not keep key order, so the field order is stored beside the definition.

@@ -36,7 +36,7 @@ export function webhookRoutes({ workflows, executions }: { workflows: WorkflowSe
         200: { description: 'Run finished (respond: last_node)', data: runResult, headers: replayedHeader },
       },
       handler: async ({ params, query, body, headers, ctx }) => {
-        const workflow = await workflows.getBySlug(params.slug);
+        const workflow = await workflows.hookBySlug(params.slug);
         const secret = ctx.get('x-webhook-secret') || query.secret || '';
         // A wrong secret is answered as an unknown slug: the answer must not tell which slugs are active hooks.
         if (

@@ -5,6 +5,7 @@ import type { Graph, GraphNode } from '../../workflows/defs.js';
 import type { Principal } from '../auth/auth.service.js';
 import { nodeTypes } from '../nodes/index.js';
 import { randomToken } from '../platform/crypto.js';
+import { deepFreeze, type NotifiedCache } from '../platform/notified-cache.js';
 import { AppError, conflict, notFound, validationFailed, type FieldProblem } from '../platform/errors.js';
 import { everyNode, shapeBodies, validateGraph } from './graph-validator.js';
 import type { ActingUsers } from '../auth/acting.js';
@@ -14,6 +15,12 @@ import type { WorkflowSchedules } from './workflow.schedules.js';
 import type { CreateWorkflow, Trigger, UpdateWorkflow, WorkflowRow, WorkflowStatus } from './workflow.schemas.js';
 
 export type { WorkflowRow, WorkflowStatus } from './workflow.schemas.js';
+
+/** The channel every change to the workflows table is announced on (by a trigger, at commit; empty payload). */
+export const WORKFLOWS_CHANNEL = 'svc_workflows';
+
+/** How many workflows each API process keeps for webhook calls; the one called least recently goes first. */
+export const HOOKS_KEPT = 1000;
 
 export interface ListQuery {
   status?: WorkflowStatus;
@@ -72,6 +79,8 @@ export class WorkflowService {
     private readonly schedules: WorkflowSchedules,
     private readonly executions: Pick<ExecutionMirror, 'runningOfWorkflow'>,
     private readonly definitions: DefinitionPorts,
+    /** The workflows webhook calls name, kept in this process's memory (see hookBySlug). */
+    private readonly hooks?: NotifiedCache<WorkflowRow>,
   ) {}
 
   // ---- Workflow files (apply): the same service inside one transaction ---------------------------
@@ -165,6 +174,28 @@ export class WorkflowService {
       prepared: true,
     });
     return rows[0];
+  }
+
+  /**
+   * The workflow a webhook call names (as getBySlug), from this process's memory when it was read
+   * before: a webhook's round trip then makes one statement fewer before its run starts. Kept only
+   * while the process hears every change to the workflows table (announced at commit by a
+   * trigger, whoever makes the change); a change this process makes drops it at once (`changed`).
+   * A slug that names no workflow is read every time. The row is frozen: requests share it.
+   */
+  async hookBySlug(slug: string): Promise<WorkflowRow | undefined> {
+    if (!this.hooks) return this.getBySlug(slug);
+    return this.hooks.get(slug, async () => deepFreeze(await this.getBySlug(slug)));
+  }
+
+  /** Stops listening for changes (the workflows kept for webhook calls go with it). */
+  async close(): Promise<void> {
+    await this.hooks?.stop();
+  }
+
+  /** Drops the workflows kept for webhook calls: after every change this process makes to workflows, once committed. */
+  changed(): void {
+    this.hooks?.invalidate();
   }
 
   /**
@@ -311,12 +342,12 @@ export class WorkflowService {
       });
     let id: number;
     if (body.slug !== undefined) {
-      id = await insert(body.slug);
+      id = await insert(body.slug).finally(() => this.changed());
     } else {
       // A slug derived from the title: a simultaneous create may take it first; then take the next.
       for (let attempt = 1; ; attempt++) {
         try {
-          id = await insert(await this.freeSlug(slugify(body.title)));
+          id = await insert(await this.freeSlug(slugify(body.title))).finally(() => this.changed());
           break;
         } catch (err) {
           const taken = pgErrorOf(err)?.code === '23505' || (err instanceof AppError && err.code === 'conflict');
@@ -334,7 +365,7 @@ export class WorkflowService {
       return await this.activate(principal, id);
     } catch (err) {
       // Nothing else knows the workflow yet: the request that failed leaves nothing behind.
-      if (err instanceof AppError && err.status < 500) await this.sql.query('delete from workflows where id = ?', [id]);
+      if (err instanceof AppError && err.status < 500) await this.sql.query('delete from workflows where id = ?', [id]).finally(() => this.changed());
       throw err;
     }
   }
@@ -406,16 +437,18 @@ export class WorkflowService {
       // Temporal refuses rolls the version back, and the old schedule runs on as it was.
       if (current.status === 'active') scheduled = await this.schedules.sync({ ...current, trigger }).then(() => true);
     });
-    await saved.catch(async (err: unknown) => {
-      // The commit failed after Temporal took the new schedule: the old one is put back.
-      if (scheduled) await this.schedules.sync(current).catch(() => undefined);
-      throw err;
-    });
+    await saved
+      .catch(async (err: unknown) => {
+        // The commit failed after Temporal took the new schedule: the old one is put back.
+        if (scheduled) await this.schedules.sync(current).catch(() => undefined);
+        throw err;
+      })
+      .finally(() => this.changed());
     return this.get(principal, id);
   }
 
   private async setStatus(id: number, status: WorkflowStatus) {
-    await this.sql.query('update workflows set status = ?, updated_at = now() where id = ?', [status, id]);
+    await this.sql.query('update workflows set status = ?, updated_at = now() where id = ?', [status, id]).finally(() => this.changed());
   }
 
   /** Idempotent: an active workflow stays active; its schedule is (re)created. */
@@ -463,7 +496,7 @@ export class WorkflowService {
       throw conflict('executions_running', 'The workflow has runs in progress; cancel them or wait before purging', { executions: running });
     }
     await this.schedules.remove(row);
-    await this.sql.query('delete from workflows where id = ?', [id]);
+    await this.sql.query('delete from workflows where id = ?', [id]).finally(() => this.changed());
     return { id, status: 'purged' };
   }
 

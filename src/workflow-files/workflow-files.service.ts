@@ -181,7 +181,10 @@ export class WorkflowFilesService {
   /** Applies the files all or nothing; with `plan_hash`, only while the plan is still the one that hash names. */
   async apply(principal: Principal, request: FilesRequest & { plan_hash?: string | undefined }): Promise<Applied> {
     const deferred = new DeferredSchedules();
-    const plan = await this.sql.transaction((tx) => this.run(tx, principal, request, deferred, { apply: true, planHash: request.plan_hash }));
+    const plan = await this.sql
+      .transaction((tx) => this.run(tx, principal, request, deferred, { apply: true, planHash: request.plan_hash }))
+      // Its writes dropped the workflows kept for webhook calls before they were committed: again now.
+      .finally(() => this.workflows.changed());
     return { ...plan, warnings: await deferred.applyTo(this.schedules, this.logger) };
   }
 
