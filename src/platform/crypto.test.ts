@@ -11,6 +11,14 @@ describe('AES-GCM of the key ring', () => {
     expect(keys.decrypt(keys.encrypt('secret'))).toBe('secret');
   });
 
+  it('seals every payload under an IV of its own, also past the IVs drawn at once, and each opens', () => {
+    const sealed = Array.from({ length: 10_000 }, (_, i) => keys.encryptBytes(Buffer.from(`payload ${i}`), Buffer.from('workflow')));
+    const ivs = new Set(sealed.map((s) => s.subarray(0, 12).toString('hex')));
+    expect(ivs.size).toBe(sealed.length);
+    expect(ivs.has('0'.repeat(24))).toBe(false);
+    sealed.forEach((s, i) => expect(keys.decryptBytes(s, keys.keyId, Buffer.from('workflow')).toString()).toBe(`payload ${i}`));
+  });
+
   it('refuses a shortened authentication tag: a 4-byte tag could be forged in 2^32 tries', () => {
     // Sealed bytes are iv (12) | tag (16) | ciphertext; a truncated tag must not authenticate.
     const empty = keys.encryptBytes(new Uint8Array(0));

@@ -27,7 +27,10 @@ const isEncrypted = (payload: Payload) => {
 type Scope = 'activity' | 'workflow';
 const SCOPE_KEY = 'encryption-scope';
 const scopeOf = (context: SerializationContext | undefined): Scope => (context?.type === 'activity' ? 'activity' : 'workflow');
-const aadOf = (scope: Scope) => text.encode(`svc/temporal-payload/${scope}`);
+const AAD: Record<Scope, Uint8Array> = { activity: text.encode('svc/temporal-payload/activity'), workflow: text.encode('svc/temporal-payload/workflow') };
+const aadOf = (scope: Scope) => AAD[scope];
+const ENCODING_BYTES = text.encode(ENCODING);
+const SCOPE_BYTES: Record<Scope, Uint8Array> = { activity: text.encode('activity'), workflow: text.encode('workflow') };
 
 /**
  * Encrypts every Temporal payload (node inputs and outputs, agent messages, failure messages)
@@ -38,12 +41,17 @@ const aadOf = (scope: Scope) => text.encode(`svc/temporal-payload/${scope}`);
  * TrustedInputCodec instead.
  */
 export class EncryptionCodec implements PayloadCodec {
-  constructor(private readonly keys: KeyRing) {}
+  private readonly keyIdBytes: Uint8Array;
+
+  constructor(private readonly keys: KeyRing) {
+    this.keyIdBytes = text.encode(keys.keyId);
+  }
 
   async encode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
     const scope = scopeOf(context);
+    // The metadata's bytes are the same for every payload of a scope; each payload gets copies of its own.
     return payloads.map((payload) => ({
-      metadata: { encoding: text.encode(ENCODING), 'encryption-key-id': text.encode(this.keys.keyId), [SCOPE_KEY]: text.encode(scope) },
+      metadata: { encoding: ENCODING_BYTES.slice(), 'encryption-key-id': this.keyIdBytes.slice(), [SCOPE_KEY]: SCOPE_BYTES[scope].slice() },
       data: this.keys.encryptBytes(PayloadMessage.encode(payload).finish(), aadOf(scope)),
     }));
   }
