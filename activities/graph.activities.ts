@@ -153,11 +153,16 @@ async function findExecution(g: GraphWorker, temporalWorkflowId: string, runId: 
   return (await claimExecution(g, temporalWorkflowId, runId))?.ref;
 }
 
-/** A run's record as a node's attempt found it: its attempt's number, and its connection when the claim read it (null: there is none). */
+/**
+ * A run's record as a node's attempt found it: its attempt's number, its connection when the
+ * claim read it (null: there is none), and `unbound` when the claim was the API's, made while
+ * Temporal answered the start, which writes no run id (see ExecutionMirror.claim).
+ */
 interface Counted {
   ref: ExecutionRef;
   attempts?: number;
   connection?: ConnectionUse | null;
+  unbound?: true;
 }
 
 /** Claims the record of a run (see ExecutionMirror.claim), counting `attempt` in the same statement. */
@@ -176,7 +181,12 @@ async function claimExecution(
   // The API counted the run started with the claim it made.
   if (ref.firstClaim && !fromApi) g.ports.metrics.runsStarted.inc({ trigger: ref.trigger });
   g.runs.set(runId, ref);
-  return { ref, ...(attempts !== undefined ? { attempts } : {}), ...(connection !== undefined ? { connection } : {}) };
+  return {
+    ref,
+    ...(attempts !== undefined ? { attempts } : {}),
+    ...(connection !== undefined ? { connection } : {}),
+    ...(fromApi ? { unbound: true as const } : {}),
+  };
 }
 
 /**
@@ -330,7 +340,7 @@ export const payloadKey = (nodeId: string) => `payload:${nodeId}`;
 export async function finishExecution(g: GraphWorker, runId: string, result: RunResult): Promise<{ executionId: number }> {
   const mirror = g.ports.executionMirror;
   const ref = await currentExecution(g, runId);
-  const ended = await patiently(() => mirror.finish(ref.id, result));
+  const ended = await patiently(() => mirror.finish(ref.id, { ...result, runId }));
   if (ended) {
     g.ports.metrics.runsFinished.inc({ status: result.status });
     g.ports.metrics.runDuration.observe({ status: result.status }, ended.seconds);
@@ -511,9 +521,13 @@ async function nodeAttempt(g: GraphWorker, input: RunNodeInput): Promise<RunNode
     };
     // A pure node run locally ends in moments, a local call shows as running already; any other shows so once it takes a while.
     const shown = showRunningLater(g, attempt, activity.info.isLocal);
+    // A record the API claimed while Temporal answered the start learns its run's id with this
+    // attempt's outcome: in the same statement when the node ends the run, else beside it (a
+    // write that fails is not the node's failure: the record's end writes the id as well).
+    const bindRun = counted.unbound ? () => patiently(() => g.ports.executionMirror.setRunId(ref.id, runOf().runId)).catch(() => undefined) : undefined;
     try {
       const result = withoutCredential(attempt, await executeNode(g, attempt, context));
-      await recordNodeSuccess(g, attempt, result, shown.settle, closes);
+      await Promise.all([recordNodeSuccess(g, attempt, result, shown.settle, closes), closes ? undefined : bindRun?.()]);
       const branch = { ...(result.branch !== undefined ? { branch: result.branch } : {}), ...(closes ? { closed: { executionId: ref.id } } : {}) };
       if (inlineBytes === undefined) return { output: result.output, ...branch };
       // Written to the timeline above: a large output goes back to the workflow as a reference to it.
@@ -525,7 +539,8 @@ async function nodeAttempt(g: GraphWorker, input: RunNodeInput): Promise<RunNode
       // worker's shutdown or a timeout aborts it too: those stay failures, for Temporal to retry).
       const { aborted, reason } = activity.cancellationSignal;
       const cause = aborted && reason instanceof CancelledFailure && reason.message === 'CANCELLED' ? reason : err;
-      throw await recordNodeFailure(g, attempt, failureWithoutCredential(attempt, cause), shown.settle, inlineBytes);
+      const [failure] = await Promise.all([recordNodeFailure(g, attempt, failureWithoutCredential(attempt, cause), shown.settle, inlineBytes), bindRun?.()]);
+      throw failure;
     } finally {
       shown.stop();
     }
@@ -659,7 +674,9 @@ async function recordNodeSuccess(g: GraphWorker, attempt: NodeAttempt, result: R
     output: result.output ?? null,
   };
   if (!closes) return writeNode(g, ref.id, node, entry);
-  const ended = await patiently(() => g.ports.executionMirror.finishWithNode(ref.id, node, entry, { ...closes, lastOutput: entry.output }));
+  const ended = await patiently(() =>
+    g.ports.executionMirror.finishWithNode(ref.id, node, entry, { ...closes, lastOutput: entry.output, runId: runOf().runId }),
+  );
   if (ended) {
     g.ports.metrics.runsFinished.inc({ status: closes.status });
     g.ports.metrics.runDuration.observe({ status: closes.status }, ended.seconds);

@@ -409,6 +409,86 @@ describe("a run's first call, claimed by the API that started the run on its own
     }
   });
 
+  /** Makes the eager client's next start answer as `answer` says, with Temporal's own answer. */
+  function nextStart(answer: (start: () => Promise<{ eagerlyStarted: boolean }>) => Promise<unknown>) {
+    const workflow = app.stack.services.temporal.eagerClient!.workflow;
+    const start = workflow.start.bind(workflow);
+    workflow.start = ((...args: Parameters<typeof start>) => {
+      workflow.start = start;
+      return answer(() => start(...args));
+    }) as typeof start;
+    return () => void (workflow.start = start);
+  }
+  const recordOf = async (executionId: number) =>
+    (
+      await app.sql<{ status: string; temporal_run_id: string | null; error: { code: string } | null }>(
+        'select status, temporal_run_id, error from executions where id = $1',
+        [executionId],
+      )
+    )[0]!;
+
+  it('counted while Temporal answers the start, is taken back when Temporal refuses it', async () => {
+    const restore = nextStart(() => Promise.reject(Object.assign(new Error('no route to the frontend'), { code: 14 })));
+    const watch = watchClaims();
+    try {
+      const calls = target.count('/echo');
+      const id = await create({ nodes: [echo()] });
+      const refused = await app.admin.post(`${W}/${id}/run`, { payload: {} });
+      expect(refused.status).toBeGreaterThanOrEqual(500);
+      const [row] = await app.sql<{ id: string }>('select id from executions where workflow_id = $1', [id]);
+      const executionId = Number(row!.id);
+      expect(await recordOf(executionId)).toMatchObject({ status: 'failed', temporal_run_id: null, error: { code: 'start_failed' } });
+      // The attempt the API counted for the call is taken back: no call was made.
+      await vi.waitFor(async () => expect(await app.sql('select node_id from execution_nodes where execution_id = $1', [executionId])).toEqual([]), {
+        timeout: 15_000,
+      });
+      expect(target.count('/echo')).toBe(calls);
+      expect(watch.ahead()).toEqual({ taken: 0, differed: 0 });
+    } finally {
+      restore();
+      watch.restore();
+    }
+  });
+
+  it('counted while Temporal answers the start, is the attempt of a first task that went to the task queue', async () => {
+    // As when no workflow-task slot was free: the first task is not handed back with the start.
+    const restore = nextStart(async (start) => {
+      const handle = await start();
+      return new Proxy(handle, { get: (t, p) => (p === 'eagerlyStarted' ? false : Reflect.get(t, p)) });
+    });
+    const watch = watchClaims();
+    try {
+      const calls = target.count('/echo');
+      const execution = await runAndWait(await create({ nodes: [echo()] }));
+      expect(execution.status).toBe('success');
+      expect(nodeOf(execution, 'get')).toMatchObject({ status: 'success', attempts: 1 });
+      expect(target.count('/echo')).toBe(calls + 1);
+      // The node's activity made the call, with the attempt the API counted.
+      expect(watch.seen).toEqual({ made: ['get'], taken: ['get'] });
+      expect(watch.ahead()).toEqual({ taken: 0, differed: 0 });
+    } finally {
+      restore();
+      watch.restore();
+    }
+  });
+
+  it("learns its run's id from the call's outcome: with the run's end, or beside the entry when the run goes on", async () => {
+    const temporal = app.stack.services.temporal;
+    const runIdOf = async (executionId: number) => (await temporal.client.workflow.getHandle(temporal.executionWorkflowId(executionId)).describe()).runId;
+    const one = await runAndWait(await create({ nodes: [echo()] }));
+    expect(await recordOf(one.id)).toMatchObject({ status: 'success', temporal_run_id: await runIdOf(one.id) });
+
+    const id = await create({ nodes: [echo(), { id: 'pause', type: 'delay', config: { duration_ms: 3000 } }], edges: [{ from: 'get', to: 'pause' }] });
+    const started = (await app.admin.post(`${W}/${id}/run`, { payload: {} })).body.data.execution_id;
+    const during = await eventually(async () => {
+      const v = await view(started);
+      return nodeOf(v, 'get')?.status === 'success' && v;
+    });
+    expect(during.status).toBe('running');
+    await vi.waitFor(async () => expect((await recordOf(started)).temporal_run_id).toBe(await runIdOf(started)), { timeout: 15_000 });
+    expect((await recordOf(started)).status).toBe('running');
+  });
+
   it('is made again by the node when the API could not make it', async () => {
     const mirror = app.stack.services.executionMirror;
     const claim = mirror.claim.bind(mirror);

@@ -7,20 +7,21 @@ import { AheadPlaces } from './ahead-places.js';
  * A run's first short call is counted in its record before the call is made, in the statement that
  * claims the record (ExecutionMirror.claim). The run's node activity makes that statement when it
  * begins, after the run's first workflow task has been created and activated in the workflow
- * sandbox, and the call waits for it. When the API and the worker share a process and Temporal
- * hands the run's first task straight back to this worker (eager start), the API knows the run's
- * id and, for a graph whose one root is a short call, which node that task starts first: it makes
- * the same statement at once, while the worker activates the run, and leaves it here. The node's
- * attempt takes it instead of claiming (its activity's, or the attempt the API runs ahead of the
- * activity: see EarlyRuns): one claim and one counted attempt per execution of the activity.
+ * sandbox, and the call waits for it. When the API and the worker share a process and the API
+ * starts a run through the worker's own connection (eager start), it knows, for a graph whose one
+ * root is a short call, which node the run's first task starts: it makes the same statement while
+ * Temporal answers the start (one binding no run: ExecutionMirror.claim with no run id), and
+ * leaves it here. The node's attempt takes it instead of claiming (its activity's, or the attempt
+ * the API runs ahead of the activity: see EarlyRuns): one claim and one counted attempt per
+ * execution of the activity.
  *
  * The API reserves the claim's place before it asks Temporal to start the run, and fills it once
  * Temporal has answered: the answer and the run's first task reach the process together, so the
  * activity may ask before the API has heard, and then waits for it. A place is taken at most
  * once, by the run and node it was made for: a retry of the call in the same task, or a run a
  * worker takes again after a crash (whose process holds no claim of the API's), counts its
- * attempt itself. A place left empty (the start was not eager, or failed) or a claim that failed
- * is the taker's to claim itself. A claim nobody takes (the run was cancelled before its node
+ * attempt itself. A place left empty (the start failed: the API takes back the attempt it counted)
+ * or a claim that failed is the taker's to claim itself. A claim nobody takes (the run was cancelled before its node
  * began; the worker gave its task up and another worker ran it, counting the attempt again) is
  * forgotten after `forgetAfterMs`.
  */

@@ -274,6 +274,19 @@ export class ExecutionMirror {
     await this.sql.query('update executions set temporal_run_id = coalesce(temporal_run_id, ?) where id = ?', [runId, id]);
   }
 
+  /**
+   * Takes back an attempt a claim counted for a call that will not be made (see
+   * ExecutionService.firstCallClaim: the start was refused): the entry goes when it is still that
+   * one attempt, not begun again since. An attempt counted since (the start was in fact accepted,
+   * and the run's activity claimed) is left, and the entry then counts one more than was made.
+   */
+  async uncount(executionId: number, nodeId: string): Promise<void> {
+    await this.sql.query(`delete from execution_nodes where execution_id = ? and node_id = ? and attempts = 1 and status = 'running' and finished_at is null`, [
+      executionId,
+      nodeId,
+    ]);
+  }
+
   /** The launch failed: only a record no run has claimed is marked (a run that did start writes its real outcome). */
   async markUnconfirmed(id: number, code: (typeof UNCONFIRMED_CODES)[number], message: string): Promise<void> {
     await this.sql.query(`update executions set status = 'failed', finished_at = now(), error = ? where id = ? and temporal_run_id is null`, [
@@ -501,10 +514,16 @@ export class ExecutionMirror {
    * the statement found it when it began: a claim that waited for the API's lock on the record
    * uses a connection deleted or unshared in those milliseconds for this one call, as a read just
    * before the change would have.
+   *
+   * With `runId` null, the claim of an API that is starting the run and counts its first call's
+   * attempt while Temporal answers the start (ExecutionService.firstCallClaim): it takes only a
+   * running record no run has claimed (never one a refused start marked unconfirmed) and binds
+   * none; the run's id is written with the call's outcome (setRunId, or `runId` of the RunOutcome
+   * that ends the record), or by the first claim that names the run.
    */
   async claim(
     temporalWorkflowId: string,
-    runId: string,
+    runId: string | null,
     attempt?: { node: Pick<GraphNode, 'id' | 'type'>; startedAt: Date; connectionId?: number },
   ): Promise<Claim | undefined> {
     // Only a record no run has claimed yet can be unconfirmed (a finished run may carry these codes
@@ -519,6 +538,7 @@ export class ExecutionMirror {
          select id, acting_user_ids is null as first_claim from executions
           where temporal_workflow_id = ? and (temporal_run_id = ? or temporal_run_id is null)
             and not (temporal_run_id is null and status = 'failed' and error->>'code' = 'reset_failed' and started_at < now() - interval '10 minutes')
+            ${runId === null ? "and status = 'running'" : ''}
           order by (temporal_run_id is not null) desc, id desc limit 1 for no key update),
        claimed as (
          update executions e set temporal_run_id = ?,
@@ -785,7 +805,7 @@ export class ExecutionMirror {
     executionId: number,
     node: Pick<GraphNode, 'id' | 'type'>,
     entry: NodeEntry,
-    result: Pick<RunOutcome, 'status' | 'skipped' | 'handled'> & { lastOutput: unknown },
+    result: Pick<RunOutcome, 'status' | 'skipped' | 'handled' | 'runId'> & { lastOutput: unknown },
   ): Promise<{ seconds: number } | undefined> {
     if (marksOf(result) || result.status === 'failed') {
       return this.sql.transaction(async (tx) => {
@@ -840,6 +860,8 @@ const endAndAnnounce = (before = '') => `with ${before}ended as (${END_RECORD}, 
 /** How a run ended, as its finish writes it to the record. */
 export interface RunOutcome {
   status: string;
+  /** The run that ended it: written to a record no claim bound to its run (see claim). */
+  runId?: string;
   error?: unknown;
   lastOutput?: unknown;
   /** The last output is the output of this node's entry (too large to pass through history). */
@@ -864,6 +886,7 @@ const beginAttemptFrom = (source: string) => `insert into execution_nodes (execu
 const BEGIN_ATTEMPT = beginAttemptFrom(`values (?, ?, ?, 'running', ?, 1, false)`);
 
 const END_RECORD = `update executions e set status = ?, finished_at = coalesce(e.finished_at, now()), error = ?,
+                temporal_run_id = coalesce(e.temporal_run_id, ?::varchar),
                 last_output = coalesce(?::jsonb, (select output from execution_nodes where execution_id = ? and node_id = ?))
            from (select status as was from executions where id = ? for no key update) before
           where e.id = ? returning before.was, extract(epoch from e.finished_at - e.started_at)::float8 as seconds`;
@@ -876,9 +899,10 @@ const END_AND_ANNOUNCE = endAndAnnounce();
  */
 const FINISH_WITH_NODE = endAndAnnounce(`entry as (${WRITE_NODE.replace(/--.*$/gm, '')} returning 1), `);
 
-const endRecordValues = (executionId: number, result: RunOutcome) => [
+const endRecordValues = (executionId: number, result: Pick<RunOutcome, 'status' | 'error' | 'lastOutput' | 'lastOutputRef' | 'runId'>) => [
   result.status,
   result.error ? JSON.stringify(result.error) : null,
+  result.runId ?? null,
   result.lastOutput === undefined ? null : JSON.stringify(result.lastOutput),
   result.lastOutputRef?.execution ?? executionId,
   result.lastOutputRef?.node ?? null,

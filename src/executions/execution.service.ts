@@ -304,7 +304,7 @@ export class ExecutionService {
     try {
       if (launch.kind === 'start') {
         const eager = this.temporal.eagerClient;
-        const claimFirstCall = eager && !resent ? this.firstCallClaim(temporalWorkflowId, launch.input) : undefined;
+        const claimFirstCall = eager && !resent ? this.firstCallClaim(temporalWorkflowId, executionId, launch.input) : undefined;
         let handle: { eagerlyStarted: boolean; firstExecutionRunId: string } | undefined;
         try {
           handle = await (eager ?? this.temporal.client).workflow.start(RUN_GRAPH_WORKFLOW, {
@@ -318,7 +318,7 @@ export class ExecutionService {
           // Sent again after an unconfirmed first attempt that Temporal had in fact accepted.
           if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
         } finally {
-          claimFirstCall?.(handle?.eagerlyStarted ? handle.firstExecutionRunId : undefined);
+          claimFirstCall?.(handle);
         }
       } else {
         const { runId } = (await this.temporal.client.workflowService.resetWorkflowExecution({
@@ -347,15 +347,24 @@ export class ExecutionService {
 
   /**
    * For a new run whose first workflow task starts a short call, a start through the eager client:
-   * a place for the claim of its record, with that call's first attempt counted and its connection
-   * read, reserved before the start (see EarlyClaims). Answers the function that fills it once
-   * Temporal has answered: when the run's first task came back to this process's worker, the claim
-   * is made at once, while the worker activates the run, for the call's activity to take instead
-   * of making the same statement then; and, when this process's worker runs attempts ahead (see
-   * EarlyRuns), the call's first attempt itself, with the input the run's first task gives it.
-   * Not for a replay: its reused nodes do not run.
+   * the claim of its record, with that call's first attempt counted and its connection read, made
+   * while Temporal answers the start (the statement's round trip is then not on the way to the
+   * call), and a place for it reserved (see EarlyClaims). Answers the function to call with
+   * Temporal's answer: the place is filled with that claim, for the call's activity in this
+   * process's worker to take instead of making the same statement then; and, when the run's first
+   * task came back to this worker with the start and the worker runs attempts ahead (see
+   * EarlyRuns), the call's first attempt itself is made, with the input the run's first task gives
+   * it. A first task that went to the task queue instead (no workflow-task slot was free) finds
+   * the claim if this process's worker takes it; a worker of another process counts an attempt of
+   * its own, and the entry then counts one more than was made. When the start was refused, the
+   * attempt counted is taken back. The claim binds no run: the record learns its run's id when it
+   * ends, or from a later claim that names the run. Not for a replay: its reused nodes do not run.
    */
-  private firstCallClaim(temporalWorkflowId: string, input: RunGraphInput): ((runId: string | undefined) => void) | undefined {
+  private firstCallClaim(
+    temporalWorkflowId: string,
+    executionId: number,
+    input: RunGraphInput,
+  ): ((started: { eagerlyStarted: boolean; firstExecutionRunId: string } | undefined) => void) | undefined {
     const prepared = input.firstStep?.asked === PREPARED_FIRST_STEP ? input.firstStep.answer : undefined;
     if (!this.earlyClaims || !prepared || input.replayOf !== undefined || input.seed || input.seedRefs || input.seedErrors || input.startAt) return undefined;
     const node = firstCallOf(prepared);
@@ -364,18 +373,23 @@ export class ExecutionService {
     // The call itself too, when this process's worker runs attempts ahead (see EarlyRuns).
     const aheadInput = this.earlyRuns?.serving ? firstCallInput(input, prepared) : undefined;
     const fillAhead = aheadInput && this.earlyRuns!.reserve(temporalWorkflowId, node.id);
-    return (runId) => {
-      if (runId === undefined) {
+    const claim = this.mirror.claim(temporalWorkflowId, null, claimedAttempt(node, new Date()));
+    claim.catch(() => undefined);
+    return (started) => {
+      if (!started) {
         fill();
         fillAhead?.();
+        // Not taken back (PostgreSQL away): the entry counts one attempt more than was made, never fewer.
+        claim.then((claimed) => (claimed?.attempts === 1 ? this.mirror.uncount(executionId, node.id) : undefined)).catch(() => undefined);
         return;
       }
-      const claim = this.mirror.claim(temporalWorkflowId, runId, claimedAttempt(node, new Date()));
       // The run is counted started where its record is first claimed: here, for a claim the API makes.
       claim.then((claimed) => claimed?.firstClaim && this.metrics?.runsStarted.inc({ trigger: claimed.trigger })).catch(() => undefined);
+      const runId = started.firstExecutionRunId;
       fill({ runId, claim });
       // The attempt takes the claim just made, as the activity would have.
-      fillAhead?.({ runId, input: aheadInput! });
+      if (started.eagerlyStarted) fillAhead?.({ runId, input: aheadInput! });
+      else fillAhead?.();
     };
   }
 
