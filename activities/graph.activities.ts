@@ -521,13 +521,10 @@ async function nodeAttempt(g: GraphWorker, input: RunNodeInput): Promise<RunNode
     };
     // A pure node run locally ends in moments, a local call shows as running already; any other shows so once it takes a while.
     const shown = showRunningLater(g, attempt, activity.info.isLocal);
-    // A record the API claimed while Temporal answered the start learns its run's id with this
-    // attempt's outcome: in the same statement when the node ends the run, else beside it (a
-    // write that fails is not the node's failure: the record's end writes the id as well).
-    const bindRun = counted.unbound ? () => patiently(() => g.ports.executionMirror.setRunId(ref.id, runOf().runId)).catch(() => undefined) : undefined;
+    const binding = bindRunLater(g, ref.id, counted.unbound === true);
     try {
       const result = withoutCredential(attempt, await executeNode(g, attempt, context));
-      await Promise.all([recordNodeSuccess(g, attempt, result, shown.settle, closes), closes ? undefined : bindRun?.()]);
+      await Promise.all([recordNodeSuccess(g, attempt, result, shown.settle, closes), binding.outcome(closes !== undefined)]);
       const branch = { ...(result.branch !== undefined ? { branch: result.branch } : {}), ...(closes ? { closed: { executionId: ref.id } } : {}) };
       if (inlineBytes === undefined) return { output: result.output, ...branch };
       // Written to the timeline above: a large output goes back to the workflow as a reference to it.
@@ -539,10 +536,14 @@ async function nodeAttempt(g: GraphWorker, input: RunNodeInput): Promise<RunNode
       // worker's shutdown or a timeout aborts it too: those stay failures, for Temporal to retry).
       const { aborted, reason } = activity.cancellationSignal;
       const cause = aborted && reason instanceof CancelledFailure && reason.message === 'CANCELLED' ? reason : err;
-      const [failure] = await Promise.all([recordNodeFailure(g, attempt, failureWithoutCredential(attempt, cause), shown.settle, inlineBytes), bindRun?.()]);
+      const [failure] = await Promise.all([
+        recordNodeFailure(g, attempt, failureWithoutCredential(attempt, cause), shown.settle, inlineBytes),
+        binding.outcome(false),
+      ]);
       throw failure;
     } finally {
       shown.stop();
+      binding.stop();
     }
   };
   return activity.info.isLocal ? run() : withHeartbeat(activity, run);
@@ -591,6 +592,30 @@ function withoutCredential(attempt: NodeAttempt, result: RunNodeOutput): RunNode
 
 function failureWithoutCredential(attempt: NodeAttempt, err: unknown): unknown {
   return attempt.redact ? redactError(err, attempt.redact) : err;
+}
+
+/**
+ * The run's id for a record the API claimed while Temporal answered the start, which binds none
+ * (see ExecutionMirror.claim): written with the attempt's outcome when the call ends within
+ * RUNNING_AFTER_MS (in the statement that ends the record when the node ends the run, else beside
+ * its entry), or once it has gone on that long, so the record names its run (what an idempotent
+ * retry, a reset and the execution view read) within moments either way. A write that fails is
+ * not the node's failure: the record's end writes the id too. `outcome(endsRecord)` is what the
+ * outcome's write waits for; `stop` cancels a write not yet due.
+ */
+function bindRunLater(g: GraphWorker, executionId: number, unbound: boolean): { outcome: (endsRecord: boolean) => Promise<unknown>; stop: () => void } {
+  if (!unbound) return { outcome: async () => undefined, stop: () => undefined };
+  const { runId } = runOf();
+  const bind = () => patiently(() => g.ports.executionMirror.setRunId(executionId, runId)).catch(() => undefined);
+  let bound: Promise<unknown> | undefined;
+  const later = setTimeout(() => (bound = bind()), RUNNING_AFTER_MS);
+  return {
+    outcome: async (endsRecord) => {
+      clearTimeout(later);
+      await (bound ?? (endsRecord ? undefined : (bound = bind())));
+    },
+    stop: () => clearTimeout(later),
+  };
 }
 
 /**

@@ -389,7 +389,16 @@ describe("a run's first call, claimed by the API that started the run on its own
       const id = await create({ nodes: [{ id: 'hold', type: 'http_request', connection_id: connectionId, config: { method: 'GET', path: '/hold' } }] });
       const started = (await app.admin.post(`${W}/${id}/run`, { payload: {} })).body.data.execution_id;
       await eventually(async () => target.count('/hold') === calls + 1, 10_000, 'the call to reach the target');
-      await app.stack.services.temporal.client.workflow.getHandle(app.stack.services.temporal.executionWorkflowId(started)).cancel();
+      // A call still going names its run in the record (what a retry, a reset and the view read).
+      const handle = app.stack.services.temporal.client.workflow.getHandle(app.stack.services.temporal.executionWorkflowId(started));
+      const { runId } = await handle.describe();
+      await vi.waitFor(
+        async () => expect(await app.sql('select temporal_run_id from executions where id = $1', [started])).toEqual([{ temporal_run_id: runId }]),
+        {
+          timeout: 15_000,
+        },
+      );
+      await handle.cancel();
       const done = await eventually(async () => {
         const v = await view(started);
         return v.status === 'cancelled' && nodeOf(v, 'hold')?.status !== 'running' ? v : undefined;
@@ -438,10 +447,12 @@ describe("a run's first call, claimed by the API that started the run on its own
       const [row] = await app.sql<{ id: string }>('select id from executions where workflow_id = $1', [id]);
       const executionId = Number(row!.id);
       expect(await recordOf(executionId)).toMatchObject({ status: 'failed', temporal_run_id: null, error: { code: 'start_failed' } });
-      // The attempt the API counted for the call is taken back: no call was made.
+      // The attempt the API counted for the call is taken back (no call was made), and the people
+      // the claim fixed with it: a start sent again fixes them with its run's first claim.
       await vi.waitFor(async () => expect(await app.sql('select node_id from execution_nodes where execution_id = $1', [executionId])).toEqual([]), {
         timeout: 15_000,
       });
+      expect(await app.sql('select acting_user_ids from executions where id = $1', [executionId])).toEqual([{ acting_user_ids: null }]);
       expect(target.count('/echo')).toBe(calls);
       expect(watch.ahead()).toEqual({ taken: 0, differed: 0 });
     } finally {

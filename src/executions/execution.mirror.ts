@@ -281,10 +281,13 @@ export class ExecutionMirror {
    * and the run's activity claimed) is left, and the entry then counts one more than was made.
    */
   async uncount(executionId: number, nodeId: string): Promise<void> {
-    await this.sql.query(`delete from execution_nodes where execution_id = ? and node_id = ? and attempts = 1 and status = 'running' and finished_at is null`, [
-      executionId,
-      nodeId,
-    ]);
+    // The people the claim fixed go with it while no run has claimed the record: the run's own
+    // first claim fixes them (and counts the run started) if the start was in fact accepted.
+    await this.sql.query(
+      `with gone as (delete from execution_nodes where execution_id = ? and node_id = ? and attempts = 1 and status = 'running' and finished_at is null)
+       update executions set acting_user_ids = null where id = ? and temporal_run_id is null`,
+      [executionId, nodeId, executionId],
+    );
   }
 
   /** The launch failed: only a record no run has claimed is marked (a run that did start writes its real outcome). */
@@ -473,10 +476,15 @@ export class ExecutionMirror {
     return row ? Number(row.id) : null;
   }
 
-  /** Closes a prepared record whose run was never started. */
+  /**
+   * Closes a prepared record whose run was never started; an attempt the API counted while it
+   * was starting the run (see claim) goes with it: no call was made.
+   */
   async closeUnstarted(id: number, error: NodeError): Promise<ExecutionRow | undefined> {
     const [updated] = await this.sql.query<ExecutionRow>(
-      `update executions set status = 'failed', finished_at = now(), error = ? where id = ? and status = 'running' and temporal_run_id is null returning *`,
+      `with closed as (update executions set status = 'failed', finished_at = now(), error = ? where id = ? and status = 'running' and temporal_run_id is null returning *),
+            counted as (delete from execution_nodes n using closed where n.execution_id = closed.id and n.status = 'running' and n.finished_at is null)
+       select * from closed`,
       [json(error), id],
     );
     return updated;

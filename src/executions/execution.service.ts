@@ -388,8 +388,10 @@ export class ExecutionService {
       const runId = started.firstExecutionRunId;
       fill({ runId, claim });
       // The attempt takes the claim just made, as the activity would have.
-      if (started.eagerlyStarted) fillAhead?.({ runId, input: aheadInput! });
-      else fillAhead?.();
+      if (started.eagerlyStarted) return fillAhead?.({ runId, input: aheadInput! });
+      fillAhead?.();
+      // A first task in the task queue may wait there a while: the record names its run at once.
+      claim.then((claimed) => (claimed ? this.mirror.setRunId(executionId, runId) : undefined)).catch(() => undefined);
     };
   }
 
