@@ -357,8 +357,9 @@ export class ExecutionService {
    * it. A first task that went to the task queue instead (no workflow-task slot was free) finds
    * the claim if this process's worker takes it; a worker of another process counts an attempt of
    * its own, and the entry then counts one more than was made. When the start was refused, the
-   * attempt counted is taken back. The claim binds no run: the record learns its run's id when it
-   * ends, or from a later claim that names the run. Not for a replay: its reused nodes do not run.
+   * attempt counted is taken back. The claim binds no run: the record learns its run's id with the
+   * call's outcome or 50 ms into a call still going (bindRunLater in activities/graph.activities.ts),
+   * at once when the first task went to the task queue. Not for a replay: its reused nodes do not run.
    */
   private firstCallClaim(
     temporalWorkflowId: string,
