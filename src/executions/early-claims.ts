@@ -20,10 +20,10 @@ import { AheadPlaces } from './ahead-places.js';
  * activity may ask before the API has heard, and then waits for it. A place is taken at most
  * once, by the run and node it was made for: a retry of the call in the same task, or a run a
  * worker takes again after a crash (whose process holds no claim of the API's), counts its
- * attempt itself. A place left empty (the start failed: the API takes back the attempt it counted)
- * or a claim that failed is the taker's to claim itself. A claim nobody takes (the run was cancelled before its node
- * began; the worker gave its task up and another worker ran it, counting the attempt again) is
- * forgotten after `forgetAfterMs`.
+ * attempt itself. A place left empty (the start failed: the API takes back the attempt it
+ * counted) or a claim that failed is the taker's to claim itself. A claim nobody takes (the run
+ * was cancelled before its node began; the worker gave its task up and another worker ran it,
+ * counting the attempt again) is forgotten after `forgetAfterMs`.
  */
 export class EarlyClaims<Claim> {
   private readonly places: AheadPlaces<Made<Claim>>;

@@ -27,10 +27,11 @@ const isEncrypted = (payload: Payload) => {
 type Scope = 'activity' | 'workflow';
 const SCOPE_KEY = 'encryption-scope';
 const scopeOf = (context: SerializationContext | undefined): Scope => (context?.type === 'activity' ? 'activity' : 'workflow');
-const AAD: Record<Scope, Uint8Array> = { activity: text.encode('svc/temporal-payload/activity'), workflow: text.encode('svc/temporal-payload/workflow') };
-const aadOf = (scope: Scope) => AAD[scope];
+/** Each scope's name and additional data as bytes, made once: every payload of a scope carries the same. */
+const scopeBytes = (scope: Scope) => ({ name: text.encode(scope), aad: text.encode(`svc/temporal-payload/${scope}`) });
+const SCOPES: Record<Scope, { name: Uint8Array; aad: Uint8Array }> = { activity: scopeBytes('activity'), workflow: scopeBytes('workflow') };
+const aadOf = (scope: Scope) => SCOPES[scope].aad;
 const ENCODING_BYTES = text.encode(ENCODING);
-const SCOPE_BYTES: Record<Scope, Uint8Array> = { activity: text.encode('activity'), workflow: text.encode('workflow') };
 
 /**
  * Encrypts every Temporal payload (node inputs and outputs, agent messages, failure messages)
@@ -51,7 +52,7 @@ export class EncryptionCodec implements PayloadCodec {
     const scope = scopeOf(context);
     // The metadata's bytes are the same for every payload of a scope; each payload gets copies of its own.
     return payloads.map((payload) => ({
-      metadata: { encoding: ENCODING_BYTES.slice(), 'encryption-key-id': this.keyIdBytes.slice(), [SCOPE_KEY]: SCOPE_BYTES[scope].slice() },
+      metadata: { encoding: ENCODING_BYTES.slice(), 'encryption-key-id': this.keyIdBytes.slice(), [SCOPE_KEY]: SCOPES[scope].name.slice() },
       data: this.keys.encryptBytes(PayloadMessage.encode(payload).finish(), aadOf(scope)),
     }));
   }
