@@ -16,6 +16,7 @@
  *                           http-chain: the 10-node http_request chain, one run at a time;
  *                           noop-chain: the 20-node chain of no-op nodes as regular activities
  *   BENCH_PROFILE_SIDE      ours (default), or bare: the baseline's process (bench/bare.ts) instead
+ *                           (for the webhook, the peer benchmark's bare webhook with a local activity)
  *   BENCH_PROFILE_DIR       where the profiles go (default bench/results/profiles/<time>)
  *   BENCH_PROFILE_INTERVAL  sampling interval in microseconds (default 1000)
  *   BENCH_SCALE, BENCH_ROUNDS as for the benchmarks
@@ -76,15 +77,24 @@ async function profile(out: string, cleanup: ReturnType<typeof cleanups>) {
     // The baseline's worker and client under the same profiler, for comparison.
     const bare = await startBare(env.temporalAddress, 'bench-profile-bare', profiler);
     cleanup.add(() => bare.stop());
-    if (WORKLOAD === 'webhook') throw new Error('the webhook workload profiles ours only');
-    const [type, args]: [string, unknown[]] =
-      WORKLOAD === 'one'
-        ? ['bareHttpChain', [1, target.url]]
-        : WORKLOAD === 'http-chain'
-          ? ['bareHttpChain', [HTTP_CHAIN, target.url]]
-          : ['bareChain', [CHAIN, false]];
     profiled = bare;
-    round_ = (runs) => bare.run({ type, args, total: runs, concurrency: WORKLOAD === 'one' ? 50 : 1 });
+    if (WORKLOAD === 'webhook') {
+      // The peer benchmark's bare webhook with a local activity: the floor the service's webhook is set against.
+      const url = (await bare.run({ type: 'bareHook', args: [`${target.url}/`, true], total: 0, concurrency: 0, serve: true })).url!;
+      round_ = (runs) =>
+        load(CONCURRENCY, runs, async () => {
+          const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+          if (res.status !== 200) throw new Error(`the bare webhook answered ${res.status}: ${await res.text()}`);
+        });
+    } else {
+      const [type, args]: [string, unknown[]] =
+        WORKLOAD === 'one'
+          ? ['bareHttpChain', [1, target.url]]
+          : WORKLOAD === 'http-chain'
+            ? ['bareHttpChain', [HTTP_CHAIN, target.url]]
+            : ['bareChain', [CHAIN, false]];
+      round_ = (runs) => bare.run({ type, args, total: runs, concurrency: WORKLOAD === 'one' ? 50 : 1 });
+    }
   } else {
     // Kept beside the profiles: workflow code's frames are mapped back through its source map.
     const bundlePath = join(out, 'workflow-bundle.js');

@@ -1,10 +1,20 @@
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { EgressDeniedError, EgressPolicy, TooManyRedirectsError, parseEgressAllow } from '../src/platform/egress.js';
+import {
+  EgressDeniedError,
+  type EgressFetchOptions,
+  EgressPolicy,
+  type EgressRequest,
+  ResponseTooLargeError,
+  TooManyRedirectsError,
+  parseEgressAllow,
+} from '../src/platform/egress.js';
 
 /**
- * EgressPolicy.fetch against loopback servers, without the rest of the service: what it connects
- * to, redirects and credentials. The address checks and SVC_EGRESS_ALLOW's parser are tested beside
+ * EgressPolicy.fetch and EgressPolicy.call against loopback servers, without the rest of the
+ * service: what they connect to, redirects and credentials, and that `call` sends and answers what
+ * `fetch` does. The address checks and SVC_EGRESS_ALLOW's parser are tested beside
  * the code (src/platform/egress.test.ts); what a workflow, a probe or a webhook reaches through the
  * running service is test/egress.test.ts.
  */
@@ -16,8 +26,15 @@ interface Seen {
   body: string;
 }
 
+/** What a test server answers. */
+interface Answer {
+  status?: number;
+  headers?: Record<string, string | string[]>;
+  body?: string | Buffer;
+}
+
 /** A loopback server on `host`, answering with `answer` and recording what it received. */
-async function server(host: string, answer: (req: Seen) => { status?: number; headers?: Record<string, string>; body?: string } = () => ({})) {
+async function server(host: string, answer: (req: Seen) => Answer = () => ({})) {
   const seen: Seen[] = [];
   const s: Server = createServer((req, res) => {
     let body = '';
@@ -46,7 +63,15 @@ async function serverApart(taken: { port: number }[], ...args: Parameters<typeof
   }
 }
 
-describe('EgressPolicy.fetch', () => {
+/** The policy's two ways out: `fetch` (the answer as a stream) and `call` (the answer read whole). */
+const VIA = ['fetch', 'call'] as const;
+const sendVia =
+  (via: (typeof VIA)[number]) =>
+  (p: EgressPolicy, url: URL, init: EgressRequest, options: EgressFetchOptions = {}): Promise<{ status: number }> =>
+    via === 'fetch' ? p.fetch(url, init, options) : p.call(url, init, options);
+
+describe.each(VIA)('EgressPolicy.%s', (via) => {
+  const send = sendVia(via);
   let inside: Awaited<ReturnType<typeof server>>;
   /** What the loopback server had received when the current test began: tests assert on what came after. */
   let seenBefore = 0;
@@ -86,14 +111,14 @@ describe('EgressPolicy.fetch', () => {
       `http://[::ffff:127.0.0.1]:${port}/`,
       `http://0.0.0.0:${port}/`,
     ]) {
-      await denied(policy.fetch(new URL(url), {}));
+      await denied(send(policy, new URL(url), {}));
     }
-    await denied(policy.fetch(new URL(`file:///etc/passwd`), {}));
+    await denied(send(policy, new URL(`file:///etc/passwd`), {}));
     expect(inside.seen.slice(seenBefore)).toEqual([]);
   });
 
   it('refuses a name that resolves to a reserved address, when it connects', async () => {
-    await denied(policy.fetch(new URL(`http://localhost:${inside.port}/`), {}));
+    await denied(send(policy, new URL(`http://localhost:${inside.port}/`), {}));
     expect(inside.seen.slice(seenBefore)).toEqual([]);
   });
 
@@ -103,7 +128,7 @@ describe('EgressPolicy.fetch', () => {
       { address: 'fd12:3456::7', family: 6 },
     ]);
     try {
-      const refusal = await named.fetch(new URL('http://db.internal.example:5432/'), {}).catch((err: unknown) => err);
+      const refusal = await send(named, new URL('http://db.internal.example:5432/'), {}).catch((err: unknown) => err);
       expect(refusal).toBeInstanceOf(EgressDeniedError);
       const message = (refusal as Error).message;
       expect(message).toContain('db.internal.example');
@@ -120,10 +145,10 @@ describe('EgressPolicy.fetch', () => {
     const right = to('127.0.0.2');
     const wrong = to('127.0.0.1');
     try {
-      expect((await right.fetch(new URL(`http://api.internal.example:${allowed.port}/named`), {})).status).toBe(200);
+      expect((await send(right, new URL(`http://api.internal.example:${allowed.port}/named`), {})).status).toBe(200);
       expect(allowed.seen.at(-1)).toMatchObject({ url: '/named', headers: { host: `api.internal.example:${allowed.port}` } });
-      await denied(right.fetch(new URL(`http://api.internal.example:${other.port}/other-port`), {}));
-      await denied(wrong.fetch(new URL(`http://api.internal.example:${inside.port}/`), {}));
+      await denied(send(right, new URL(`http://api.internal.example:${other.port}/other-port`), {}));
+      await denied(send(wrong, new URL(`http://api.internal.example:${inside.port}/`), {}));
     } finally {
       await Promise.all([right.close(), wrong.close()]);
     }
@@ -135,15 +160,15 @@ describe('EgressPolicy.fetch', () => {
     // A name server that answers an allowed address first and loopback after.
     const rebinding = new EgressPolicy(parseEgressAllow('127.0.0.2'), 5, async () => [{ address: answers++ === 0 ? '127.0.0.2' : '127.0.0.1', family: 4 }]);
     try {
-      expect((await rebinding.fetch(new URL(`http://rebind.example:${allowed.port}/first`), {})).status).toBe(200);
+      expect((await send(rebinding, new URL(`http://rebind.example:${allowed.port}/first`), {})).status).toBe(200);
       expect(allowed.seen.at(-1)).toMatchObject({ url: '/first', headers: { host: `rebind.example:${allowed.port}` } });
-      await denied(rebinding.fetch(new URL(`http://rebind.example:${inside.port}/second`), {}));
+      await denied(send(rebinding, new URL(`http://rebind.example:${inside.port}/second`), {}));
       // Several answers: the connection goes to one the policy allows, never to the others.
       const mixed = new EgressPolicy(parseEgressAllow('127.0.0.2'), 5, async () => [
         { address: '127.0.0.1', family: 4 },
         { address: '127.0.0.2', family: 4 },
       ]);
-      expect((await mixed.fetch(new URL(`http://mixed.example:${allowed.port}/mixed`), {})).status).toBe(200);
+      expect((await send(mixed, new URL(`http://mixed.example:${allowed.port}/mixed`), {})).status).toBe(200);
       await mixed.close();
     } finally {
       await rebinding.close();
@@ -152,19 +177,19 @@ describe('EgressPolicy.fetch', () => {
   });
 
   it('follows redirects within the policy, checking every hop', async () => {
-    const ok = await policy.fetch(new URL(`${allowed.url}/?to=${encodeURIComponent(`${other.url}/landed`)}`), {});
+    const ok = await send(policy, new URL(`${allowed.url}/?to=${encodeURIComponent(`${other.url}/landed`)}`), {});
     expect(ok.status).toBe(200);
     expect(other.seen.at(-1)!.url).toBe('/landed');
     for (const to of [`http://127.0.0.1:${inside.port}/decode`, `http://localhost:${inside.port}/`, `http://[::1]:${inside.port}/`]) {
-      await denied(policy.fetch(new URL(`${allowed.url}/?to=${encodeURIComponent(to)}`), {}));
+      await denied(send(policy, new URL(`${allowed.url}/?to=${encodeURIComponent(to)}`), {}));
     }
     expect(inside.seen.slice(seenBefore)).toEqual([]);
   });
 
   it('caps redirects', async () => {
-    expect((await policy.fetch(new URL(`${allowed.url}/hop/1`), {}, { maxRedirects: 10 })).status).toBe(200);
-    await expect(policy.fetch(new URL(`${allowed.url}/hop/1`), {})).rejects.toBeInstanceOf(TooManyRedirectsError);
-    const unfollowed = await policy.fetch(new URL(`${allowed.url}/hop/1`), {}, { maxRedirects: 0 });
+    expect((await send(policy, new URL(`${allowed.url}/hop/1`), {}, { maxRedirects: 10 })).status).toBe(200);
+    await expect(send(policy, new URL(`${allowed.url}/hop/1`), {})).rejects.toBeInstanceOf(TooManyRedirectsError);
+    const unfollowed = await send(policy, new URL(`${allowed.url}/hop/1`), {}, { maxRedirects: 0 });
     expect(unfollowed.status).toBe(302);
   });
 
@@ -172,7 +197,7 @@ describe('EgressPolicy.fetch', () => {
     const credential = { origin: allowed.url, apply: (h: Record<string, string>) => void (h['x-api-key'] = 'the-secret') };
     const headers = { authorization: 'Bearer caller-token', cookie: 'a=b', 'x-trace': 'kept' };
     other.seen.length = 0;
-    await policy.fetch(new URL(`${allowed.url}/?to=${encodeURIComponent(`${other.url}/away`)}`), { headers }, { credential });
+    await send(policy, new URL(`${allowed.url}/?to=${encodeURIComponent(`${other.url}/away`)}`), { headers }, { credential });
     expect(allowed.seen.at(-1)!.headers['x-api-key']).toBe('the-secret');
     const away = other.seen.at(-1)!;
     expect(away.headers['x-api-key']).toBeUndefined();
@@ -180,18 +205,18 @@ describe('EgressPolicy.fetch', () => {
     expect(away.headers.cookie).toBeUndefined();
     expect(away.headers['x-trace']).toBe('kept');
     // A redirect that stays on the origin keeps the credential.
-    await policy.fetch(new URL(`${allowed.url}/?to=${encodeURIComponent('/same-origin')}`), { headers }, { credential });
+    await send(policy, new URL(`${allowed.url}/?to=${encodeURIComponent('/same-origin')}`), { headers }, { credential });
     expect(allowed.seen.at(-1)).toMatchObject({ url: '/same-origin', headers: { 'x-api-key': 'the-secret', authorization: 'Bearer caller-token' } });
   });
 
   it('turns a POST into a GET without body on 303, and keeps it on 307', async () => {
-    await policy.fetch(new URL(`${allowed.url}/?status=303&to=%2Fafter-303`), {
+    await send(policy, new URL(`${allowed.url}/?status=303&to=%2Fafter-303`), {
       method: 'POST',
       body: '{"x":1}',
       headers: { 'content-type': 'application/json' },
     });
     expect(allowed.seen.at(-1)).toMatchObject({ url: '/after-303', method: 'GET', body: '' });
-    await policy.fetch(new URL(`${allowed.url}/?status=307&to=%2Fafter-307`), {
+    await send(policy, new URL(`${allowed.url}/?status=307&to=%2Fafter-307`), {
       method: 'POST',
       body: '{"x":1}',
       headers: { 'content-type': 'application/json' },
@@ -203,15 +228,111 @@ describe('EgressPolicy.fetch', () => {
     const byName = new EgressPolicy(parseEgressAllow(`localhost:${inside.port}`), 5);
     const byRange = new EgressPolicy(parseEgressAllow(`127.0.0.0/8:${inside.port}`), 5);
     try {
-      expect((await byName.fetch(new URL(`http://localhost:${inside.port}/by-name`), {})).status).toBe(200);
+      expect((await send(byName, new URL(`http://localhost:${inside.port}/by-name`), {})).status).toBe(200);
       // The name is allowed, not the address written out, nor another port.
-      await denied(byName.fetch(new URL(`http://127.0.0.1:${inside.port}/`), {}));
-      await denied(byName.fetch(new URL(`http://localhost:${allowed.port}/`), {}));
-      expect((await byRange.fetch(new URL(`http://127.0.0.1:${inside.port}/by-range`), {})).status).toBe(200);
-      await denied(byRange.fetch(new URL(`${allowed.url}/`), {}));
+      await denied(send(byName, new URL(`http://127.0.0.1:${inside.port}/`), {}));
+      await denied(send(byName, new URL(`http://localhost:${allowed.port}/`), {}));
+      expect((await send(byRange, new URL(`http://127.0.0.1:${inside.port}/by-range`), {})).status).toBe(200);
+      await denied(send(byRange, new URL(`${allowed.url}/`), {}));
     } finally {
       await Promise.all([byName.close(), byRange.close()]);
     }
     expect(inside.seen.map((r) => r.url)).toEqual(['/by-name', '/by-range']);
+  });
+});
+
+describe('EgressPolicy.call beside fetch', () => {
+  const json = JSON.stringify({ ok: true, items: Array.from({ length: 50 }, (_, i) => ({ i, name: `item ${i}` })) });
+  const zeros = Buffer.alloc(1024 * 1024);
+  let target: Awaited<ReturnType<typeof server>>;
+  let policy: EgressPolicy;
+  beforeAll(async () => {
+    target = await server('127.0.0.2', (req): Answer => {
+      const path = req.url.split('?')[0];
+      if (path === '/headers') return { headers: { 'set-cookie': ['a=1', 'b=2'], 'X-Repeated': ['1', '2'], 'Content-Type': 'application/json' }, body: '{}' };
+      if (path === '/gzip') return { headers: { 'content-encoding': 'gzip' }, body: gzipSync(json) };
+      if (path === '/deflate') return { headers: { 'content-encoding': 'deflate' }, body: deflateSync(json) };
+      if (path === '/br') return { headers: { 'content-encoding': 'br' }, body: brotliCompressSync(json) };
+      // Codings applied in order: the last one written is undone first.
+      if (path === '/gzip-br') return { headers: { 'content-encoding': 'gzip, br' }, body: brotliCompressSync(gzipSync(json)) };
+      if (path === '/unknown-coding') return { headers: { 'content-encoding': 'x-custom' }, body: json };
+      // A megabyte of zeros in about a kilobyte.
+      if (path === '/bomb') return { headers: { 'content-encoding': 'gzip' }, body: gzipSync(zeros) };
+      if (path === '/large') return { body: Buffer.alloc(200 * 1024, 'x') };
+      return { body: json };
+    });
+    policy = new EgressPolicy(parseEgressAllow('127.0.0.2'), 5, undefined, 64 * 1024);
+  });
+  afterAll(async () => {
+    await Promise.all([target.close(), policy.close()]);
+  });
+  const at = (path: string) => new URL(`${target.url}${path}`);
+
+  it('sends the request fetch sends: its default headers, the body, the method', async () => {
+    for (const init of [{}, { method: 'POST', headers: { 'content-type': 'application/json', 'x-one': 'a' }, body: '{"x":1}' }, { method: 'HEAD' }]) {
+      await policy.fetch(at('/same'), init).then((r) => r.arrayBuffer());
+      const byFetch = target.seen.at(-1)!;
+      await policy.call(at('/same'), init);
+      const byCall = target.seen.at(-1)!;
+      expect(byCall).toEqual(byFetch);
+    }
+    expect(target.seen.at(-2)!.headers).toMatchObject({ 'accept-encoding': 'gzip, deflate', 'user-agent': 'undici', accept: '*/*' });
+  });
+
+  it("answers the status and headers fetch's answer gives, repeated headers joined", async () => {
+    const byFetch = await policy.fetch(at('/headers'), {});
+    const byCall = await policy.call(at('/headers'), {});
+    const fetched = Object.fromEntries(byFetch.headers);
+    await byFetch.arrayBuffer();
+    const { date: _a, ...expected } = fetched;
+    const { date: _b, ...got } = byCall.headers;
+    expect(got).toEqual(expected);
+    expect(Object.keys(got)).toEqual(Object.keys(expected));
+    expect(got).toMatchObject({ 'x-repeated': '1, 2', 'content-type': 'application/json' });
+    expect(byCall.status).toBe(byFetch.status);
+  });
+
+  it('decompresses gzip, deflate, br and chained codings as fetch does, and leaves an unknown coding as it came', async () => {
+    for (const path of ['/gzip', '/deflate', '/br', '/gzip-br', '/unknown-coding', '/plain']) {
+      const byFetch = Buffer.from(await (await policy.fetch(at(path), {})).arrayBuffer());
+      const byCall = (await policy.call(at(path), {})).body!;
+      expect(byCall.equals(byFetch), path).toBe(true);
+      expect(byCall.toString('utf8'), path).toBe(json);
+    }
+  });
+
+  it('reads at most the limit, counted in decompressed bytes, and drops the rest', async () => {
+    await expect(policy.call(at('/bomb'), {})).rejects.toBeInstanceOf(ResponseTooLargeError);
+    // Its Content-Length (200 KiB) is over the limit: refused before reading.
+    await expect(policy.call(at('/large'), {})).rejects.toThrow(/larger than 65536 bytes/);
+    // The connection is usable afterwards.
+    expect((await policy.call(at('/plain'), {})).body!.toString()).toBe(json);
+  });
+
+  it('does not read the body when told not to', async () => {
+    const answer = await policy.call(at('/large'), {}, { readBody: false });
+    expect(answer).toMatchObject({ status: 200, body: null });
+  });
+
+  it("gives up at its signal, with the signal's reason, before the answer and while its body comes", async () => {
+    const held: ServerResponse[] = [];
+    const slow = createServer((req, res) => {
+      held.push(res);
+      // Headers and a first piece of the body, then nothing more.
+      if (req.url === '/half') res.writeHead(200, { 'content-length': '100' }).write('x');
+    });
+    await new Promise<void>((ok) => slow.listen(0, '127.0.0.2', ok));
+    const url = `http://127.0.0.2:${(slow.address() as { port: number }).port}`;
+    try {
+      for (const path of ['/never', '/half']) {
+        const started = Date.now();
+        const err = await policy.call(new URL(`${url}${path}`), { signal: AbortSignal.timeout(200) }).catch((e: unknown) => e);
+        expect((err as Error).name, path).toBe('TimeoutError');
+        expect(Date.now() - started, path).toBeLessThan(5000);
+      }
+    } finally {
+      for (const res of held) res.destroy();
+      await new Promise<void>((ok) => (slow.closeAllConnections(), slow.close(() => ok())));
+    }
   });
 });

@@ -3,7 +3,7 @@ import { toIso, type Sql } from '../db/sql.js';
 import type { KeyRing } from '../platform/crypto.js';
 import { AppError, conflict, notFound, validationFailed } from '../platform/errors.js';
 import type { Response } from 'undici';
-import type { EgressPolicy, EgressRequest } from '../platform/egress.js';
+import type { EgressAnswer, EgressPolicy, EgressRequest } from '../platform/egress.js';
 import type { ConnectionExtra, ConnectionRow, ConnectionType } from './connection.types.js';
 import { credentialForms, redactor, type Redact } from './redact.js';
 
@@ -18,6 +18,8 @@ export interface ResolvedConnection {
    * or Cookie headers). There is no other way to the credential.
    */
   fetch(url: URL, init: EgressRequest): Promise<Response>;
+  /** The same request with the answer read whole (EgressPolicy.call); with `readBody: false` not read. */
+  call(url: URL, init: EgressRequest, readBody?: boolean): Promise<EgressAnswer>;
   /**
    * Replaces the credential, in every form it is sent in, with `[redacted]` in a value (a call's
    * output or error): a target that echoes its request's headers would otherwise hand it back
@@ -253,6 +255,7 @@ export class ConnectionService {
       type,
       baseUrl: row.extra.base_url,
       fetch: (url, init) => egress.fetch(url, init, { credential: { origin, apply: authorize } }),
+      call: (url, init, readBody) => egress.call(url, init, { credential: { origin, apply: authorize }, ...(readBody === false ? { readBody } : {}) }),
       redact: redactor(credentialForms(cred, type)),
     };
   }

@@ -1,6 +1,8 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { BlockList, isIP, isIPv4 } from 'node:net';
-import { Agent, Response, buildConnector, fetch as undiciFetch } from 'undici';
+import { type Readable, pipeline } from 'node:stream';
+import zlib from 'node:zlib';
+import { Agent, type Dispatcher, Response, buildConnector, fetch as undiciFetch } from 'undici';
 import { SpanKind, inSpan } from './tracing.js';
 
 /**
@@ -80,6 +82,102 @@ export function limitBody(response: Response, limit: number, host: string): Resp
     cancel: (reason) => source.cancel(reason),
   });
   return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+/** An answer `EgressPolicy.call` read whole. */
+export interface EgressAnswer {
+  status: number;
+  /**
+   * Header names in lower case, in order of name, a repeated header's values joined with ", " but
+   * Set-Cookie's, of which the last is kept: what `Object.fromEntries(response.headers)` gives for
+   * a fetch answer.
+   */
+  headers: Record<string, string>;
+  /** The body, decompressed, or null when it was not read. */
+  body: Buffer | null;
+}
+
+/** The headers fetch adds to a request that does not set them: a target sees the same request from `call` as from `fetch`. */
+function withFetchDefaults(headers: Record<string, string>, url: URL): Record<string, string> {
+  const out = { ...headers };
+  out.accept ??= '*/*';
+  out['accept-language'] ??= '*';
+  out['sec-fetch-mode'] ??= 'cors';
+  out['user-agent'] ??= 'undici';
+  out['accept-encoding'] ??= url.protocol === 'https:' ? 'br, gzip, deflate' : 'gzip, deflate';
+  return out;
+}
+
+const headerText = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value.join(', ') : value);
+
+function fetchHeaders(raw: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of Object.keys(raw).sort()) {
+    const value = raw[name];
+    if (value === undefined) continue;
+    out[name] = Array.isArray(value) ? (name === 'set-cookie' ? value[value.length - 1]! : value.join(', ')) : value;
+  }
+  return out;
+}
+
+/** Drops an answer's body without reading it (the connection is not kept when it was not finished). */
+async function discardBody(body: Readable): Promise<void> {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+/**
+ * The decompressors for a Content-Encoding, as fetch makes them (lenient flushing, at most five
+ * codings, the last applied first); none when a coding is unknown, and the body is then read as
+ * it came.
+ */
+function decodersFor(contentEncoding: string | undefined): (() => NodeJS.ReadWriteStream)[] {
+  if (!contentEncoding) return [];
+  const codings = contentEncoding.toLowerCase().split(',');
+  if (codings.length > 5) throw new Error(`too many content-encodings in response: ${codings.length}, maximum allowed is 5`);
+  const decoders: (() => NodeJS.ReadWriteStream)[] = [];
+  for (let i = codings.length - 1; i >= 0; i--) {
+    const coding = codings[i]!.trim();
+    if (coding === 'gzip' || coding === 'x-gzip')
+      decoders.push(() => zlib.createGunzip({ flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }));
+    else if (coding === 'deflate') decoders.push(() => zlib.createInflate({ flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }));
+    else if (coding === 'br')
+      decoders.push(() => zlib.createBrotliDecompress({ flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }));
+    else return [];
+  }
+  return decoders;
+}
+
+/**
+ * Reads a body whole, decompressed, failing with ResponseTooLargeError past `limit` bytes (of what
+ * it decompresses to; a declared Content-Length over the limit fails at once), after which nothing
+ * more is read and the connection is dropped.
+ */
+async function readWithin(body: Readable, contentEncoding: string | undefined, declared: number, limit: number, host: string): Promise<Buffer> {
+  let decoders: (() => NodeJS.ReadWriteStream)[];
+  try {
+    if (declared > limit) throw new ResponseTooLargeError(limit, host);
+    decoders = decodersFor(contentEncoding);
+  } catch (err) {
+    await discardBody(body);
+    throw err;
+  }
+  // Errors of any stream of the pipeline reach the reader through its last.
+  const source: Readable = decoders.length ? (pipeline([body, ...decoders.map((make) => make())], () => undefined) as unknown as Readable) : body;
+  const chunks: Buffer[] = [];
+  let total = 0;
+  try {
+    for await (const chunk of source as AsyncIterable<Buffer>) {
+      total += chunk.byteLength;
+      if (total > limit) throw new ResponseTooLargeError(limit, host);
+      chunks.push(chunk);
+    }
+  } catch (err) {
+    if (source !== body) source.destroy();
+    await discardBody(body);
+    throw err;
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
 }
 
 /** A chain of redirects longer than the policy allows. */
@@ -366,7 +464,92 @@ export class EgressPolicy {
     );
   }
 
-  private async send(input: URL, init: EgressRequest, options: EgressFetchOptions): Promise<Response> {
+  private send(input: URL, init: EgressRequest, options: EgressFetchOptions): Promise<Response> {
+    return this.follow<Response>(
+      input,
+      init,
+      options,
+      (url, method, headers, body) =>
+        undiciFetch(url, {
+          method,
+          headers,
+          ...(body !== undefined ? { body } : {}),
+          ...(init.signal ? { signal: init.signal } : {}),
+          redirect: 'manual',
+          dispatcher: this.dispatcher,
+        }),
+      (response) => ({
+        status: response.status,
+        location: response.headers.get('location'),
+        discard: async () => {
+          await response.body?.cancel().catch(() => undefined);
+        },
+      }),
+    ).then(({ answer }) => answer);
+  }
+
+  /**
+   * One request, with the answer read whole: the same policy, redirects and credential rule as
+   * `fetch`, and the same request as fetch sends (its default headers, compressed answers accepted
+   * and decompressed), made through the dispatcher directly rather than through web streams and
+   * their promises, which cost a call several times the CPU of the exchange itself. For callers
+   * that want the body as bytes (a node's HTTP call, a probe); a caller that streams the answer
+   * uses `fetch`. Refusals throw as `fetch`'s do; a network failure throws undici's error itself
+   * (its `code`: ECONNREFUSED, ENOTFOUND and the like), and an abort the signal's reason. With
+   * `readBody: false` the body is not read.
+   */
+  call(input: URL, init: EgressRequest, options: EgressFetchOptions & { readBody?: boolean } = {}): Promise<EgressAnswer> {
+    const method = (init.method ?? 'GET').toUpperCase();
+    return inSpan(
+      `HTTP ${method}`,
+      { 'http.request.method': method, 'server.address': input.hostname, 'server.port': Number(input.port) || defaultPort(input.protocol) },
+      async (span) => {
+        const { answer, url } = await this.follow<Dispatcher.ResponseData>(
+          input,
+          init,
+          options,
+          (hopUrl, hopMethod, headers, body) =>
+            this.dispatcher.request({
+              origin: hopUrl.origin,
+              path: `${hopUrl.pathname}${hopUrl.search}`,
+              method: hopMethod as Dispatcher.HttpMethod,
+              headers: withFetchDefaults(headers, hopUrl),
+              ...(body !== undefined ? { body } : {}),
+              ...(init.signal ? { signal: init.signal } : {}),
+            }),
+          (response) => ({
+            status: response.statusCode,
+            location: headerText(response.headers.location) ?? null,
+            discard: () => discardBody(response.body),
+          }),
+        );
+        span.setAttribute('http.response.status_code', answer.statusCode);
+        const headers = fetchHeaders(answer.headers);
+        if (options.readBody === false) {
+          await discardBody(answer.body);
+          return { status: answer.statusCode, headers, body: null };
+        }
+        const encoding = method === 'HEAD' || NULL_BODY.has(answer.statusCode) ? undefined : headers['content-encoding'];
+        const body = await readWithin(answer.body, encoding, Number(headers['content-length'] ?? NaN), this.responseLimit, url.host);
+        return { status: answer.statusCode, headers, body };
+      },
+      SpanKind.CLIENT,
+    );
+  }
+
+  /**
+   * Sends a request hop by hop: each hop is checked before it is sent (and when it connects, by the
+   * dispatcher), the caller's credential goes to its own origin only, the caller's Authorization,
+   * Cookie and Proxy-Authorization headers never to another origin, and a redirect is followed with
+   * fetch's method rules, at most `maxRedirects` times (TooManyRedirectsError past it).
+   */
+  private async follow<A>(
+    input: URL,
+    init: EgressRequest,
+    options: EgressFetchOptions,
+    exchange: (url: URL, method: string, headers: Record<string, string>, body: string | Uint8Array | undefined) => Promise<A>,
+    redirectOf: (answer: A) => { status: number; location: string | null; discard: () => Promise<unknown> },
+  ): Promise<{ answer: A; url: URL }> {
     const limit = options.maxRedirects ?? this.maxRedirects;
     const firstOrigin = input.origin;
     let url = input;
@@ -378,33 +561,23 @@ export class EgressPolicy {
       if (url.origin !== firstOrigin) for (const name of CROSS_ORIGIN_DROPPED) delete headers[name];
       if (options.credential && url.origin === options.credential.origin) options.credential.apply(headers);
       if (body === undefined) delete headers['content-type'];
-      let response: Response;
+      let answer: A;
       try {
-        response = await undiciFetch(url, {
-          method,
-          headers,
-          ...(body !== undefined ? { body } : {}),
-          ...(init.signal ? { signal: init.signal } : {}),
-          redirect: 'manual',
-          dispatcher: this.dispatcher,
-        });
+        answer = await exchange(url, method, headers, body);
       } catch (err) {
         throw unwrapEgress(err);
       }
-      const location = response.headers.get('location');
-      if (!REDIRECTS.has(response.status) || location === null || limit === 0) return response;
-      if (hop >= limit) {
-        await response.body?.cancel().catch(() => undefined);
-        throw new TooManyRedirectsError(limit);
-      }
-      await response.body?.cancel().catch(() => undefined);
+      const { status, location, discard } = redirectOf(answer);
+      if (!REDIRECTS.has(status) || location === null || limit === 0) return { answer, url };
+      await discard();
+      if (hop >= limit) throw new TooManyRedirectsError(limit);
       try {
         url = new URL(location, url);
       } catch {
         throw new EgressDeniedError(`The redirect to ${location.slice(0, 200)} is not a URL`);
       }
       // As fetch does: 303 turns any method but HEAD into GET, 301/302 turn POST into GET; the body goes.
-      if ((response.status === 303 && method !== 'HEAD') || ((response.status === 301 || response.status === 302) && method === 'POST')) {
+      if ((status === 303 && method !== 'HEAD') || ((status === 301 || status === 302) && method === 'POST')) {
         method = method === 'HEAD' ? 'HEAD' : 'GET';
         body = undefined;
       }

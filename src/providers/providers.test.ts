@@ -11,6 +11,7 @@ const connection = (type: 'openai' | 'anthropic', send: ResolvedConnection['fetc
   type,
   baseUrl: 'http://provider.invalid/v1/',
   fetch: send,
+  call: () => Promise.reject(new Error('a model provider streams its answer through fetch')),
   redact: (value) => value,
 });
 
