@@ -19,8 +19,17 @@
  * medians of the rounds. Then n8n's W2 (one run making 1,000 HTTP calls) through its bench.mjs, and
  * the same with a `for_each` node when the service has one (forEachWorkflow below).
  *
+ * After the rounds, the parties take turns request by request (BENCH_PEER_TURNS turns, one
+ * request each a turn): each party's p50 over the same minutes, and ours beside each turn by turn
+ * (the median of the differences, the turns ours was the faster), which the machine's drift
+ * between rounds does not move. It is another figure than p50 at concurrency 1: each request
+ * arrives alone, the others' requests in between, so what a party does after it has answered
+ * (ours: the run's last workflow task and its close) is done before its next request. It is the
+ * latency of a webhook that arrives on its own, reported beside the goal's back-to-back figure.
+ *
  * Knobs: BENCH_ROUNDS (3), BENCH_PEER_C1 (100 requests), BENCH_PEER_C10 (200), BENCH_PEER_C50
- * (300), BENCH_PEER_PARTIES (n8n,bare,bare-local,ours), BENCH_PEER_W2_RUNS (3).
+ * (300), BENCH_PEER_TURNS (200; 0 leaves them out), BENCH_PEER_PARTIES (n8n,bare,bare-local,ours),
+ * BENCH_PEER_W2_RUNS (3).
  * Run: npm run bench -- peer   (writes bench/results/peer.md and its section of latest.md)
  */
 import { rmSync } from 'node:fs';
@@ -45,6 +54,7 @@ const COUNTS: Record<number, number> = {
 };
 const LEVELS = [1, 10, 50];
 const W2_RUNS = Number(process.env.BENCH_PEER_W2_RUNS ?? 3);
+const TURNS = Number(process.env.BENCH_PEER_TURNS ?? 200);
 const WANTED = (process.env.BENCH_PEER_PARTIES ?? 'n8n,bare,bare-local,ours').split(',').map((s) => s.trim());
 const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
 const say = (line: string) => process.stderr.write(`[peer] ${line}\n`);
@@ -321,7 +331,25 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       }
     }
   }
+  // Request by request: the parties take turns, one request each (who goes first rotating), so
+  // that whatever the machine does in those minutes falls on all of them alike; rounds minutes
+  // apart see it move between them. NaN marks a request that did not answer as expected.
+  const turns = new Map<string, number[]>(all.map((p) => [p.name, []]));
+  for (let t = 0; t < TURNS; t++) {
+    for (let i = 0; i < all.length; i++) {
+      const p = all[(i + t) % all.length]!;
+      const a = await post(p.url, p.headers, { turn: t });
+      turns.get(p.name)!.push(p.ok(a) ? a.ms : NaN);
+    }
+  }
   loads.push(loadavg()[0]!);
+  const answered = (name: string) => (turns.get(name) ?? []).filter(Number.isFinite);
+  /** Ours beside `base`, turn by turn: the median of ours minus theirs, and the turns ours was the faster. */
+  const paired = (base: string) => {
+    const theirs = turns.get(base) ?? [];
+    const diffs = (turns.get('ours') ?? []).map((ms, t) => ms - theirs[t]!).filter(Number.isFinite);
+    return { median: median(diffs), faster: diffs.filter((d) => d < 0).length, of: diffs.length };
+  };
 
   // W2: n8n's 1,000 calls in one run (its bench.mjs), and ours with for_each when there is one.
   const w2: string[] = [];
@@ -372,6 +400,7 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       rows.push(row(bench, metric, unit, f(baseName), f('ours'), target));
     pair('p50 latency, concurrency 1', 'ms', (n) => fig(n, 1, (m) => m.p50), targets.p50c1 ? { max: targets.p50c1 } : {});
     pair('p99 latency, concurrency 1', 'ms', (n) => fig(n, 1, (m) => m.p99), {});
+    if (TURNS > 0) pair(`p50 latency of a request arriving alone (the parties taking turns, ${TURNS} turns)`, 'ms', (n) => percentile(answered(n), 50), {});
     pair('requests/s, concurrency 10', 'req/s', (n) => fig(n, 10, (m) => m.rps), {});
     pair('p50 latency, concurrency 10', 'ms', (n) => fig(n, 10, (m) => m.p50), {});
     pair('requests/s, concurrency 50', 'req/s', (n) => fig(n, 50, (m) => m.rps), targets.rpsc50 ? { min: targets.rpsc50 } : {});
@@ -392,6 +421,20 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
     '',
     'Each figure is the median of the rounds, with the range over the rounds in brackets; CPU is ms per request, from /proc.',
     '',
+    ...(TURNS > 0 && has('ours')
+      ? [
+          `Requests arriving alone, the parties taking turns request by request (${TURNS} turns, who goes first rotating; what a party does after answering is done before its next request): p50 ${all
+            .map((p) => `${p.label} ${round(percentile(answered(p.name), 50))} ms`)
+            .join(', ')}. Ours turn by turn: ${all
+            .filter((p) => p.name !== 'ours')
+            .map((p) => {
+              const d = paired(p.name);
+              return `beside ${p.label} a median difference of ${round(d.median)} ms, the faster in ${d.faster} of ${d.of} turns`;
+            })
+            .join('; ')}.`,
+          '',
+        ]
+      : []),
     `| | ${all.map((p) => p.label).join(' | ')} |`,
     `|---|${all.map(() => '---').join('|')}|`,
     ...LEVELS.flatMap((c) => [
