@@ -97,15 +97,14 @@ export interface EgressAnswer {
   body: Buffer | null;
 }
 
-/** The headers fetch adds to a request that does not set them: a target sees the same request from `call` as from `fetch`. */
+/** Adds the headers fetch adds to a request that does not set them (to this hop's own copy): a target sees the same request from `call` as from `fetch`. */
 function withFetchDefaults(headers: Record<string, string>, url: URL): Record<string, string> {
-  const out = { ...headers };
-  out.accept ??= '*/*';
-  out['accept-language'] ??= '*';
-  out['sec-fetch-mode'] ??= 'cors';
-  out['user-agent'] ??= 'undici';
-  out['accept-encoding'] ??= url.protocol === 'https:' ? 'br, gzip, deflate' : 'gzip, deflate';
-  return out;
+  headers.accept ??= '*/*';
+  headers['accept-language'] ??= '*';
+  headers['sec-fetch-mode'] ??= 'cors';
+  headers['user-agent'] ??= 'undici';
+  headers['accept-encoding'] ??= url.protocol === 'https:' ? 'br, gzip, deflate' : 'gzip, deflate';
+  return headers;
 }
 
 const headerText = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value.join(', ') : value);
@@ -115,7 +114,7 @@ function fetchHeaders(raw: Record<string, string | string[] | undefined>): Recor
   for (const name of Object.keys(raw).sort()) {
     const value = raw[name];
     if (value === undefined) continue;
-    out[name] = Array.isArray(value) ? (name === 'set-cookie' ? value[value.length - 1]! : value.join(', ')) : value;
+    out[name] = name === 'set-cookie' && Array.isArray(value) ? value[value.length - 1]! : headerText(value)!;
   }
   return out;
 }
