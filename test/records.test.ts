@@ -288,17 +288,23 @@ describe('records, in order', { shuffle: false }, () => {
         const rows = await app.sql(`select 1 from records.e_contact where uuid = $1`, [event.record.uuid]);
         visible.push(event.action === 'deleted' ? rows.length === 0 : rows.length === 1);
       });
+      // Each change waits for the listener's look at the one before: a look that came after the next
+      // change would see that change instead (the record deleted, say), not what was published.
+      const looked = (n: number) => vi.waitFor(() => expect(visible).toHaveLength(n));
       try {
         const created = (await app.admin.post(contacts, { email: 'ev@example.com' })).body.data;
+        await looked(1);
         await app.admin.patch(`${contacts}/${created.uuid}`, { age: 5 });
+        await looked(2);
         await app.admin.patch(`${contacts}/${randomUUID()}`, { age: 5 });
         await app.admin.post(contacts, { email: 'ev@example.com' });
         await app.admin.delete(`${contacts}/${created.uuid}`);
+        await looked(3);
         await app.admin.post(`${contacts}/_bulk`, [
           { op: 'create', fields: { email: 'ev-bulk@example.com' } },
           { op: 'create', fields: { email: 'bad' } },
         ]);
-        await vi.waitFor(() => expect(visible).toHaveLength(4));
+        await looked(4);
         expect(events.map((e) => `${e.entity}:${e.action}:${e.record.email}`)).toEqual([
           'contact:created:ev@example.com',
           'contact:updated:ev@example.com',
