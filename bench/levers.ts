@@ -6,13 +6,16 @@
  * the CPU per request of the service process, the Temporal server and PostgreSQL at each.
  *
  *   BENCH_VARIANTS  `name:ENV=value,ENV=value;name:...` (default `default:`, one variant as is)
- *   BENCH_ROUNDS (4), BENCH_C1 (60 requests), BENCH_C50 (200 requests)
+ *   BENCH_ROUNDS (4), BENCH_C1 (60 requests), BENCH_C50 (200 requests), BENCH_WARMUP (10 requests
+ *   at concurrency 50 to each variant before the rounds; V8 is still optimising the service's
+ *   code for the first thousand or so)
  *   BENCH_PAIRS (0): then that many requests to each variant one at a time, the variants taking
  *   turns request by request (the first of each turn alternating), reported as each variant's
  *   p50 and the median of its paired difference to the first variant, with how many turns it won:
  *   what rounds minutes apart cannot tell from the machine's drift.
  * Run: node --import tsx bench/levers.ts
  */
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../src/platform/logger.js';
@@ -23,6 +26,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
 const C1 = Number(process.env.BENCH_C1 ?? 60);
 const C50 = Number(process.env.BENCH_C50 ?? 200);
 const PAIRS = Number(process.env.BENCH_PAIRS ?? 0);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 10);
 const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
 
 const variants = (process.env.BENCH_VARIANTS ?? 'default:').split(';').map((v) => {
@@ -61,7 +65,7 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       });
       if (res.status !== 200) throw new Error(`${v.name}: webhook answered ${res.status}: ${await res.text()}`);
     };
-    await load(10, 50, call);
+    await load(WARMUP, 50, call);
     sides.push({
       ...v,
       pid: ours.pid,
@@ -84,7 +88,9 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       s.figures.cpu50.push(per(before, cpu(s.pid), C50));
       s.figures.rps.push(c50.perSecond);
       s.figures.p99.push(c50.p99);
-      process.stderr.write(`[levers] round ${r + 1} ${s.name}: p50 ${round(c1.p50)} ms, ${round(c50.perSecond)}/s, p99 at 50 ${round(c50.p99)} ms\n`);
+      process.stderr.write(
+        `[levers] round ${r + 1} ${s.name}: p50 ${round(c1.p50)} ms, ${round(c50.perSecond)}/s, p99 at 50 ${round(c50.p99)} ms, process CPU a request at 50 ${round(s.figures.cpu50.at(-1)![0]!)} ms\n`,
+      );
     }
   }
   loads.push(loadavg()[0]!);
@@ -92,15 +98,22 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
   const lines = [
     `Load average ${loads.map(round).join(', ')}; medians of ${ROUNDS} rounds; CPU ms per request: process / Temporal / PostgreSQL.`,
     '',
-    '| variant | p50 c1 ms | CPU c1 | req/s c50 | p99 c50 ms | CPU c50 |',
-    '|---|---|---|---|---|---|',
-    ...sides.map(
-      (s) =>
-        `| ${s.name} | ${round(median(s.figures.p50))} | ${col(s.figures.cpu1, 0)} / ${col(s.figures.cpu1, 1)} / ${col(s.figures.cpu1, 2)} | ${round(median(s.figures.rps))} | ${round(median(s.figures.p99))} | ${col(s.figures.cpu50, 0)} / ${col(s.figures.cpu50, 1)} / ${col(s.figures.cpu50, 2)} |`,
-    ),
+    '| variant | p50 c1 ms | CPU c1 | req/s c50 | p99 c50 ms | CPU c50 | process memory MB: resident at the end, its peak |',
+    '|---|---|---|---|---|---|---|',
+    ...sides.map((s) => {
+      const memory = memoryMb(s.pid);
+      return `| ${s.name} | ${round(median(s.figures.p50))} | ${col(s.figures.cpu1, 0)} / ${col(s.figures.cpu1, 1)} / ${col(s.figures.cpu1, 2)} | ${round(median(s.figures.rps))} | ${round(median(s.figures.p99))} | ${col(s.figures.cpu50, 0)} / ${col(s.figures.cpu50, 1)} / ${col(s.figures.cpu50, 2)} | ${round(memory.rss)}, ${round(memory.peak)} |`;
+    }),
   ];
   process.stdout.write(lines.join('\n') + '\n');
   if (PAIRS > 0) process.stdout.write('\n' + (await paired(sides)).join('\n') + '\n');
+}
+
+/** A process's resident memory now and at its peak (VmRSS and VmHWM of /proc/<pid>/status), MB. */
+function memoryMb(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
 }
 
 /** Each variant's latency at concurrency 1, the variants taking turns request by request (see BENCH_PAIRS). */
