@@ -85,11 +85,12 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
       s.figures.p50.push(c1.p50);
       before = cpu(s.pid);
       const c50 = await load(50, C50, s.call);
-      s.figures.cpu50.push(per(before, cpu(s.pid), C50));
+      const cpu50 = per(before, cpu(s.pid), C50);
+      s.figures.cpu50.push(cpu50);
       s.figures.rps.push(c50.perSecond);
       s.figures.p99.push(c50.p99);
       process.stderr.write(
-        `[levers] round ${r + 1} ${s.name}: p50 ${round(c1.p50)} ms, ${round(c50.perSecond)}/s, p99 at 50 ${round(c50.p99)} ms, process CPU a request at 50 ${round(s.figures.cpu50.at(-1)![0]!)} ms\n`,
+        `[levers] round ${r + 1} ${s.name}: p50 ${round(c1.p50)} ms, ${round(c50.perSecond)}/s, p99 at 50 ${round(c50.p99)} ms, process CPU a request at 50 ${round(cpu50[0]!)} ms\n`,
       );
     }
   }
