@@ -24,6 +24,8 @@ interface Seen {
   method: string;
   headers: IncomingHttpHeaders;
   body: string;
+  /** The connection it came on: the client's port. */
+  socket: number | undefined;
 }
 
 /** What a test server answers. */
@@ -40,7 +42,7 @@ async function server(host: string, answer: (req: Seen) => Answer = () => ({})) 
     let body = '';
     req.on('data', (c) => (body += c));
     req.on('end', () => {
-      const request = { url: req.url ?? '/', method: req.method ?? 'GET', headers: req.headers, body };
+      const request = { url: req.url ?? '/', method: req.method ?? 'GET', headers: req.headers, body, socket: req.socket.remotePort };
       seen.push(request);
       const a = answer(request);
       res.writeHead(a.status ?? 200, a.headers ?? {}).end(a.body ?? 'ok');
@@ -250,6 +252,11 @@ describe('EgressPolicy.call beside fetch', () => {
     target = await server('127.0.0.2', (req): Answer => {
       const path = req.url.split('?')[0];
       if (path === '/headers') return { headers: { 'set-cookie': ['a=1', 'b=2'], 'X-Repeated': ['1', '2'], 'Content-Type': 'application/json' }, body: '{}' };
+      if (path === '/one-cookie') return { headers: { 'set-cookie': 'sid=x; Expires=Wed, 21 Oct 2037 07:28:00 GMT; HttpOnly' }, body: '{}' };
+      if (path === '/moved') {
+        const size = Number(new URLSearchParams(req.url.split('?')[1]).get('size'));
+        return { status: 302, headers: { location: '/plain' }, body: Buffer.alloc(size, 'r') };
+      }
       if (path === '/gzip') return { headers: { 'content-encoding': 'gzip' }, body: gzipSync(json) };
       if (path === '/deflate') return { headers: { 'content-encoding': 'deflate' }, body: deflateSync(json) };
       if (path === '/br') return { headers: { 'content-encoding': 'br' }, body: brotliCompressSync(json) };
@@ -273,23 +280,51 @@ describe('EgressPolicy.call beside fetch', () => {
       await policy.fetch(at('/same'), init).then((r) => r.arrayBuffer());
       const byFetch = target.seen.at(-1)!;
       await policy.call(at('/same'), init);
-      const byCall = target.seen.at(-1)!;
-      expect(byCall).toEqual(byFetch);
+      const { socket: _a, ...byCall } = target.seen.at(-1)!;
+      const { socket: _b, ...fetched } = byFetch;
+      expect(byCall).toEqual(fetched);
     }
     expect(target.seen.at(-2)!.headers).toMatchObject({ 'accept-encoding': 'gzip, deflate', 'user-agent': 'undici', accept: '*/*' });
   });
 
-  it("answers the status and headers fetch's answer gives, repeated headers joined", async () => {
+  it("answers the status and headers fetch's answer gives, repeated headers joined, and every cookie set", async () => {
     const byFetch = await policy.fetch(at('/headers'), {});
     const byCall = await policy.call(at('/headers'), {});
     const fetched = Object.fromEntries(byFetch.headers);
     await byFetch.arrayBuffer();
-    const { date: _a, ...expected } = fetched;
+    // fetch's Headers keeps each Set-Cookie apart (getSetCookie); Object.fromEntries keeps the last.
+    const { date: _a, ...expected }: Record<string, string | string[]> = { ...fetched, 'set-cookie': byFetch.headers.getSetCookie() };
     const { date: _b, ...got } = byCall.headers;
     expect(got).toEqual(expected);
     expect(Object.keys(got)).toEqual(Object.keys(expected));
-    expect(got).toMatchObject({ 'x-repeated': '1, 2', 'content-type': 'application/json' });
+    expect(got).toMatchObject({ 'x-repeated': '1, 2', 'content-type': 'application/json', 'set-cookie': ['a=1', 'b=2'] });
     expect(byCall.status).toBe(byFetch.status);
+  });
+
+  it('answers a single Set-Cookie as a list too, one whose Expires holds a comma whole', async () => {
+    const one = await policy.call(at('/one-cookie'), {});
+    expect(one.headers['set-cookie']).toEqual(['sid=x; Expires=Wed, 21 Oct 2037 07:28:00 GMT; HttpOnly']);
+    expect((await policy.call(at('/plain'), {})).headers['set-cookie']).toBeUndefined();
+  });
+
+  it("follows a redirect on the connection that carried it when its body is small, and cuts a large one's off", async () => {
+    const sockets = (from: number) => new Set(target.seen.slice(from).map((r) => r.socket)).size;
+    // A policy of its own, so no other connection of the pool is idle when the second hop goes.
+    for (const [size, connections] of [
+      [2000, 1],
+      [200 * 1024, 2],
+    ] as const) {
+      const fresh = new EgressPolicy(parseEgressAllow('127.0.0.2'), 5, undefined, 64 * 1024);
+      try {
+        const from = target.seen.length;
+        const answer = await fresh.call(at(`/moved?size=${size}`), {});
+        expect(answer.status).toBe(200);
+        expect(target.seen.slice(from).map((r) => r.url)).toEqual([`/moved?size=${size}`, '/plain']);
+        expect(sockets(from), `a redirect body of ${size} bytes`).toBe(connections);
+      } finally {
+        await fresh.close();
+      }
+    }
   });
 
   it('decompresses gzip, deflate, br and chained codings as fetch does, and leaves an unknown coding as it came', async () => {

@@ -19,6 +19,8 @@ beforeAll(async () => {
     if (req.url.startsWith('/flaky')) return ++flakyCalls <= 2 ? { status: 500, body: { error: 'try again' } } : { body: { ok: true, calls: flakyCalls } };
     if (req.url.startsWith('/hold')) return { until: held, body: { held: true } };
     if (req.url.startsWith('/missing')) return { status: 404, body: { error: 'no such thing' } };
+    if (req.url.startsWith('/login'))
+      return { headers: { 'set-cookie': ['sid=abc; Path=/; HttpOnly', 'csrf=xyz; Expires=Wed, 21 Oct 2037 07:28:00 GMT'] }, body: { ok: true } };
     if (req.url.startsWith('/echo')) return { body: { echoed: req.body ? JSON.parse(req.body) : null, auth: req.headers.authorization } };
     return undefined;
   });
@@ -105,6 +107,26 @@ describe('runs', () => {
     expect(execution.output).toEqual({ l: 'left', r: 'right', auth: 'Bearer [redacted]' });
     // Nor is it shown in the node's recorded input.
     expect(JSON.stringify(nodeOf(execution, 'left').input)).not.toContain('tok-secret');
+  });
+
+  it("gives an http_request node's output every cookie the answer sets, for the next node to send", async () => {
+    const id = await create({
+      nodes: [
+        { id: 'login', type: 'http_request', connection_id: connectionId, config: { method: 'POST', path: '/login' } },
+        {
+          id: 'next',
+          type: 'http_request',
+          connection_id: connectionId,
+          config: { method: 'POST', path: '/echo', body: { cookies: '{{ nodes.login.headers.`set-cookie` }}' } },
+        },
+      ],
+      edges: [{ from: 'login', to: 'next' }],
+    });
+    const execution = await runAndWait(id);
+    expect(execution.status, JSON.stringify(execution.error)).toBe('success');
+    const cookies = ['sid=abc; Path=/; HttpOnly', 'csrf=xyz; Expires=Wed, 21 Oct 2037 07:28:00 GMT'];
+    expect(nodeOf(execution, 'login').output.headers['set-cookie']).toEqual(cookies);
+    expect(execution.output.body.echoed).toEqual({ cookies });
   });
 
   it('ends partial when a node fails with on_error continue and the rest runs', async () => {

@@ -1,10 +1,11 @@
-import { type EgressAnswer, EgressDeniedError, ResponseTooLargeError, TooManyRedirectsError } from '../platform/egress.js';
+import { type AnswerHeaders, type EgressAnswer, EgressDeniedError, ResponseTooLargeError, TooManyRedirectsError } from '../platform/egress.js';
 import { parseBoundedJson } from '../platform/json-depth.js';
 import type { ResolvedConnection } from './connection.service.js';
 
 export interface HttpResult {
   status: number;
-  headers: Record<string, string>;
+  /** Names in lower case; `set-cookie` is the list of every cookie the answer sets. */
+  headers: AnswerHeaders;
   body: unknown;
 }
 

@@ -25,7 +25,7 @@ export const httpRequestNode: NodeType<HttpConfig> = {
   localWhenShort: true,
   needsConnection: true,
   description:
-    "config `{method, path, headers?, query?, body?}` against the connection's `base_url` with its credential. Output `{status, headers, body}` (body parsed when JSON). Non-2xx fails the node with `http_error`; an answer larger than SVC_EGRESS_RESPONSE_LIMIT with `response_too_large`.",
+    "config `{method, path, headers?, query?, body?}` against the connection's `base_url` with its credential. Output `{status, headers, body}` (body parsed when JSON; header names in lower case, `set-cookie` a list of every cookie set). Non-2xx fails the node with `http_error`; an answer larger than SVC_EGRESS_RESPONSE_LIMIT with `response_too_large`.",
   configSchema: config,
   run: async ({ config: c, connection, node, signal }) => {
     const target = await connection();

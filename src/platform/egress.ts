@@ -2,6 +2,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { BlockList, isIP, isIPv4 } from 'node:net';
 import { type Readable, pipeline } from 'node:stream';
 import zlib from 'node:zlib';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Agent, type Dispatcher, Response, buildConnector, fetch as undiciFetch } from 'undici';
 import { SpanKind, inSpan } from './tracing.js';
 
@@ -88,14 +89,18 @@ export function limitBody(response: Response, limit: number, host: string): Resp
 export interface EgressAnswer {
   status: number;
   /**
-   * Header names in lower case, in order of name, a repeated header's values joined with ", " but
-   * Set-Cookie's, of which the last is kept: what `Object.fromEntries(response.headers)` gives for
-   * a fetch answer.
+   * Header names in lower case, in order of name, a repeated header's values joined with ", " as
+   * fetch's `Headers.get` joins them; but `set-cookie`, a list of every Set-Cookie the answer
+   * carries in the order sent (a cookie's own Expires holds a comma, so joined they could not be
+   * told apart; `Object.fromEntries` of a fetch answer keeps only the last).
    */
-  headers: Record<string, string>;
+  headers: AnswerHeaders;
   /** The body, decompressed, or null when it was not read. */
   body: Buffer | null;
 }
+
+/** An answer's headers: each a string, but `set-cookie`, every cookie the answer sets. */
+export type AnswerHeaders = Record<string, string> & { 'set-cookie'?: string[] };
 
 /** Adds the headers fetch adds to a request that does not set them (to this hop's own copy): a target sees the same request from `call` as from `fetch`. */
 function withFetchDefaults(headers: Record<string, string>, url: URL): Record<string, string> {
@@ -109,20 +114,35 @@ function withFetchDefaults(headers: Record<string, string>, url: URL): Record<st
 
 const headerText = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value.join(', ') : value);
 
-function fetchHeaders(raw: Record<string, string | string[] | undefined>): Record<string, string> {
-  const out: Record<string, string> = {};
+function answerHeaders(raw: Record<string, string | string[] | undefined>): AnswerHeaders {
+  const out: Record<string, string | string[]> = {};
   for (const name of Object.keys(raw).sort()) {
     const value = raw[name];
     if (value === undefined) continue;
-    out[name] = name === 'set-cookie' && Array.isArray(value) ? value[value.length - 1]! : headerText(value)!;
+    out[name] = name === 'set-cookie' ? (Array.isArray(value) ? value : [value]) : headerText(value)!;
   }
-  return out;
+  return out as AnswerHeaders;
 }
 
 /** Drops an answer's body without reading it (the connection is not kept when it was not finished). */
 async function discardBody(body: Readable): Promise<void> {
   body.on('error', () => undefined);
   body.destroy();
+}
+
+/** The most of a redirect's body read (and dropped) so that its connection serves the next hop. */
+const REDIRECT_BODY_DRAINED = 64 * 1024;
+
+/**
+ * Drops a redirect's body: read to its end when it is at most REDIRECT_BODY_DRAINED bytes, so the
+ * connection is kept for the next hop (most redirects stay on their origin), else cut off as
+ * discardBody does. The caller's signal ends the read. The connection goes back to its pool only
+ * after the read has ended (in undici's next turn of the event loop): the next hop waits for that
+ * turn, or it would find the connection still busy and open another.
+ */
+async function drainRedirect(body: Dispatcher.ResponseData['body'], signal: AbortSignal | undefined): Promise<void> {
+  await body.dump({ limit: REDIRECT_BODY_DRAINED, ...(signal ? { signal } : {}) }).catch(() => undefined);
+  await nextTurn();
 }
 
 /**
@@ -519,11 +539,11 @@ export class EgressPolicy {
           (response) => ({
             status: response.statusCode,
             location: headerText(response.headers.location) ?? null,
-            discard: () => discardBody(response.body),
+            discard: () => drainRedirect(response.body, init.signal),
           }),
         );
         span.setAttribute('http.response.status_code', answer.statusCode);
-        const headers = fetchHeaders(answer.headers);
+        const headers = answerHeaders(answer.headers);
         if (options.readBody === false) {
           await discardBody(answer.body);
           return { status: answer.statusCode, headers, body: null };

@@ -22,10 +22,15 @@ export interface HttpTarget {
  */
 export const TARGET_HOST = '127.0.0.2';
 
-type Handler = (
-  req: SeenRequest,
-) =>
-  | { status?: number; body?: unknown; delayMs?: number; /** Answers once this settles. */ until?: Promise<unknown>; headers?: Record<string, string> }
+type Handler = (req: SeenRequest) =>
+  | {
+      status?: number;
+      body?: unknown;
+      delayMs?: number;
+      /** Answers once this settles. */
+      until?: Promise<unknown>;
+      headers?: Record<string, string | string[]>;
+    }
   | undefined;
 
 /** A scripted HTTP server on the targets' loopback address that records every request (to count side effects). */
