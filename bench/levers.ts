@@ -5,7 +5,9 @@
  * output), measured in interleaved rounds: p50 at concurrency 1, requests/s and p99 at concurrency 50, and
  * the CPU per request of the service process, the Temporal server and PostgreSQL at each.
  *
- *   BENCH_VARIANTS  `name:ENV=value,ENV=value;name:...` (default `default:`, one variant as is)
+ *   BENCH_VARIANTS  `name:ENV=value,ENV=value;name:...` (default `default:`, one variant as is);
+ *                   NODE_FLAGS=<flags> among them starts that variant's node with those flags
+ *                   (space-separated; V8's too, such as --single-threaded-gc, which NODE_OPTIONS refuses)
  *   BENCH_ROUNDS (4), BENCH_C1 (60 requests), BENCH_C50 (200 requests), BENCH_WARMUP (10 requests
  *   at concurrency 50 to each variant before the rounds; V8 is still optimising the service's
  *   code for the first thousand or so)
@@ -54,7 +56,9 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
   const sides = [];
   for (const [i, v] of variants.entries()) {
     const base = await oursEnv({ ...settings, queue: `bench-lever-${i}`, localPureNodes: true });
-    const ours = await startOurs({ ...base, ...v.env }, join(dir, `lever-${i}.log`));
+    // NODE_FLAGS: flags for node itself (V8's among them, which NODE_OPTIONS refuses), space-separated.
+    const { NODE_FLAGS: flags = '', ...variantEnv } = v.env;
+    const ours = await startOurs({ ...base, ...variantEnv }, join(dir, `lever-${i}.log`), flags.split(' ').filter(Boolean));
     cleanup.add(() => ours.stop());
     const hook = await webhookWorkflow(oursApi(ours).call, target.url);
     const call = async (n: number) => {

@@ -29,7 +29,9 @@
  *
  * Knobs: BENCH_ROUNDS (3), BENCH_PEER_C1 (100 requests), BENCH_PEER_C10 (200), BENCH_PEER_C50
  * (300), BENCH_PEER_TURNS (200; 0 leaves them out), BENCH_PEER_PARTIES (n8n,bare,bare-local,ours),
- * BENCH_PEER_W2_RUNS (3).
+ * BENCH_PEER_W2_RUNS (3), BENCH_PEER_WARMUP (0: requests at concurrency 50 to each party before the
+ * rounds, in turns of 500, each turn's requests/s and CPU a request in the report; 5,000 brings
+ * every party here to the cost it keeps, a fresh process's JavaScript being compiled meanwhile).
  * Run: npm run bench -- peer   (writes bench/results/peer.md and its section of latest.md)
  */
 import { rmSync } from 'node:fs';
@@ -54,6 +56,8 @@ const COUNTS: Record<number, number> = {
 };
 const LEVELS = [1, 10, 50];
 const W2_RUNS = Number(process.env.BENCH_PEER_W2_RUNS ?? 3);
+const WARMUP = Number(process.env.BENCH_PEER_WARMUP ?? 0);
+const WARMUP_STEP = 500;
 const TURNS = Number(process.env.BENCH_PEER_TURNS ?? 200);
 const WANTED = (process.env.BENCH_PEER_PARTIES ?? 'n8n,bare,bare-local,ours').split(',').map((s) => s.trim());
 const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn');
@@ -314,6 +318,19 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
     const w = await measure(p, 5, 30);
     if (w.errors) throw new Error(`${p.label} does not answer as expected: ${w.firstError}`);
   }
+  // Then, with BENCH_PEER_WARMUP, each party in turn until its JavaScript has been compiled as
+  // far as V8 will take it (a fresh process spends several times the CPU a request for its first
+  // thousand or so): what it costs at a window of each WARMUP_STEP requests is kept for the report.
+  const warmups = new Map<string, Measured[]>(all.map((p) => [p.name, []]));
+  for (let done = 0; done < WARMUP; done += WARMUP_STEP) {
+    for (const p of all) {
+      const w = await measure(p, 50, Math.min(WARMUP_STEP, WARMUP - done));
+      warmups.get(p.name)!.push(w);
+      say(
+        `warm-up ${done + Math.min(WARMUP_STEP, WARMUP - done)} ${p.name}: ${round(w.rps)}/s, CPU ${round(Object.values(w.cpu).reduce((a, b) => a + b, 0))} ms a request`,
+      );
+    }
+  }
 
   const results = new Map<string, Map<number, Measured[]>>(all.map((p) => [p.name, new Map(LEVELS.map((c) => [c, []]))]));
   const loads: number[] = [];
@@ -432,6 +449,24 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
               return `beside ${p.label} a median difference of ${round(d.median)} ms, the faster in ${d.faster} of ${d.of} turns`;
             })
             .join('; ')}.`,
+          '',
+        ]
+      : []),
+    ...(WARMUP > 0
+      ? [
+          `Before the rounds each party answered ${WARMUP} requests at concurrency 50, the parties taking turns ${WARMUP_STEP} at a time; requests/s and the CPU of all its processes a request, turn by turn:`,
+          '',
+          `| | ${all.map((p) => p.label).join(' | ')} |`,
+          `|---|${all.map(() => '---').join('|')}|`,
+          ...(warmups.get(all[0]!.name) ?? []).map(
+            (_, i) =>
+              `| requests ${i * WARMUP_STEP + 1} to ${Math.min((i + 1) * WARMUP_STEP, WARMUP)} | ${all
+                .map((p) => {
+                  const w = warmups.get(p.name)![i]!;
+                  return `${round(w.rps)}/s, ${round(Object.values(w.cpu).reduce((a, b) => a + b, 0))} ms`;
+                })
+                .join(' | ')} |`,
+          ),
           '',
         ]
       : []),
