@@ -126,6 +126,9 @@ interface Measured {
 }
 
 /** `total` requests, `concurrency` at a time; latencies of the good ones, the CPU each process spent per request. */
+/** The CPU a request of all of a party's processes together. */
+const allCpu = (m: Measured) => Object.values(m.cpu).reduce((a, b) => a + b, 0);
+
 async function measure(party: Party, concurrency: number, total: number): Promise<Measured> {
   const before = party.procs.map((p) => p.read());
   const latencies: number[] = [];
@@ -323,12 +326,11 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
   // thousand or so): what it costs at a window of each WARMUP_STEP requests is kept for the report.
   const warmups = new Map<string, Measured[]>(all.map((p) => [p.name, []]));
   for (let done = 0; done < WARMUP; done += WARMUP_STEP) {
+    const step = Math.min(WARMUP_STEP, WARMUP - done);
     for (const p of all) {
-      const w = await measure(p, 50, Math.min(WARMUP_STEP, WARMUP - done));
+      const w = await measure(p, 50, step);
       warmups.get(p.name)!.push(w);
-      say(
-        `warm-up ${done + Math.min(WARMUP_STEP, WARMUP - done)} ${p.name}: ${round(w.rps)}/s, CPU ${round(Object.values(w.cpu).reduce((a, b) => a + b, 0))} ms a request`,
-      );
+      say(`warm-up ${done + step} ${p.name}: ${round(w.rps)}/s, CPU ${round(allCpu(w))} ms a request`);
     }
   }
 
@@ -406,8 +408,7 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
     const v = results.get(name)?.get(c)?.map(f) ?? [];
     return v.length ? `${round(Math.min(...v))}–${round(Math.max(...v))}` : '–';
   };
-  const cpuOf = (name: string, c: number, proc?: string) =>
-    fig(name, c, (m) => (proc ? (m.cpu[proc] ?? NaN) : Object.values(m.cpu).reduce((a, b) => a + b, 0)));
+  const cpuOf = (name: string, c: number, proc?: string) => fig(name, c, (m) => (proc ? (m.cpu[proc] ?? NaN) : allCpu(m)));
   const has = (name: string) => results.has(name);
 
   const rows: BenchRow[] = [];
@@ -463,7 +464,7 @@ async function bench(cleanup: ReturnType<typeof cleanups>) {
               `| requests ${i * WARMUP_STEP + 1} to ${Math.min((i + 1) * WARMUP_STEP, WARMUP)} | ${all
                 .map((p) => {
                   const w = warmups.get(p.name)![i]!;
-                  return `${round(w.rps)}/s, ${round(Object.values(w.cpu).reduce((a, b) => a + b, 0))} ms`;
+                  return `${round(w.rps)}/s, ${round(allCpu(w))} ms`;
                 })
                 .join(' | ')} |`,
           ),
